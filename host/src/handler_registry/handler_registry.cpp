@@ -1,0 +1,501 @@
+#include "handler_registry.hpp"
+
+#define BOOST_DLL_USE_STD_FS
+#include <boost/dll/shared_library.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <shared_mutex>
+#include <sstream>
+#include <system_error>
+#include <unordered_map>
+
+namespace dowser::host {
+namespace {
+
+std::string abi_text(uint16_t major, uint16_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string octal_mode(mode_t mode) {
+  std::ostringstream out;
+  out << '0' << std::oct << (mode & 07777);
+  return out.str();
+}
+
+// ---- loading --------------------------------------------------------------
+
+void check_permissions(const std::filesystem::path& file, const LoadPolicy& policy) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0)
+    throw HandlerLoadError(file, "permissions", std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) throw HandlerLoadError(file, "permissions", "not a regular file");
+  std::vector<uid_t> trusted = policy.trusted_owners;
+  if (trusted.empty()) trusted = {0, ::geteuid()};
+  if (std::find(trusted.begin(), trusted.end(), info.st_uid) == trusted.end()) {
+    throw HandlerLoadError(file, "permissions",
+                           "owned by uid " + std::to_string(info.st_uid) +
+                               ", but only root or the daemon's user may own handlers");
+  }
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw HandlerLoadError(file, "permissions",
+                           "mode " + octal_mode(info.st_mode) +
+                               " is group- or other-writable; make it 0755 or stricter");
+  }
+}
+
+// Libraries stay loaded for the life of the process (a handler's threads or
+// static data may outlive its last session); leaked on purpose.
+void keep_loaded(boost::dll::shared_library library) {
+  static std::mutex mutex;
+  static auto* libraries = new std::vector<boost::dll::shared_library>();
+  std::lock_guard lock(mutex);
+  libraries->push_back(std::move(library));
+}
+
+dowser_get_handler_api_fn open_entry(const std::filesystem::path& file) {
+  boost::dll::shared_library library;
+  try {
+    library.load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::system_error& e) {
+    throw HandlerLoadError(file, "open",
+                           std::string(e.what()) + " (check its dependencies with ldd)");
+  }
+  if (!library.has(DOWSER_ENTRY_SYMBOL)) {
+    throw HandlerLoadError(file, "resolve entry",
+                           std::string("no exported symbol ") + DOWSER_ENTRY_SYMBOL +
+                               ": not a dowser handler, or built without the SDK's export");
+  }
+  auto entry = library.get<const dowser_handler_api*(uint16_t, uint16_t, char*, size_t)>(
+      DOWSER_ENTRY_SYMBOL);
+  keep_loaded(std::move(library));
+  return entry;
+}
+
+const dowser_handler_api* call_entry(const std::filesystem::path& file,
+                                     dowser_get_handler_api_fn entry, const LoadPolicy& policy) {
+  char err[DOWSER_MAX_ERRLEN] = {};
+  const dowser_handler_api* api =
+      entry(policy.host_abi_major, policy.host_abi_minor, err, sizeof err);
+  if (api == nullptr) {
+    throw HandlerLoadError(file, "negotiate",
+                           "handler refused host ABI " +
+                               abi_text(policy.host_abi_major, policy.host_abi_minor) + ": " +
+                               (err[0] != '\0' ? err : "(no reason given)"));
+  }
+  return api;
+}
+
+void check_version(const std::filesystem::path& file, const dowser_handler_api& api,
+                   const LoadPolicy& policy) {
+  std::string versions = "handler ABI " + abi_text(api.abi_major, api.abi_minor) + ", host ABI " +
+                         abi_text(policy.host_abi_major, policy.host_abi_minor);
+  if (api.abi_major != policy.host_abi_major)
+    throw HandlerLoadError(file, "negotiate", versions + " (major differs)");
+  if (api.abi_minor > policy.host_abi_minor)
+    throw HandlerLoadError(file, "negotiate", versions + " (handler is newer than this host)");
+}
+
+bool valid_handler_name(const char* name) {
+  size_t length = std::strlen(name);
+  if (length == 0 || length > 63) return false;
+  return std::all_of(name, name + length, [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
+}
+
+void check_table(const std::filesystem::path& file, const dowser_handler_api& api) {
+  auto refuse = [&](const std::string& reason) {
+    throw HandlerLoadError(file, "check table", reason);
+  };
+  if (api.name == nullptr || !valid_handler_name(api.name))
+    refuse("name must be 1 to 63 characters of [A-Za-z0-9._-]");
+  if (api.version == nullptr) refuse("version is NULL");
+  if ((api.flags & ~DOWSER_HANDLER_FLAG_SHARED_DEVICES) != 0)
+    refuse("flags has unknown bits " + std::to_string(api.flags));
+  if (api.init == nullptr || api.destroy == nullptr || api.start_discovery == nullptr ||
+      api.stop_discovery == nullptr) {
+    refuse("a required function (init, destroy, start_discovery, stop_discovery) is NULL");
+  }
+}
+
+// The minimal table a 1.0 handler provides: everything up to stop_discovery.
+constexpr size_t kMinimalTableSize = offsetof(dowser_handler_api, validate_request);
+
+std::shared_ptr<const LoadedHandler> check_and_copy(const std::filesystem::path& file,
+                                                    const dowser_handler_api* raw,
+                                                    const LoadPolicy& policy) {
+  if (raw == nullptr) throw HandlerLoadError(file, "check table", "function table is NULL");
+  uint32_t size = 0;
+  std::memcpy(&size, raw, sizeof size);
+  if (size < kMinimalTableSize) {
+    throw HandlerLoadError(file, "check table",
+                           "struct_size " + std::to_string(size) + " is smaller than the " +
+                               std::to_string(kMinimalTableSize) + " bytes of ABI 1.0");
+  }
+  auto api = abi::read_record<dowser_handler_api>(raw);
+  check_version(file, api, policy);
+  check_table(file, api);
+  return std::make_shared<const LoadedHandler>(file, api);
+}
+
+// ---- host side of the function table ----------------------------------------
+
+// Maps the opaque handles given to handlers to host objects. Handles are
+// never reused, so a handler that calls with a stale handle finds nothing
+// instead of someone else's session.
+template <typename Entry>
+class HandleTable {
+ public:
+  uint64_t add(std::shared_ptr<Entry> entry) {
+    std::lock_guard lock(mutex_);
+    uint64_t id = ++last_id_;
+    entries_.emplace(id, std::move(entry));
+    return id;
+  }
+  std::shared_ptr<Entry> find(uint64_t id) const {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(id);
+    return it == entries_.end() ? nullptr : it->second;
+  }
+  void remove(uint64_t id) {
+    std::lock_guard lock(mutex_);
+    entries_.erase(id);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  uint64_t last_id_ = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<Entry>> entries_;
+};
+
+enum class SessionState { running, stopping, stopped };
+
+struct SessionEntry {
+  SessionEntry(std::shared_ptr<SessionSink> s, bool shares) : sink(std::move(s)), shared(shares) {}
+  std::shared_ptr<SessionSink> sink;
+  bool shared;              // the handler's default sharing
+  std::shared_mutex mutex;  // reports hold it shared; state changes exclusively
+  SessionState state = SessionState::running;
+  bool failed = false;  // report_error was called
+};
+
+HandleTable<HandlerLogSink>& log_table() {
+  static auto* table = new HandleTable<HandlerLogSink>();  // outlives late handler threads
+  return *table;
+}
+
+HandleTable<SessionEntry>& session_table() {
+  static auto* table = new HandleTable<SessionEntry>();
+  return *table;
+}
+
+template <typename Handle>
+uint64_t id_of(Handle* handle) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+}
+
+template <typename Handle>
+Handle* handle_of(uint64_t id) {
+  return reinterpret_cast<Handle*>(static_cast<uintptr_t>(id));
+}
+
+void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
+  if (auto sink = log_table().find(id_of(ctx))) {
+    try {
+      (*sink)(level, std::string_view(message.data == nullptr ? "" : message.data,
+                                      message.data == nullptr ? 0 : message.len));
+    } catch (...) {  // a failing log sink must not reach the handler
+    }
+  }
+}
+
+std::string duplicate_id(const Snapshot& snapshot) {
+  std::set<std::string_view> seen;
+  for (const auto& device : snapshot)
+    if (!seen.insert(device.id).second) return device.id;
+  return {};
+}
+
+void resolve_sharing(Snapshot& snapshot, bool handler_shares) {
+  for (auto& device : snapshot) {
+    if (device.sharing == Sharing::handler_default)
+      device.sharing = handler_shares ? Sharing::shared : Sharing::local;
+  }
+}
+
+// Runs deliver(entry) while the session is running; otherwise tells the sink
+// (after stop) or just refuses (while stopping or after an error).
+template <typename Deliver>
+dowser_status with_running_session(dowser_session_host* session, const char* what,
+                                   Deliver&& deliver) {
+  auto entry = session_table().find(id_of(session));
+  if (!entry) return DOWSER_ERR_STOPPED;
+  std::shared_lock lock(entry->mutex);
+  if (entry->state == SessionState::stopped) {
+    entry->sink->on_late_call(what);
+    return DOWSER_ERR_STOPPED;
+  }
+  if (entry->state == SessionState::stopping || entry->failed) return DOWSER_ERR_STOPPED;
+  return deliver(*entry);
+}
+
+dowser_status host_report_devices(dowser_session_host* session, const dowser_device* devices,
+                                  size_t devices_len) {
+  return with_running_session(session, "report_devices", [&](SessionEntry& entry) {
+    try {
+      Snapshot snapshot = abi::read_devices(devices, devices_len);
+      if (auto id = duplicate_id(snapshot); !id.empty()) {
+        entry.sink->on_bad_report("device id '" + id + "' appears twice in one snapshot");
+        return DOWSER_ERR_INVALID_ARGUMENT;
+      }
+      resolve_sharing(snapshot, entry.shared);
+      entry.sink->on_snapshot(std::move(snapshot));
+      return DOWSER_OK;
+    } catch (const std::bad_alloc&) {
+      return DOWSER_ERR_NO_MEMORY;
+    } catch (const std::exception& e) {
+      entry.sink->on_bad_report(e.what());
+      return DOWSER_ERR_INVALID_ARGUMENT;
+    }
+  });
+}
+
+dowser_status host_report_error(dowser_session_host* session, dowser_status code,
+                                dowser_str message) {
+  auto entry = session_table().find(id_of(session));
+  if (entry) {
+    // Exclusive: no report may slip in between the error and the flag.
+    std::unique_lock lock(entry->mutex);
+    if (entry->state == SessionState::stopped) {
+      entry->sink->on_late_call("report_error");
+      return DOWSER_ERR_STOPPED;
+    }
+    if (entry->state == SessionState::stopping || entry->failed) return DOWSER_ERR_STOPPED;
+    entry->failed = true;
+  } else {
+    return DOWSER_ERR_STOPPED;
+  }
+  try {
+    entry->sink->on_error(code, abi::to_string(message));
+  } catch (...) {
+    return DOWSER_ERR_GENERIC;
+  }
+  return DOWSER_OK;
+}
+
+void set_state(uint64_t id, SessionState state) {
+  if (auto entry = session_table().find(id)) {
+    std::unique_lock lock(entry->mutex);
+    entry->state = state;
+  }
+}
+
+std::string message_or_placeholder(const char* err) {
+  return err[0] != '\0' ? std::string(err) : std::string("(no message)");
+}
+
+}  // namespace
+
+// ---- errors ----------------------------------------------------------------
+
+HandlerLoadError::HandlerLoadError(std::filesystem::path file, std::string stage,
+                                   std::string reason)
+    : std::runtime_error(file.string() + ": " + stage + ": " + reason),
+      file_(std::move(file)),
+      stage_(std::move(stage)),
+      reason_(std::move(reason)) {}
+
+HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::string message)
+    : std::runtime_error(call + " failed (status " + std::to_string(status) + "): " + message),
+      call_(std::move(call)),
+      status_(status),
+      message_(std::move(message)) {}
+
+// ---- loading ---------------------------------------------------------------
+
+LoadedHandler::LoadedHandler(std::filesystem::path path, const dowser_handler_api& api)
+    : path_(std::move(path)), api_(api), name_(api.name), version_(api.version) {}
+
+bool LoadedHandler::shares_devices() const noexcept {
+  return (api_.flags & DOWSER_HANDLER_FLAG_SHARED_DEVICES) != 0;
+}
+
+std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
+                                                  const LoadPolicy& policy) {
+  check_permissions(file, policy);
+  auto entry = open_entry(file);
+  return check_and_copy(file, call_entry(file, entry, policy), policy);
+}
+
+std::shared_ptr<const LoadedHandler> adopt_handler(const std::filesystem::path& label,
+                                                   const dowser_handler_api* api,
+                                                   const LoadPolicy& policy) {
+  return check_and_copy(label, api, policy);
+}
+
+HandlerRegistry::HandlerRegistry(LoadPolicy policy) : policy_(std::move(policy)) {}
+
+HandlerRegistry::ScanResult HandlerRegistry::scan(const std::filesystem::path& dir) {
+  ScanResult result;
+  std::error_code error;
+  std::vector<std::filesystem::path> files;
+  for (const auto& item : std::filesystem::directory_iterator(dir, error)) {
+    if (item.path().extension() == ".so" && !names_by_path_.count(item.path()))
+      files.push_back(item.path());
+  }
+  if (error) {
+    result.failures.emplace_back(dir, "scan", error.message());
+    return result;
+  }
+  std::sort(files.begin(), files.end());  // deterministic winner on a name clash
+  for (const auto& file : files) {
+    try {
+      auto handler = load_handler(file, policy_);
+      add(handler);
+      result.loaded.push_back(std::move(handler));
+    } catch (const HandlerLoadError& e) {
+      result.failures.push_back(e);
+    }
+  }
+  return result;
+}
+
+void HandlerRegistry::add(std::shared_ptr<const LoadedHandler> handler) {
+  auto [it, inserted] = by_name_.emplace(handler->name(), handler);
+  if (!inserted) {
+    throw HandlerLoadError(handler->path(), "register",
+                           "handler name '" + handler->name() + "' is already taken by " +
+                               it->second->path().string());
+  }
+  names_by_path_[handler->path()] = handler->name();
+}
+
+std::shared_ptr<const LoadedHandler> HandlerRegistry::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<const LoadedHandler>> HandlerRegistry::handlers() const {
+  std::vector<std::shared_ptr<const LoadedHandler>> result;
+  for (const auto& [name, handler] : by_name_) result.push_back(handler);
+  return result;
+}
+
+// ---- sinks -----------------------------------------------------------------
+
+CoalescingSink::CoalescingSink(std::function<void()> notify) : notify_(std::move(notify)) {}
+
+void CoalescingSink::on_snapshot(Snapshot snapshot) {
+  bool was_empty = false;
+  {
+    std::lock_guard lock(mutex_);
+    was_empty = !pending_.has_value();
+    pending_ = std::move(snapshot);
+  }
+  if (was_empty && notify_) notify_();
+}
+
+void CoalescingSink::on_error(dowser_status code, std::string message) {
+  {
+    std::lock_guard lock(mutex_);
+    error_.emplace(code, std::move(message));
+  }
+  if (notify_) notify_();
+}
+
+std::optional<Snapshot> CoalescingSink::take_snapshot() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(pending_, std::nullopt);
+}
+
+std::optional<std::pair<dowser_status, std::string>> CoalescingSink::error() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+// ---- instances and sessions -------------------------------------------------
+
+const dowser_host_api& host_api() {
+  static const dowser_host_api api = [] {
+    dowser_host_api table{};
+    table.struct_size = sizeof table;
+    table.abi_major = DOWSER_ABI_VERSION_MAJOR;
+    table.abi_minor = DOWSER_ABI_VERSION_MINOR;
+    table.log = &host_log;
+    table.report_devices = &host_report_devices;
+    table.report_error = &host_report_error;
+    return table;
+  }();
+  return api;
+}
+
+HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, HandlerLogSink log,
+                                 std::string config)
+    : handler_(std::move(handler)),
+      log_id_(log_table().add(std::make_shared<HandlerLogSink>(std::move(log)))) {
+  char err[DOWSER_MAX_ERRLEN] = {};
+  dowser_status status = handler_->api().init(&host_api(), handle_of<dowser_host_ctx>(log_id_),
+                                              abi::view(config), &instance_, err, sizeof err);
+  if (status != DOWSER_OK || instance_ == nullptr) {
+    log_table().remove(log_id_);
+    throw HandlerCallError(
+        "init", status, status == DOWSER_OK ? "returned no instance" : message_or_placeholder(err));
+  }
+}
+
+HandlerInstance::~HandlerInstance() {
+  handler_->api().destroy(instance_);
+  log_table().remove(log_id_);
+}
+
+void HandlerInstance::validate(const DiscoverRequest& request) {
+  if (!handler_->has_validate()) return;
+  char err[DOWSER_MAX_ERRLEN] = {};
+  abi::RequestView view(request);
+  dowser_status status = handler_->api().validate_request(instance_, view.get(), err, sizeof err);
+  if (status != DOWSER_OK)
+    throw HandlerCallError("validate_request", status, message_or_placeholder(err));
+}
+
+std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& request,
+                                                         std::shared_ptr<SessionSink> sink) {
+  uint64_t id = session_table().add(
+      std::make_shared<SessionEntry>(std::move(sink), handler_->shares_devices()));
+  std::unique_ptr<DiscoverySession> session(new DiscoverySession(handler_->api(), instance_, id));
+  char err[DOWSER_MAX_ERRLEN] = {};
+  abi::RequestView view(request);
+  dowser_status status =
+      handler_->api().start_discovery(instance_, view.get(), handle_of<dowser_session_host>(id),
+                                      &session->session_, err, sizeof err);
+  if (status != DOWSER_OK) {
+    session->stopped_ = true;  // a failed start is never stopped (rule: stop once per success)
+    throw HandlerCallError("start_discovery", status, message_or_placeholder(err));
+  }
+  return session;
+}
+
+DiscoverySession::DiscoverySession(const dowser_handler_api& api, dowser_handler* instance,
+                                   uint64_t id)
+    : api_(api), instance_(instance), id_(id) {}
+
+DiscoverySession::~DiscoverySession() {
+  stop();
+  session_table().remove(id_);
+}
+
+void DiscoverySession::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  set_state(id_, SessionState::stopping);
+  api_.stop_discovery(instance_, session_);
+  set_state(id_, SessionState::stopped);
+}
+
+}  // namespace dowser::host

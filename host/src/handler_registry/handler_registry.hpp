@@ -1,0 +1,210 @@
+// HandlerRegistry: loads discovery-handler shared objects through the C ABI
+// (sdk/include/dowser/handler.h) and drives them: handler instances, and
+// discovery sessions whose reports come back through the host function table.
+//
+// Used by dowserd and by the test kit (FakeHost, dowser-handler-check), so a
+// handler is loaded and driven the same way everywhere.
+#pragma once
+
+#include <dowser/handler.h>
+#include <dowser/handler.hpp>
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dowser::host {
+
+// A handler that could not be loaded: which file, at which stage, and why.
+// Stages: "permissions", "open", "resolve entry", "negotiate", "check table",
+// "register".
+class HandlerLoadError : public std::runtime_error {
+ public:
+  HandlerLoadError(std::filesystem::path file, std::string stage, std::string reason);
+  const std::filesystem::path& file() const noexcept { return file_; }
+  const std::string& stage() const noexcept { return stage_; }
+  const std::string& reason() const noexcept { return reason_; }
+
+ private:
+  std::filesystem::path file_;
+  std::string stage_;
+  std::string reason_;
+};
+
+// A handler call that returned an error status, with the handler's message.
+class HandlerCallError : public std::runtime_error {
+ public:
+  HandlerCallError(std::string call, dowser_status status, std::string message);
+  const std::string& call() const noexcept { return call_; }
+  dowser_status status() const noexcept { return status_; }
+  const std::string& message() const noexcept { return message_; }
+
+ private:
+  std::string call_;
+  dowser_status status_;
+  std::string message_;
+};
+
+// Who may own a handler file: root and the daemon's own user by default.
+struct LoadPolicy {
+  std::vector<uid_t> trusted_owners;  // empty: root and the effective user
+  uint16_t host_abi_major = DOWSER_ABI_VERSION_MAJOR;
+  uint16_t host_abi_minor = DOWSER_ABI_VERSION_MINOR;
+};
+
+// A loaded, checked handler library. Its library is never unloaded.
+class LoadedHandler {
+ public:
+  LoadedHandler(std::filesystem::path path, const dowser_handler_api& api);
+  const std::filesystem::path& path() const noexcept { return path_; }
+  const dowser_handler_api& api() const noexcept { return api_; }
+  const std::string& name() const noexcept { return name_; }
+  const std::string& version() const noexcept { return version_; }
+  bool shares_devices() const noexcept;
+  bool has_validate() const noexcept { return api_.validate_request != nullptr; }
+
+ private:
+  std::filesystem::path path_;
+  dowser_handler_api api_;  // copied by struct_size (rule V3)
+  std::string name_;
+  std::string version_;
+};
+
+// Loads one handler file. Throws HandlerLoadError.
+std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
+                                                  const LoadPolicy& policy = {});
+
+// Checks a vtable handed over directly (built-in handlers, tests) the same way
+// load_handler checks one from a file. Throws HandlerLoadError.
+std::shared_ptr<const LoadedHandler> adopt_handler(const std::filesystem::path& label,
+                                                   const dowser_handler_api* api,
+                                                   const LoadPolicy& policy = {});
+
+// The set of loaded handlers, by unique name.
+class HandlerRegistry {
+ public:
+  struct ScanResult {
+    std::vector<std::shared_ptr<const LoadedHandler>> loaded;
+    std::vector<HandlerLoadError> failures;
+  };
+
+  explicit HandlerRegistry(LoadPolicy policy = {});
+
+  // Loads every *.so in dir not loaded before. A handler whose name is
+  // already taken is refused (stage "register"). Never throws for a bad file.
+  ScanResult scan(const std::filesystem::path& dir);
+  // Adds one handler; throws HandlerLoadError if its name is taken.
+  void add(std::shared_ptr<const LoadedHandler> handler);
+  std::shared_ptr<const LoadedHandler> find(std::string_view name) const;
+  std::vector<std::shared_ptr<const LoadedHandler>> handlers() const;
+
+ private:
+  LoadPolicy policy_;
+  std::map<std::string, std::shared_ptr<const LoadedHandler>, std::less<>> by_name_;
+  std::map<std::filesystem::path, std::string> names_by_path_;
+};
+
+using Snapshot = std::vector<Device>;
+
+// Receives what a session's handler reports. Called on handler threads,
+// concurrently: implementations must be thread-safe and return quickly.
+class SessionSink {
+ public:
+  virtual ~SessionSink() = default;
+  // A deep copy of a reported snapshot, with each device's sharing resolved
+  // to local or shared.
+  virtual void on_snapshot(Snapshot snapshot) = 0;
+  virtual void on_error(dowser_status code, std::string message) = 0;
+  // A report or error that arrived after stop_discovery returned (rule T4).
+  virtual void on_late_call(std::string_view what) { (void)what; }
+  // A report the host refused (malformed arrays, unknown sharing value).
+  virtual void on_bad_report(std::string reason) { (void)reason; }
+};
+
+// Keeps only the newest snapshot (rule T5) and signals when one is waiting:
+// notify is called once per transition from "nothing pending" to "pending".
+class CoalescingSink : public SessionSink {
+ public:
+  explicit CoalescingSink(std::function<void()> notify);
+  void on_snapshot(Snapshot snapshot) override;
+  void on_error(dowser_status code, std::string message) override;
+  std::optional<Snapshot> take_snapshot();
+  std::optional<std::pair<dowser_status, std::string>> error() const;
+
+ private:
+  std::function<void()> notify_;
+  mutable std::mutex mutex_;
+  std::optional<Snapshot> pending_;
+  std::optional<std::pair<dowser_status, std::string>> error_;
+};
+
+// Log lines a handler writes through the host table.
+using HandlerLogSink = std::function<void(int32_t level, std::string_view message)>;
+
+class DiscoverySession;
+
+// One initialised instance of a handler (init ... destroy). Control calls
+// must come from one thread at a time (rule T1).
+class HandlerInstance {
+ public:
+  // Calls init; throws HandlerCallError.
+  HandlerInstance(std::shared_ptr<const LoadedHandler> handler, HandlerLogSink log,
+                  std::string config = {});
+  ~HandlerInstance();  // calls destroy; every session must be stopped first
+  HandlerInstance(const HandlerInstance&) = delete;
+  HandlerInstance& operator=(const HandlerInstance&) = delete;
+
+  const LoadedHandler& handler() const noexcept { return *handler_; }
+
+  // Calls validate_request when the handler has one; throws HandlerCallError.
+  void validate(const DiscoverRequest& request);
+
+  // Calls start_discovery; throws HandlerCallError. The sink must outlive the
+  // returned session.
+  std::unique_ptr<DiscoverySession> start(const DiscoverRequest& request,
+                                          std::shared_ptr<SessionSink> sink);
+
+ private:
+  std::shared_ptr<const LoadedHandler> handler_;
+  uint64_t log_id_ = 0;  // this instance's dowser_host_ctx handle
+  dowser_handler* instance_ = nullptr;
+};
+
+// A running discovery session. stop() (or the destructor) calls
+// stop_discovery; later reports go to the sink's on_late_call, then nowhere.
+class DiscoverySession {
+ public:
+  ~DiscoverySession();
+  DiscoverySession(const DiscoverySession&) = delete;
+  DiscoverySession& operator=(const DiscoverySession&) = delete;
+
+  // Blocks until the handler's stop_discovery returns. Idempotent.
+  void stop();
+  bool stopped() const noexcept { return stopped_; }
+
+ private:
+  friend class HandlerInstance;
+  DiscoverySession(const dowser_handler_api& api, dowser_handler* instance, uint64_t id);
+
+  const dowser_handler_api& api_;
+  dowser_handler* instance_;
+  uint64_t id_;  // this session's dowser_session_host handle
+  dowser_session* session_ = nullptr;
+  bool stopped_ = false;
+};
+
+// The host function table dowserd and the test kit pass to handlers.
+const dowser_host_api& host_api();
+
+}  // namespace dowser::host

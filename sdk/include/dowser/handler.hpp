@@ -1,0 +1,617 @@
+// dowser C++ handler SDK: header-only, C++17, on top of the C ABI in handler.h.
+//
+// A handler is a class derived from dowser::Handler; a discovery session is an
+// object derived from dowser::Session whose destructor stops it; a
+// dowser::Reporter is a cheap, copyable, thread-safe handle for reporting.
+// One macro, DOWSER_HANDLER, defines the only exported symbol:
+//
+//   class EchoHandler final : public dowser::Handler {
+//    public:
+//     std::unique_ptr<dowser::Session> start(const dowser::DiscoverRequest& request,
+//                                            dowser::Reporter reporter) override;
+//   };
+//   DOWSER_HANDLER(EchoHandler, "echo", "1.0.0", 0)
+//
+// Exceptions thrown by handler code never cross the boundary: the trampolines
+// turn dowser::Error into its status and anything else into
+// DOWSER_ERR_GENERIC, with what() as the message.
+//
+// The dowser::abi namespace converts between these owning types and the C
+// views; the host and the test kit use the same conversions.
+#ifndef DOWSER_HANDLER_HPP
+#define DOWSER_HANDLER_HPP
+
+#include <dowser/handler.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(__GNUC__)
+#define DOWSER_EXPORT __attribute__((visibility("default")))
+#else
+#define DOWSER_EXPORT
+#endif
+
+namespace dowser {
+
+// Keys with optional values, ordered so that equal maps compare equal.
+using Properties = std::map<std::string, std::optional<std::string>>;
+
+struct Mount {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = false;
+  friend bool operator==(const Mount& a, const Mount& b) {
+    return a.container_path == b.container_path && a.host_path == b.host_path &&
+           a.read_only == b.read_only;
+  }
+};
+
+struct DeviceNode {
+  std::string container_path;
+  std::string host_path;
+  std::string permissions = "rwm";
+  friend bool operator==(const DeviceNode& a, const DeviceNode& b) {
+    return a.container_path == b.container_path && a.host_path == b.host_path &&
+           a.permissions == b.permissions;
+  }
+};
+
+enum class Sharing : int32_t {
+  handler_default = DOWSER_SHARING_HANDLER_DEFAULT,
+  local = DOWSER_SHARING_LOCAL,
+  shared = DOWSER_SHARING_SHARED,
+};
+
+struct Device {
+  std::string id;
+  Properties properties;
+  std::vector<Mount> mounts;
+  std::vector<DeviceNode> device_nodes;
+  Sharing sharing = Sharing::handler_default;
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.id == b.id && a.properties == b.properties && a.mounts == b.mounts &&
+           a.device_nodes == b.device_nodes && a.sharing == b.sharing;
+  }
+  friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
+};
+
+// A discovery request, copied out of the C views: safe to keep.
+struct DiscoverRequest {
+  std::string discovery_details;
+  Properties properties;
+
+  // The value of a property, or fallback when it is absent or has no value.
+  std::string property_or(const std::string& key, std::string fallback) const {
+    auto it = properties.find(key);
+    return it != properties.end() && it->second ? *it->second : std::move(fallback);
+  }
+};
+
+// An error with a status code; throw it from handler code.
+class Error : public std::runtime_error {
+ public:
+  Error(dowser_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  dowser_status status() const noexcept { return status_; }
+
+ private:
+  dowser_status status_;
+};
+
+// Thrown for bad discovery details or properties.
+class InvalidArgument : public Error {
+ public:
+  explicit InvalidArgument(const std::string& message)
+      : Error(DOWSER_ERR_INVALID_ARGUMENT, message) {}
+};
+
+enum class LogLevel : int32_t {
+  trace = DOWSER_LOG_TRACE,
+  debug = DOWSER_LOG_DEBUG,
+  info = DOWSER_LOG_INFO,
+  warn = DOWSER_LOG_WARN,
+  error = DOWSER_LOG_ERROR,
+};
+
+namespace abi {
+
+inline dowser_str view(std::string_view s) noexcept { return dowser_str{s.data(), s.size()}; }
+
+inline std::string to_string(dowser_str s) {
+  return s.len == 0 || s.data == nullptr ? std::string() : std::string(s.data, s.len);
+}
+
+// Reads a record by its struct_size into a zeroed copy (rule V3).
+template <typename Record>
+Record read_record(const void* record) noexcept {
+  static_assert(std::is_trivially_copyable_v<Record>);
+  Record copy;
+  std::memset(&copy, 0, sizeof copy);
+  uint32_t size = 0;
+  std::memcpy(&size, record, sizeof size);
+  std::memcpy(&copy, record, std::min<size_t>(size, sizeof copy));
+  copy.struct_size = sizeof copy;
+  return copy;
+}
+
+// Calls visit(record) for each element of an array read with the stride of
+// its first element's struct_size (rule V3). Throws on an impossible stride.
+template <typename Record, typename Visit>
+void for_each_record(const Record* records, size_t count, Visit&& visit) {
+  if (count == 0) return;
+  if (records == nullptr)
+    throw std::invalid_argument("array pointer is NULL but its length is not 0");
+  uint32_t stride = 0;
+  std::memcpy(&stride, records, sizeof stride);
+  if (stride < sizeof(uint32_t))
+    throw std::invalid_argument("array element has struct_size " + std::to_string(stride));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(records);
+  for (size_t i = 0; i < count; ++i) visit(read_record<Record>(bytes + i * stride));
+}
+
+inline Properties read_properties(const dowser_property* properties, size_t count) {
+  Properties result;
+  for_each_record(properties, count, [&](const dowser_property& p) {
+    result[to_string(p.key)] =
+        p.has_value ? std::optional<std::string>(to_string(p.value)) : std::nullopt;
+  });
+  return result;
+}
+
+inline Device read_device(const dowser_device& raw) {
+  Device device;
+  device.id = to_string(raw.id);
+  device.properties = read_properties(raw.properties, raw.properties_len);
+  for_each_record(raw.mounts, raw.mounts_len, [&](const dowser_mount& m) {
+    device.mounts.push_back(
+        {to_string(m.container_path), to_string(m.host_path), m.read_only != 0});
+  });
+  for_each_record(raw.device_nodes, raw.device_nodes_len, [&](const dowser_device_node& n) {
+    device.device_nodes.push_back(
+        {to_string(n.container_path), to_string(n.host_path), to_string(n.permissions)});
+  });
+  switch (raw.sharing) {
+    case DOWSER_SHARING_HANDLER_DEFAULT:
+    case DOWSER_SHARING_LOCAL:
+    case DOWSER_SHARING_SHARED:
+      device.sharing = static_cast<Sharing>(raw.sharing);
+      break;
+    default:
+      throw std::invalid_argument("device '" + device.id + "' has unknown sharing value " +
+                                  std::to_string(raw.sharing));
+  }
+  return device;
+}
+
+// Deep-copies a reported snapshot (rule O2). Throws std::invalid_argument on
+// malformed input.
+inline std::vector<Device> read_devices(const dowser_device* devices, size_t count) {
+  std::vector<Device> result;
+  result.reserve(count);
+  for_each_record(devices, count,
+                  [&](const dowser_device& d) { result.push_back(read_device(d)); });
+  return result;
+}
+
+inline DiscoverRequest read_request(const dowser_discover_request* request) {
+  if (request == nullptr) throw std::invalid_argument("discover request is NULL");
+  auto raw = read_record<dowser_discover_request>(request);
+  return {to_string(raw.discovery_details), read_properties(raw.properties, raw.properties_len)};
+}
+
+// C views of a property map; valid while this object and the map live.
+class PropertyViews {
+ public:
+  explicit PropertyViews(const Properties& properties) {
+    views_.reserve(properties.size());
+    for (const auto& [key, value] : properties) {
+      dowser_property p{};
+      p.struct_size = sizeof p;
+      p.key = view(key);
+      p.value = value ? view(*value) : dowser_str{nullptr, 0};
+      p.has_value = value ? 1 : 0;
+      views_.push_back(p);
+    }
+  }
+  const dowser_property* data() const noexcept { return views_.empty() ? nullptr : views_.data(); }
+  size_t size() const noexcept { return views_.size(); }
+
+ private:
+  std::vector<dowser_property> views_;
+};
+
+// C views of a snapshot; valid while this object and the devices live.
+class DeviceViews {
+ public:
+  explicit DeviceViews(const std::vector<Device>& devices) {
+    parts_.reserve(devices.size());
+    views_.reserve(devices.size());
+    for (const auto& device : devices) views_.push_back(make_view(device));
+  }
+  const dowser_device* data() const noexcept { return views_.empty() ? nullptr : views_.data(); }
+  size_t size() const noexcept { return views_.size(); }
+
+ private:
+  struct Parts {
+    explicit Parts(const Device& d) : properties(d.properties) {}
+    PropertyViews properties;
+    std::vector<dowser_mount> mounts;
+    std::vector<dowser_device_node> nodes;
+  };
+
+  dowser_device make_view(const Device& device) {
+    Parts& parts = parts_.emplace_back(device);
+    for (const auto& m : device.mounts) {
+      parts.mounts.push_back(
+          {sizeof(dowser_mount), view(m.container_path), view(m.host_path), m.read_only ? 1u : 0u});
+    }
+    for (const auto& n : device.device_nodes) {
+      parts.nodes.push_back({sizeof(dowser_device_node), view(n.container_path), view(n.host_path),
+                             view(n.permissions)});
+    }
+    dowser_device d{};
+    d.struct_size = sizeof d;
+    d.id = view(device.id);
+    d.properties = parts.properties.data();
+    d.properties_len = parts.properties.size();
+    d.mounts = parts.mounts.empty() ? nullptr : parts.mounts.data();
+    d.mounts_len = parts.mounts.size();
+    d.device_nodes = parts.nodes.empty() ? nullptr : parts.nodes.data();
+    d.device_nodes_len = parts.nodes.size();
+    d.sharing = static_cast<int32_t>(device.sharing);
+    return d;
+  }
+
+  std::vector<Parts> parts_;  // reserved up front: views point into it
+  std::vector<dowser_device> views_;
+};
+
+// C view of a request; valid while this object and the request live.
+class RequestView {
+ public:
+  explicit RequestView(const DiscoverRequest& request) : properties_(request.properties) {
+    raw_.struct_size = sizeof raw_;
+    raw_.discovery_details = view(request.discovery_details);
+    raw_.properties = properties_.data();
+    raw_.properties_len = properties_.size();
+  }
+  RequestView(const RequestView&) = delete;
+  RequestView& operator=(const RequestView&) = delete;
+  const dowser_discover_request* get() const noexcept { return &raw_; }
+
+ private:
+  PropertyViews properties_;
+  dowser_discover_request raw_{};
+};
+
+// Writes a NUL-terminated, truncated message into a caller's buffer (rule O5).
+inline void write_error(char* err, size_t err_cap, std::string_view message) noexcept {
+  if (err == nullptr || err_cap == 0) return;
+  size_t n = std::min(message.size(), err_cap - 1);
+  std::memcpy(err, message.data(), n);
+  err[n] = '\0';
+}
+
+}  // namespace abi
+
+// The host's services for one handler instance. Cheap to copy.
+class Host {
+ public:
+  Host() = default;
+  Host(const dowser_host_api* api, dowser_host_ctx* ctx) : api_(api), ctx_(ctx) {}
+  void log(LogLevel level, std::string_view message) const noexcept {
+    if (api_ != nullptr) api_->log(ctx_, static_cast<int32_t>(level), abi::view(message));
+  }
+  void info(std::string_view message) const noexcept { log(LogLevel::info, message); }
+  void warn(std::string_view message) const noexcept { log(LogLevel::warn, message); }
+  void error(std::string_view message) const noexcept { log(LogLevel::error, message); }
+
+ private:
+  const dowser_host_api* api_ = nullptr;
+  dowser_host_ctx* ctx_ = nullptr;
+};
+
+// Reports snapshots for one session. Copyable and thread-safe. After the
+// session has stopped, reports are dropped here and never reach the host.
+class Reporter {
+ public:
+  Reporter() = default;
+  Reporter(const dowser_host_api* api, Host host, dowser_session_host* session)
+      : state_(std::make_shared<State>(api, host, session)) {}
+
+  // Reports the full list of devices seen now. Returns false once the
+  // session is stopping: the caller should stop producing.
+  bool report(const std::vector<Device>& devices) const {
+    abi::DeviceViews views(devices);
+    std::shared_lock lock(state_->mutex);
+    if (state_->session == nullptr) return false;
+    return state_->api->report_devices(state_->session, views.data(), views.size()) == DOWSER_OK;
+  }
+
+  // Ends the session with an error; the host will stop it.
+  void fail(dowser_status code, std::string_view message) const noexcept {
+    std::shared_lock lock(state_->mutex);
+    if (state_->session != nullptr)
+      state_->api->report_error(state_->session, code, abi::view(message));
+  }
+
+  const Host& host() const noexcept { return state_->host; }
+
+  // Used by the SDK once the session is stopped: drops all later reports.
+  void detach() const noexcept {
+    std::unique_lock lock(state_->mutex);
+    state_->session = nullptr;
+  }
+
+ private:
+  struct State {
+    State(const dowser_host_api* a, Host h, dowser_session_host* s) : api(a), host(h), session(s) {}
+    std::shared_mutex mutex;
+    const dowser_host_api* api;
+    Host host;
+    dowser_session_host* session;
+  };
+  std::shared_ptr<State> state_;
+};
+
+// A running discovery session. The destructor must stop it: join every
+// thread that could still use its Reporter.
+class Session {
+ public:
+  Session() = default;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  virtual ~Session() = default;
+};
+
+// What a handler's constructor may take.
+struct InitContext {
+  Host host;
+  std::string config;
+};
+
+// A handler: one instance per host (or per test). Control calls are serial.
+class Handler {
+ public:
+  Handler() = default;
+  Handler(const Handler&) = delete;
+  Handler& operator=(const Handler&) = delete;
+  virtual ~Handler() = default;
+
+  // Checks a request without starting; throw InvalidArgument if it is bad.
+  virtual void validate(const DiscoverRequest& /*request*/) {}
+
+  // Starts discovery; must return promptly (T3). Throw to refuse.
+  virtual std::unique_ptr<Session> start(const DiscoverRequest& request, Reporter reporter) = 0;
+};
+
+// Re-runs a scan every interval (or at once on wake()) and reports only when
+// the result differs from the last report. The destructor stops the thread.
+// A scan that throws is logged, and the last report stands.
+class PollingSession : public Session {
+ public:
+  using Scan = std::function<std::vector<Device>()>;
+
+  PollingSession(Reporter reporter, std::chrono::milliseconds interval, Scan scan)
+      : reporter_(std::move(reporter)), interval_(interval), scan_(std::move(scan)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~PollingSession() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wakeup_.notify_all();
+    thread_.join();
+  }
+
+  // Asks for a scan now (e.g. after a change notification).
+  void wake() {
+    {
+      std::lock_guard lock(mutex_);
+      woken_ = true;
+    }
+    wakeup_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::optional<std::vector<Device>> last;
+    std::optional<std::string> last_error;
+    for (;;) {
+      scan_once(last, last_error);
+      std::unique_lock lock(mutex_);
+      wakeup_.wait_for(lock, interval_, [this] { return stopping_ || woken_; });
+      if (stopping_) return;
+      woken_ = false;
+    }
+  }
+
+  void scan_once(std::optional<std::vector<Device>>& last, std::optional<std::string>& last_error) {
+    try {
+      auto devices = scan_();
+      last_error.reset();
+      if (last && *last == devices) return;
+      if (reporter_.report(devices)) last = std::move(devices);
+    } catch (const std::exception& e) {
+      // Log once per distinct error, not once per interval.
+      if (last_error != e.what()) reporter_.host().warn(std::string("scan failed: ") + e.what());
+      last_error = e.what();
+    }
+  }
+
+  Reporter reporter_;
+  std::chrono::milliseconds interval_;
+  Scan scan_;
+  std::mutex mutex_;
+  std::condition_variable wakeup_;
+  bool stopping_ = false;
+  bool woken_ = false;
+  std::thread thread_;  // last: started once everything above is ready
+};
+
+namespace detail {
+
+struct HandlerBox {
+  std::unique_ptr<Handler> handler;
+  const dowser_host_api* host_api = nullptr;
+  Host host;
+};
+
+struct SessionBox {
+  std::unique_ptr<Session> session;
+  Reporter reporter;
+};
+
+// Runs body; turns any exception into a status and a message (T6).
+template <typename Body>
+dowser_status guarded(char* err, size_t err_cap, Body&& body) noexcept {
+  try {
+    body();
+    return DOWSER_OK;
+  } catch (const Error& e) {
+    abi::write_error(err, err_cap, e.what());
+    return e.status() == DOWSER_OK ? DOWSER_ERR_GENERIC : e.status();
+  } catch (const std::bad_alloc&) {
+    abi::write_error(err, err_cap, "out of memory");
+    return DOWSER_ERR_NO_MEMORY;
+  } catch (const std::exception& e) {
+    abi::write_error(err, err_cap, e.what());
+    return DOWSER_ERR_GENERIC;
+  } catch (...) {
+    abi::write_error(err, err_cap, "unknown exception");
+    return DOWSER_ERR_GENERIC;
+  }
+}
+
+template <typename T>
+std::unique_ptr<Handler> construct(const InitContext& context) {
+  static_assert(std::is_base_of_v<Handler, T>, "a handler class must derive from dowser::Handler");
+  if constexpr (std::is_constructible_v<T, const InitContext&>) {
+    return std::make_unique<T>(context);
+  } else {
+    static_assert(std::is_default_constructible_v<T>,
+                  "a handler needs a constructor taking () or (const dowser::InitContext&)");
+    return std::make_unique<T>();
+  }
+}
+
+template <typename T>
+dowser_status init(const dowser_host_api* host_api, dowser_host_ctx* ctx, dowser_str config,
+                   dowser_handler** out, char* err, size_t err_cap) noexcept {
+  return guarded(err, err_cap, [&] {
+    if (host_api == nullptr || out == nullptr) throw InvalidArgument("init: NULL argument");
+    auto box = std::make_unique<HandlerBox>();
+    box->host_api = host_api;
+    box->host = Host(host_api, ctx);
+    box->handler = construct<T>(InitContext{box->host, abi::to_string(config)});
+    *out = reinterpret_cast<dowser_handler*>(box.release());
+  });
+}
+
+inline void destroy(dowser_handler* handler) noexcept {
+  auto* box = reinterpret_cast<HandlerBox*>(handler);
+  try {
+    delete box;
+  } catch (...) {  // a throwing destructor must not cross the boundary
+  }
+}
+
+inline dowser_status start(dowser_handler* handler, const dowser_discover_request* request,
+                           dowser_session_host* session, dowser_session** out, char* err,
+                           size_t err_cap) noexcept {
+  return guarded(err, err_cap, [&] {
+    if (handler == nullptr || session == nullptr || out == nullptr)
+      throw InvalidArgument("start_discovery: NULL argument");
+    auto* box = reinterpret_cast<HandlerBox*>(handler);
+    auto session_box = std::make_unique<SessionBox>();
+    session_box->reporter = Reporter(box->host_api, box->host, session);
+    session_box->session = box->handler->start(abi::read_request(request), session_box->reporter);
+    if (!session_box->session) throw Error(DOWSER_ERR_GENERIC, "start returned no session");
+    *out = reinterpret_cast<dowser_session*>(session_box.release());
+  });
+}
+
+inline void stop(dowser_handler* /*handler*/, dowser_session* session) noexcept {
+  auto* box = reinterpret_cast<SessionBox*>(session);
+  if (box == nullptr) return;
+  try {
+    box->session.reset();  // joins the session's threads
+  } catch (...) {
+  }
+  box->reporter.detach();
+  delete box;
+}
+
+inline dowser_status validate(dowser_handler* handler, const dowser_discover_request* request,
+                              char* err, size_t err_cap) noexcept {
+  return guarded(err, err_cap, [&] {
+    if (handler == nullptr) throw InvalidArgument("validate_request: NULL handler");
+    reinterpret_cast<HandlerBox*>(handler)->handler->validate(abi::read_request(request));
+  });
+}
+
+template <typename T>
+dowser_handler_api make_api(const char* name, const char* version, uint32_t flags) {
+  dowser_handler_api api{};
+  api.struct_size = sizeof api;
+  api.abi_major = DOWSER_ABI_VERSION_MAJOR;
+  api.abi_minor = DOWSER_ABI_VERSION_MINOR;
+  api.name = name;
+  api.version = version;
+  api.flags = flags;
+  api.init = &init<T>;
+  api.destroy = &destroy;
+  api.start_discovery = &start;
+  api.stop_discovery = &stop;
+  api.validate_request = &validate;
+  return api;
+}
+
+// A function, not an inline comparison: with minor 0, "minor >= 0" would
+// trip -Wtype-limits in every handler.
+inline bool at_least(unsigned have, unsigned want) noexcept { return have >= want; }
+
+inline const dowser_handler_api* negotiate(const dowser_handler_api* api, uint16_t host_major,
+                                           uint16_t host_minor, char* err,
+                                           size_t err_cap) noexcept {
+  if (host_major == DOWSER_ABI_VERSION_MAJOR && at_least(host_minor, DOWSER_ABI_VERSION_MINOR)) {
+    return api;
+  }
+  guarded(err, err_cap, [&] {
+    throw Error(DOWSER_ERR_UNSUPPORTED,
+                "handler needs ABI " + std::to_string(DOWSER_ABI_VERSION_MAJOR) + "." +
+                    std::to_string(DOWSER_ABI_VERSION_MINOR) + ", host offers " +
+                    std::to_string(host_major) + "." + std::to_string(host_minor));
+  });
+  return nullptr;
+}
+
+}  // namespace detail
+}  // namespace dowser
+
+// Defines the handler's only exported symbol for class Class.
+#define DOWSER_HANDLER(Class, name, version, flags)                                                \
+  extern "C" DOWSER_EXPORT const dowser_handler_api* dowser_get_handler_api(                       \
+      uint16_t host_abi_major, uint16_t host_abi_minor, char* err, size_t err_cap) {               \
+    static const dowser_handler_api api = ::dowser::detail::make_api<Class>(name, version, flags); \
+    return ::dowser::detail::negotiate(&api, host_abi_major, host_abi_minor, err, err_cap);        \
+  }
+
+#endif  // DOWSER_HANDLER_HPP

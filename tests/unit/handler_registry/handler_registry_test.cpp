@@ -1,0 +1,392 @@
+// The loader and the host side of the function table, against real handler
+// libraries (debugEcho and the negative fixtures) and against a probe
+// handler defined here, which hands its session handle to the test so the
+// test can call the host table exactly as a handler thread would.
+#include "handler_registry.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+using namespace dowser::host;
+using namespace std::chrono_literals;
+
+namespace {
+
+// ---- helpers ---------------------------------------------------------------
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "dowser-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+HandlerLoadError load_error(const fs::path& file, const LoadPolicy& policy = {}) {
+  try {
+    load_handler(file, policy);
+  } catch (const HandlerLoadError& e) {
+    return e;
+  }
+  ADD_FAILURE() << file << " loaded, but it should have been refused";
+  return HandlerLoadError(file, "", "");
+}
+
+void ignore_log(int32_t, std::string_view) {}
+
+// Records everything a session delivers; waits with a deadline.
+class RecordingSink : public SessionSink {
+ public:
+  void on_snapshot(Snapshot snapshot) override {
+    update([&] { snapshots.push_back(snapshot); });
+  }
+  void on_error(dowser_status code, std::string message) override {
+    update([&] { errors.emplace_back(code, message); });
+  }
+  void on_late_call(std::string_view) override {
+    update([&] { ++late_calls; });
+  }
+  void on_bad_report(std::string reason) override {
+    update([&] { bad_reports.push_back(reason); });
+  }
+
+  template <typename Predicate>
+  bool wait_until(Predicate predicate, std::chrono::milliseconds timeout = 5s) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, timeout, predicate);
+  }
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<Snapshot> snapshots;
+  std::vector<std::pair<dowser_status, std::string>> errors;
+  std::vector<std::string> bad_reports;
+  int late_calls = 0;
+
+ private:
+  template <typename Change>
+  void update(Change change) {
+    {
+      std::lock_guard lock(mutex);
+      change();
+    }
+    changed.notify_all();
+  }
+};
+
+// ---- the probe handler -------------------------------------------------------
+
+std::atomic<dowser_session_host*> probe_session{nullptr};
+std::atomic<bool> report_during_stop_refused{false};
+
+dowser_status probe_init(const dowser_host_api*, dowser_host_ctx*, dowser_str, dowser_handler** out,
+                         char*, size_t) {
+  static int instance;
+  *out = reinterpret_cast<dowser_handler*>(&instance);
+  return DOWSER_OK;
+}
+void probe_destroy(dowser_handler*) {}
+dowser_status probe_start(dowser_handler*, const dowser_discover_request*,
+                          dowser_session_host* session, dowser_session** out, char*, size_t) {
+  probe_session = session;
+  static int state;
+  *out = reinterpret_cast<dowser_session*>(&state);
+  return DOWSER_OK;
+}
+void probe_stop(dowser_handler*, dowser_session*) {
+  // A report while stopping is refused, but it is not a violation (T2).
+  report_during_stop_refused =
+      host_api().report_devices(probe_session, nullptr, 0) == DOWSER_ERR_STOPPED;
+}
+
+dowser_handler_api probe_api(uint32_t flags) {
+  dowser_handler_api api{};
+  api.struct_size = sizeof api;
+  api.abi_major = DOWSER_ABI_VERSION_MAJOR;
+  api.abi_minor = DOWSER_ABI_VERSION_MINOR;
+  api.name = "probe";
+  api.version = "1";
+  api.flags = flags;
+  api.init = probe_init;
+  api.destroy = probe_destroy;
+  api.start_discovery = probe_start;
+  api.stop_discovery = probe_stop;
+  return api;
+}
+
+dowser_status report(const std::vector<dowser::Device>& devices) {
+  dowser::abi::DeviceViews views(devices);
+  return host_api().report_devices(probe_session, views.data(), views.size());
+}
+
+dowser::Device device(std::string id, dowser::Sharing sharing = dowser::Sharing::handler_default) {
+  return dowser::Device{std::move(id), {{"K", "v"}}, {}, {}, sharing};
+}
+
+struct ProbeSession {
+  explicit ProbeSession(uint32_t flags = 0)
+      : api(probe_api(flags)),
+        instance(adopt_handler("probe", &api), ignore_log),
+        sink(std::make_shared<RecordingSink>()),
+        session(instance.start({}, sink)) {}
+  dowser_handler_api api;
+  HandlerInstance instance;
+  std::shared_ptr<RecordingSink> sink;
+  std::unique_ptr<DiscoverySession> session;
+};
+
+// ---- loading -----------------------------------------------------------------
+
+TEST(HandlerLoader, LoadsDebugEchoAndReadsItsTable) {
+  auto handler = load_handler(DEBUG_ECHO_SO);
+  EXPECT_EQ(handler->name(), "debugEcho");
+  EXPECT_FALSE(handler->version().empty());
+  EXPECT_FALSE(handler->shares_devices());
+  EXPECT_TRUE(handler->has_validate());
+}
+
+TEST(HandlerLoader, RefusesGroupOrOtherWritableFiles) {
+  TempDir dir;
+  fs::path copy = dir.path() / "libcopy.so";
+  fs::copy_file(DEBUG_ECHO_SO, copy);
+  fs::permissions(copy, fs::perms::others_write, fs::perm_options::add);
+  auto error = load_error(copy);
+  EXPECT_EQ(error.stage(), "permissions");
+  EXPECT_NE(error.reason().find("writable"), std::string::npos) << error.what();
+  EXPECT_NE(std::string(error.what()).find(copy.string()), std::string::npos);
+}
+
+TEST(HandlerLoader, RefusesFilesOwnedBySomeoneUntrusted) {
+  LoadPolicy policy;
+  policy.trusted_owners = {::geteuid() + 4242};  // the file's real owner is not trusted
+  auto error = load_error(DEBUG_ECHO_SO, policy);
+  EXPECT_EQ(error.stage(), "permissions");
+  EXPECT_NE(error.reason().find("owned by uid"), std::string::npos) << error.what();
+}
+
+TEST(HandlerLoader, RefusesWhatIsNotALibrary) {
+  TempDir dir;
+  fs::path text = dir.path() / "libtext.so";
+  { std::ofstream(text) << "not an ELF file"; }
+  auto error = load_error(text);
+  EXPECT_EQ(error.stage(), "open");
+  EXPECT_EQ(load_error(dir.path() / "missing.so").stage(), "permissions");
+}
+
+TEST(HandlerLoader, RefusesALibraryWithoutTheEntrySymbol) {
+  auto error = load_error(FIXTURE_NO_ENTRY);
+  EXPECT_EQ(error.stage(), "resolve entry");
+  EXPECT_NE(error.reason().find(DOWSER_ENTRY_SYMBOL), std::string::npos);
+}
+
+TEST(HandlerLoader, RefusesAnotherMajor) {
+  auto error = load_error(FIXTURE_WRONG_MAJOR);
+  EXPECT_EQ(error.stage(), "negotiate");
+  EXPECT_NE(error.reason().find("major differs"), std::string::npos) << error.what();
+}
+
+TEST(HandlerLoader, RefusesAHandlerNewerThanTheHost) {
+  auto error = load_error(FIXTURE_NEWER_MINOR);
+  EXPECT_EQ(error.stage(), "negotiate");
+  EXPECT_NE(error.reason().find("newer"), std::string::npos) << error.what();
+}
+
+TEST(HandlerLoader, AnSdkHandlerRefusesAnOlderHostItself) {
+  LoadPolicy policy;
+  policy.host_abi_major = DOWSER_ABI_VERSION_MAJOR + 1;
+  auto error = load_error(DEBUG_ECHO_SO, policy);
+  EXPECT_EQ(error.stage(), "negotiate");
+  EXPECT_NE(error.reason().find("handler refused host ABI"), std::string::npos) << error.what();
+}
+
+TEST(HandlerLoader, ChecksRequiredMembersOfTheTable) {
+  auto api = probe_api(0);
+  api.stop_discovery = nullptr;
+  EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
+  api = probe_api(0x80);
+  EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
+  api = probe_api(0);
+  api.name = "bad name!";
+  EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
+  api = probe_api(0);
+  api.struct_size = 8;
+  EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
+}
+
+TEST(HandlerRegistry, RefusesASecondHandlerWithTheSameName) {
+  TempDir dir;
+  fs::copy_file(DEBUG_ECHO_SO, dir.path() / "liba.so");
+  fs::copy_file(DEBUG_ECHO_SO, dir.path() / "libb.so");
+  { std::ofstream(dir.path() / "README") << "not a handler"; }
+  HandlerRegistry registry;
+  auto result = registry.scan(dir.path());
+  ASSERT_EQ(result.loaded.size(), 1u);
+  EXPECT_EQ(result.loaded[0]->path(), dir.path() / "liba.so");
+  ASSERT_EQ(result.failures.size(), 1u);
+  EXPECT_EQ(result.failures[0].stage(), "register");
+  EXPECT_NE(
+      result.failures[0].reason().find("already taken by " + (dir.path() / "liba.so").string()),
+      std::string::npos)
+      << result.failures[0].what();
+  EXPECT_EQ(registry.find("debugEcho"), result.loaded[0]);
+  EXPECT_EQ(registry.scan(dir.path()).failures.size(), 1u) << "a refused file is tried again";
+}
+
+TEST(HandlerRegistry, ReportsAMissingDirectory) {
+  HandlerRegistry registry;
+  auto result = registry.scan("/nonexistent/dowser/handlers");
+  ASSERT_EQ(result.failures.size(), 1u);
+  EXPECT_EQ(result.failures[0].stage(), "scan");
+}
+
+// ---- driving handlers ----------------------------------------------------------
+
+TEST(HandlerInstance, InitFailureCarriesTheHandlersMessage) {
+  try {
+    HandlerInstance instance(load_handler(FIXTURE_INIT_FAILS), ignore_log);
+    FAIL() << "init should have failed";
+  } catch (const HandlerCallError& e) {
+    EXPECT_EQ(e.call(), "init");
+    EXPECT_EQ(e.message(), "fixture: init always fails");
+  }
+}
+
+TEST(HandlerInstance, AnExceptionInStartBecomesAnError) {
+  HandlerInstance instance(load_handler(FIXTURE_THROWS_IN_START), ignore_log);
+  try {
+    instance.start({}, std::make_shared<RecordingSink>());
+    FAIL() << "start should have failed";
+  } catch (const HandlerCallError& e) {
+    EXPECT_EQ(e.call(), "start_discovery");
+    EXPECT_EQ(e.status(), DOWSER_ERR_GENERIC);
+    EXPECT_EQ(e.message(), "fixture: start throws");
+  }
+}
+
+TEST(HandlerInstance, DebugEchoReportsItsDescriptionsAndRefusesBadDetails) {
+  HandlerInstance instance(load_handler(DEBUG_ECHO_SO), ignore_log);
+  auto sink = std::make_shared<RecordingSink>();
+  dowser::DiscoverRequest request{"descriptions: [foo0, foo1]",
+                                  {{"DEBUG_ECHO_AVAILABILITY_FILE", "/nonexistent/avail"}}};
+  auto session = instance.start(request, sink);
+  ASSERT_TRUE(sink->wait_until([&] { return !sink->snapshots.empty(); }));
+  session->stop();
+  const auto& devices = sink->snapshots.front();
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].id, "foo0");
+  EXPECT_EQ(devices[0].properties.at("DEBUG_ECHO_DESCRIPTION"), "foo0");
+  EXPECT_EQ(devices[0].sharing, dowser::Sharing::local) << "resolved from the handler's flags";
+  EXPECT_THROW(instance.validate({"{{{ not yaml", {}}), HandlerCallError);
+  EXPECT_THROW(instance.start({"", {}}, sink), HandlerCallError);
+}
+
+TEST(DiscoverySession, ReportsAfterStopAreDroppedAndNoticed) {
+  HandlerInstance instance(load_handler(FIXTURE_REPORTS_AFTER_STOP), ignore_log);
+  auto sink = std::make_shared<RecordingSink>();
+  auto session = instance.start({}, sink);
+  session->stop();
+  size_t delivered = sink->snapshots.size();
+  ASSERT_TRUE(sink->wait_until([&] { return sink->late_calls > 0; }))
+      << "the fixture reports after stop; the host must notice";
+  EXPECT_EQ(sink->snapshots.size(), delivered) << "no snapshot may be delivered after stop";
+}
+
+TEST(DiscoverySession, ACrashInStartTakesDownOnlyTheProcessThatRanIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto handler = load_handler(FIXTURE_CRASHES_IN_START);  // loading is harmless
+  EXPECT_DEATH(
+      {
+        HandlerInstance instance(handler, ignore_log);
+        instance.start({}, std::make_shared<RecordingSink>());
+      },
+      "");
+}
+
+TEST(HostTable, ResolvesSharingFromTheHandlerFlagUnlessTheDeviceSaysOtherwise) {
+  ProbeSession probe(DOWSER_HANDLER_FLAG_SHARED_DEVICES);
+  ASSERT_EQ(report({device("a"), device("b", dowser::Sharing::local)}), DOWSER_OK);
+  ASSERT_EQ(probe.sink->snapshots.size(), 1u);
+  EXPECT_EQ(probe.sink->snapshots[0][0].sharing, dowser::Sharing::shared);
+  EXPECT_EQ(probe.sink->snapshots[0][1].sharing, dowser::Sharing::local);
+}
+
+TEST(HostTable, RefusesASnapshotWithADuplicateId) {
+  ProbeSession probe;
+  EXPECT_EQ(report({device("a"), device("a")}), DOWSER_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(probe.sink->snapshots.empty());
+  ASSERT_EQ(probe.sink->bad_reports.size(), 1u);
+  EXPECT_NE(probe.sink->bad_reports[0].find("'a' appears twice"), std::string::npos);
+}
+
+TEST(HostTable, StopsAcceptingAfterAnErrorAndAfterStop) {
+  ProbeSession probe;
+  EXPECT_EQ(
+      host_api().report_error(probe_session, DOWSER_ERR_GENERIC, dowser::abi::view("bus gone")),
+      DOWSER_OK);
+  ASSERT_EQ(probe.sink->errors.size(), 1u);
+  EXPECT_EQ(probe.sink->errors[0].second, "bus gone");
+  EXPECT_EQ(report({device("a")}), DOWSER_ERR_STOPPED);
+  probe.session->stop();
+  EXPECT_TRUE(report_during_stop_refused);
+  EXPECT_EQ(probe.sink->late_calls, 0) << "calls during stop are not late";
+  EXPECT_EQ(report({device("a")}), DOWSER_ERR_STOPPED);
+  EXPECT_EQ(probe.sink->late_calls, 1);
+  probe.session.reset();
+  EXPECT_EQ(report({device("a")}), DOWSER_ERR_STOPPED) << "a stale handle is harmless";
+}
+
+TEST(HostTable, ConcurrentReportsAreCopiedWhole) {
+  ProbeSession probe;
+  constexpr int threads = 8, reports = 200;
+  std::vector<std::thread> reporters;
+  for (int t = 0; t < threads; ++t) {
+    reporters.emplace_back([t] {
+      for (int i = 0; i < reports; ++i) {
+        std::vector<dowser::Device> devices(t + 1, device(""));
+        for (int d = 0; d <= t; ++d) devices[d].id = std::to_string(t) + "-" + std::to_string(d);
+        EXPECT_EQ(report(devices), DOWSER_OK);
+      }
+    });
+  }
+  for (auto& thread : reporters) thread.join();
+  ASSERT_EQ(probe.sink->snapshots.size(), size_t{threads * reports});
+  for (const auto& snapshot : probe.sink->snapshots) {
+    // Every snapshot is one thread's list, never a mix.
+    std::string owner = snapshot.at(0).id.substr(0, snapshot.at(0).id.find('-'));
+    EXPECT_EQ(snapshot.size(), std::stoul(owner) + 1);
+    for (const auto& d : snapshot) EXPECT_EQ(d.id.substr(0, d.id.find('-')), owner);
+  }
+}
+
+TEST(CoalescingSink, KeepsOnlyTheNewestAndNotifiesOncePerBatch) {
+  int notified = 0;
+  CoalescingSink sink([&] { ++notified; });
+  sink.on_snapshot({device("1")});
+  sink.on_snapshot({device("2")});
+  sink.on_snapshot({device("3")});
+  EXPECT_EQ(notified, 1);
+  auto taken = sink.take_snapshot();
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->at(0).id, "3");
+  EXPECT_FALSE(sink.take_snapshot());
+  sink.on_snapshot({device("4")});
+  EXPECT_EQ(notified, 2);
+  sink.on_error(DOWSER_ERR_GENERIC, "gone");
+  EXPECT_EQ(sink.error()->second, "gone");
+}
+
+}  // namespace
