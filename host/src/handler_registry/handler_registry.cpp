@@ -297,9 +297,8 @@ void set_state(uint64_t id, SessionState state) {
   }
 }
 
-std::string message_or_placeholder(const char* err) {
-  return err[0] != '\0' ? std::string(err) : std::string("(no message)");
-}
+// The handler's message; empty when it wrote none (what() says so).
+std::string handler_message(const char* err) { return std::string(err); }
 
 }  // namespace
 
@@ -313,7 +312,8 @@ HandlerLoadError::HandlerLoadError(std::filesystem::path file, std::string stage
       reason_(std::move(reason)) {}
 
 HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::string message)
-    : std::runtime_error(call + " failed (status " + std::to_string(status) + "): " + message),
+    : std::runtime_error(call + " failed (status " + std::to_string(status) +
+                         "): " + (message.empty() ? "(no message)" : message)),
       call_(std::move(call)),
       status_(status),
       message_(std::move(message)) {}
@@ -437,7 +437,7 @@ const dowser_host_api& host_api() {
 }
 
 HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, HandlerLogSink log,
-                                 std::string config)
+                                 const std::string& config)
     : handler_(std::move(handler)),
       log_id_(log_table().add(std::make_shared<HandlerLogSink>(std::move(log)))) {
   char err[DOWSER_MAX_ERRLEN] = {};
@@ -445,8 +445,8 @@ HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, H
                                               abi::view(config), &instance_, err, sizeof err);
   if (status != DOWSER_OK || instance_ == nullptr) {
     log_table().remove(log_id_);
-    throw HandlerCallError(
-        "init", status, status == DOWSER_OK ? "returned no instance" : message_or_placeholder(err));
+    throw HandlerCallError("init", status,
+                           status == DOWSER_OK ? "returned no instance" : handler_message(err));
   }
 }
 
@@ -460,8 +460,7 @@ void HandlerInstance::validate(const DiscoverRequest& request) {
   char err[DOWSER_MAX_ERRLEN] = {};
   abi::RequestView view(request);
   dowser_status status = handler_->api().validate_request(instance_, view.get(), err, sizeof err);
-  if (status != DOWSER_OK)
-    throw HandlerCallError("validate_request", status, message_or_placeholder(err));
+  if (status != DOWSER_OK) throw HandlerCallError("validate_request", status, handler_message(err));
 }
 
 std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& request,
@@ -476,7 +475,7 @@ std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& 
                                       &session->session_, err, sizeof err);
   if (status != DOWSER_OK) {
     session->stopped_ = true;  // a failed start is never stopped (rule: stop once per success)
-    throw HandlerCallError("start_discovery", status, message_or_placeholder(err));
+    throw HandlerCallError("start_discovery", status, handler_message(err));
   }
   return session;
 }

@@ -42,7 +42,8 @@ class HandlerLoadError : public std::runtime_error {
   std::string reason_;
 };
 
-// A handler call that returned an error status, with the handler's message.
+// A handler call that returned an error status, with the handler's message
+// (empty when the handler wrote none).
 class HandlerCallError : public std::runtime_error {
  public:
   HandlerCallError(std::string call, dowser_status status, std::string message);
@@ -129,7 +130,7 @@ class SessionSink {
   // A report or error that arrived after stop_discovery returned (rule T4).
   virtual void on_late_call(std::string_view what) { (void)what; }
   // A report the host refused (malformed arrays, unknown sharing value).
-  virtual void on_bad_report(std::string reason) { (void)reason; }
+  virtual void on_bad_report(const std::string& reason) { (void)reason; }
 };
 
 // Keeps only the newest snapshot (rule T5) and signals when one is waiting:
@@ -160,7 +161,7 @@ class HandlerInstance {
  public:
   // Calls init; throws HandlerCallError.
   HandlerInstance(std::shared_ptr<const LoadedHandler> handler, HandlerLogSink log,
-                  std::string config = {});
+                  const std::string& config = {});
   ~HandlerInstance();  // calls destroy; every session must be stopped first
   HandlerInstance(const HandlerInstance&) = delete;
   HandlerInstance& operator=(const HandlerInstance&) = delete;

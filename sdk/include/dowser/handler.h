@@ -217,6 +217,15 @@ typedef const dowser_handler_api* (*dowser_get_handler_api_fn)(uint16_t host_abi
                                                                uint16_t host_abi_minor, char* err,
                                                                size_t err_cap);
 
+/* Whether a handler built with this header can serve a host of the given
+ * version (same major, host minor not older). A function rather than an
+ * inline comparison: with minor 0, "minor >= 0" trips -Wtype-limits. */
+static inline int dowser_abi_version_at_least(unsigned have, unsigned want) { return have >= want; }
+static inline int dowser_host_abi_supported(uint16_t host_abi_major, uint16_t host_abi_minor) {
+  return host_abi_major == DOWSER_ABI_VERSION_MAJOR &&
+         dowser_abi_version_at_least(host_abi_minor, DOWSER_ABI_VERSION_MINOR);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,9 +97,9 @@ struct DiscoverRequest {
   Properties properties;
 
   // The value of a property, or fallback when it is absent or has no value.
-  std::string property_or(const std::string& key, std::string fallback) const {
+  std::string property_or(const std::string& key, const std::string& fallback) const {
     auto it = properties.find(key);
-    return it != properties.end() && it->second ? *it->second : std::move(fallback);
+    return it != properties.end() && it->second ? *it->second : fallback;
   }
 };
 
@@ -395,6 +395,8 @@ class Handler {
   virtual ~Handler() = default;
 
   // Checks a request without starting; throw InvalidArgument if it is bad.
+  // Override it to offer validate_request; start should then refuse the
+  // same requests.
   virtual void validate(const DiscoverRequest& /*request*/) {}
 
   // Starts discovery; must return promptly (T3). Throw to refuse.
@@ -580,18 +582,19 @@ dowser_handler_api make_api(const char* name, const char* version, uint32_t flag
   api.destroy = &destroy;
   api.start_discovery = &start;
   api.stop_discovery = &stop;
-  api.validate_request = &validate;
+  // Offered only when the class checks requests: a handler that says it
+  // validates must refuse bad details.
+  if constexpr (!std::is_same_v<decltype(&T::validate),
+                                void (Handler::*)(const DiscoverRequest&)>) {
+    api.validate_request = &validate;
+  }
   return api;
 }
-
-// A function, not an inline comparison: with minor 0, "minor >= 0" would
-// trip -Wtype-limits in every handler.
-inline bool at_least(unsigned have, unsigned want) noexcept { return have >= want; }
 
 inline const dowser_handler_api* negotiate(const dowser_handler_api* api, uint16_t host_major,
                                            uint16_t host_minor, char* err,
                                            size_t err_cap) noexcept {
-  if (host_major == DOWSER_ABI_VERSION_MAJOR && at_least(host_minor, DOWSER_ABI_VERSION_MINOR)) {
+  if (dowser_host_abi_supported(host_major, host_minor) != 0) {
     return api;
   }
   guarded(err, err_cap, [&] {

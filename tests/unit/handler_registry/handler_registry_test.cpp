@@ -60,7 +60,7 @@ class RecordingSink : public SessionSink {
   void on_late_call(std::string_view) override {
     update([&] { ++late_calls; });
   }
-  void on_bad_report(std::string reason) override {
+  void on_bad_report(const std::string& reason) override {
     update([&] { bad_reports.push_back(reason); });
   }
 

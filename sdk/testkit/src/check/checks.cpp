@@ -1,0 +1,484 @@
+#include "checks.hpp"
+
+#include "describe.hpp"
+#include "isolation.hpp"
+
+#include <dowser/testkit.hpp>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+
+namespace dowser::check {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using testkit::FakeHost;
+using testkit::SessionId;
+using testkit::SessionRecord;
+
+constexpr int kCycles = 100;            // start-stop-100
+constexpr int kLatencyRounds = 5;       // stop-latency
+constexpr auto kSettleTime = 200ms;     // how long a session runs before a measured stop
+constexpr auto kLateWindow = 200ms;     // how long to watch for reports after stop
+constexpr int kConcurrentSessions = 4;  // concurrent-reports
+constexpr auto kQuietAllowance = 10s;   // on top of one step, before a silent child is killed
+constexpr std::string_view kInvalidDetails = "{{{ not yaml";
+
+// Thrown inside a child: the check failed for the reason given.
+class CheckFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What a check body returns when it passes.
+struct Passed {
+  std::string detail;
+  std::vector<std::string> warnings = {};
+  json data = json::object();  // merged into the result: "handler", "devices"
+};
+
+using Body = std::function<Passed(const Settings&, Progress&)>;
+
+struct Check {
+  std::string_view name;
+  std::string_view prerequisite;  // a check that must have passed; empty for none
+  Body body;
+};
+
+// --- results ---------------------------------------------------------------
+
+json passed_result(Passed passed) {
+  json result = std::move(passed.data);
+  result["passed"] = true;
+  result["detail"] = std::move(passed.detail);
+  result["warnings"] = std::move(passed.warnings);
+  return result;
+}
+
+json failed_result(const std::string& detail) {
+  return {{"passed", false}, {"detail", detail}, {"warnings", json::array()}};
+}
+
+// The result of a check body that threw; call only inside a catch block.
+json failed_result_of_current_exception() {
+  try {
+    throw;
+  } catch (const CheckFailed& e) {
+    return failed_result(e.what());
+  } catch (const host::HandlerLoadError& e) {
+    return failed_result(describe(e));
+  } catch (const host::HandlerCallError& e) {
+    return failed_result(describe(e));
+  } catch (const std::exception& e) {
+    return failed_result(std::string("unexpected error in the checker: ") + e.what());
+  } catch (...) {
+    return failed_result("unexpected error in the checker");
+  }
+}
+
+// --- driving the handler inside a child --------------------------------------
+
+FakeHost::Options quiet_host() {
+  FakeHost::Options options;
+  options.print_violations = false;  // the checker reports them as failures itself
+  return options;
+}
+
+// Loads and initialises the handler, runs use, then destroys the instance.
+// A failure ends the child at once: a session still running may be stuck,
+// and nothing after the failure would change the verdict.
+Passed with_host(const Settings& settings, Progress& progress,
+                 const std::function<Passed(FakeHost&)>& use) {
+  try {
+    progress.phase("load_handler");
+    auto handler = host::load_handler(settings.handler_file);
+    progress.phase("init");
+    auto fake_host = std::make_unique<FakeHost>(std::move(handler), quiet_host());
+    Passed passed = use(*fake_host);
+    progress.phase("destroy");
+    fake_host.reset();
+    return passed;
+  } catch (...) {
+    progress.finish(failed_result_of_current_exception());
+  }
+}
+
+SessionId start_session(FakeHost& host, const DiscoverRequest& request, Progress& progress,
+                        const std::string& context = {}) {
+  progress.phase(context + "start_discovery");
+  try {
+    return host.start(request);
+  } catch (const host::HandlerCallError& e) {
+    throw CheckFailed(context + describe(e));
+  }
+}
+
+// Stops on another thread so that a stop that overstays the timeout can be
+// reported (and the child ended) instead of hanging. Returns how long it took.
+Clock::duration stop_session(FakeHost& host, SessionId session, const Settings& settings,
+                             Progress& progress, const std::string& context = {}) {
+  progress.phase(context + "stop_discovery");
+  const auto started = Clock::now();
+  auto stopped = std::async(std::launch::async, [&host, session] { host.stop(session); });
+  if (stopped.wait_for(settings.stop_timeout) != std::future_status::ready) {
+    progress.finish(failed_result(context + "stop_discovery did not return within " +
+                                  milliseconds_text(settings.stop_timeout)));
+  }
+  stopped.get();
+  return Clock::now() - started;
+}
+
+// What the loader lets through but no Instance could be made of. (It
+// refuses duplicate ids and bad records itself: those arrive as bad reports.)
+std::optional<std::string> snapshot_problem(const testkit::Snapshot& snapshot) {
+  for (const auto& device : snapshot) {
+    if (device.id.empty()) return "a device has an empty id";
+    if (device.properties.count("") != 0)
+      return "device \"" + device.id + "\" has a property with an empty name";
+  }
+  return std::nullopt;
+}
+
+// The first thing wrong with what a session sent, if any.
+std::optional<std::string> session_problem(const SessionRecord& record) {
+  if (!record.late_calls.empty())
+    return record.late_calls.front() + " after stop_discovery returned";
+  if (!record.bad_reports.empty()) return "malformed report: " + record.bad_reports.front();
+  if (!record.errors.empty()) {
+    const auto& error = record.errors.front();
+    return "handler reported error " + describe_status(error.code) + ": " +
+           quoted_message(error.message);
+  }
+  for (size_t i = 0; i < record.snapshots.size(); ++i) {
+    if (auto problem = snapshot_problem(record.snapshots[i]))
+      return "snapshot " + std::to_string(i + 1) + ": " + *problem;
+  }
+  return std::nullopt;
+}
+
+void require_clean(const FakeHost& host, SessionId session, const std::string& context = {}) {
+  if (auto problem = session_problem(host.record(session))) throw CheckFailed(context + *problem);
+}
+
+bool has_trouble(const SessionRecord& record) {
+  return !record.errors.empty() || !record.bad_reports.empty() || !record.late_calls.empty();
+}
+
+// --- the checks ----------------------------------------------------------------
+
+// The loader's own checks: file ownership, entry symbol, negotiation, table.
+Passed check_load(const Settings& settings, Progress& progress) {
+  progress.phase("load_handler");
+  auto handler = host::load_handler(settings.handler_file);
+  json info = handler_json(*handler);
+  return {info["name"].get<std::string>() + " " + info["version"].get<std::string>() + ", ABI " +
+              info["abi"].get<std::string>(),
+          {},
+          {{"handler", info}}};
+}
+
+// Asks the entry function for a table as a host of version major.minor would.
+struct Offer {
+  const dowser_handler_api* table;
+  std::string error;
+};
+
+Offer offer(dowser_get_handler_api_fn entry, uint16_t major, uint16_t minor, Progress& progress) {
+  progress.phase("dowser_get_handler_api(" + abi_text(major, minor) + ")");
+  char error[DOWSER_MAX_ERRLEN] = {};
+  const dowser_handler_api* table = entry(major, minor, error, sizeof error);
+  return {table, std::string(error, strnlen(error, sizeof error))};
+}
+
+// A host of major.minor was offered table: it must be one that host can use.
+void require_usable(const dowser_handler_api* table, uint16_t major, uint16_t minor) {
+  auto header = abi::read_record<dowser_handler_api>(table);
+  std::string seen = "host ABI " + abi_text(major, minor) + ": handler returned a table of ABI " +
+                     abi_text(header.abi_major, header.abi_minor);
+  if (header.abi_major != major) throw CheckFailed(seen + " (major differs)");
+  if (header.abi_minor > minor) throw CheckFailed(seen + " (newer minor)");
+}
+
+// Calls the entry function directly for hosts of every older minor and of the
+// next major. The loader deliberately keeps the raw entry function to itself
+// (it negotiates once, as the host it is), so this check alone opens the file
+// with dlopen, with the flags the loader uses.
+Passed check_negotiate(const Settings& settings, Progress& progress) {
+  progress.phase("dlopen");
+  void* library = ::dlopen(settings.handler_file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) throw CheckFailed(std::string("dlopen: ") + ::dlerror());
+  auto entry = reinterpret_cast<dowser_get_handler_api_fn>(::dlsym(library, DOWSER_ENTRY_SYMBOL));
+  if (entry == nullptr) throw CheckFailed(std::string("no symbol ") + DOWSER_ENTRY_SYMBOL);
+
+  constexpr uint16_t kMajor = DOWSER_ABI_VERSION_MAJOR;
+  for (uint16_t minor = 0; minor <= DOWSER_ABI_VERSION_MINOR; ++minor) {
+    Offer answer = offer(entry, kMajor, minor, progress);
+    if (answer.table != nullptr) {
+      require_usable(answer.table, kMajor, minor);
+    } else if (minor == DOWSER_ABI_VERSION_MINOR) {
+      throw CheckFailed("host ABI " + abi_text(kMajor, minor) +
+                        " (this header's) refused: " + quoted_message(answer.error));
+    } else if (answer.error.empty()) {
+      throw CheckFailed("host ABI " + abi_text(kMajor, minor) + " refused without a message");
+    }
+  }
+  const uint16_t next_major = kMajor + 1;
+  Offer answer = offer(entry, next_major, 0, progress);
+  std::string host = "host ABI " + abi_text(next_major, 0);
+  if (answer.table != nullptr) throw CheckFailed(host + ": returned a table instead of NULL");
+  if (answer.error.empty()) throw CheckFailed(host + ": returned NULL without an error message");
+  return {"host minors 0.." + std::to_string(DOWSER_ABI_VERSION_MINOR) + " accepted; " + host +
+          " refused: " + quoted_message(answer.error)};
+}
+
+Passed check_init(const Settings& settings, Progress& progress) {
+  return with_host(settings, progress,
+                   [](FakeHost&) { return Passed{"init and destroy returned without error"}; });
+}
+
+Passed check_discover(const Settings& settings, Progress& progress) {
+  return with_host(settings, progress, [&](FakeHost& host) {
+    auto session = start_session(host, settings.request, progress);
+    progress.phase("discovering");
+    // Runs the whole duration, so the snapshot shown is the latest; a
+    // misbehaving session ends it early.
+    host.wait_for(session, has_trouble, settings.duration);
+    stop_session(host, session, settings, progress);
+    require_clean(host, session);
+    auto snapshots = host.snapshots(session);
+    Passed passed{std::to_string(snapshots.size()) + " snapshot(s) in " +
+                  milliseconds_text(settings.duration)};
+    if (snapshots.empty()) {
+      passed.warnings.push_back("no snapshot within " + milliseconds_text(settings.duration) +
+                                " (fine only if the handler found no devices)");
+    } else {
+      passed.detail +=
+          ", the latest with " + std::to_string(snapshots.back().size()) + " device(s)";
+    }
+    passed.data["devices"] =
+        devices_json(snapshots.empty() ? testkit::Snapshot{} : snapshots.back());
+    return passed;
+  });
+}
+
+// call must be refused with an error status and a message.
+void require_refusal(const std::string& what, const std::function<void()>& call, Passed& passed) {
+  try {
+    call();
+  } catch (const host::HandlerCallError& e) {
+    if (gave_no_message(e))
+      throw CheckFailed(what + " refused invalid details with status " +
+                        describe_status(e.status()) + " but no message");
+    if (e.status() != DOWSER_ERR_INVALID_ARGUMENT)
+      passed.warnings.push_back(what + " refused invalid details with status " +
+                                describe_status(e.status()) +
+                                "; DOWSER_ERR_INVALID_ARGUMENT is expected");
+    return;
+  }
+  throw CheckFailed(what + " accepted the details \"" + std::string(kInvalidDetails) +
+                    "\" (must return an error status with a message)");
+}
+
+Passed check_invalid_details(const Settings& settings, Progress& progress) {
+  return with_host(settings, progress, [&](FakeHost& host) {
+    DiscoverRequest invalid{std::string(kInvalidDetails), settings.request.properties};
+    Passed passed{"the details \"" + std::string(kInvalidDetails) + "\" were refused by "};
+    if (host.handler().has_validate()) {
+      progress.phase("validate_request");
+      require_refusal(
+          "validate_request", [&] { host.validate(invalid); }, passed);
+      passed.detail += "validate_request and ";
+    }
+    progress.phase("start_discovery");
+    require_refusal(
+        "start_discovery",
+        [&] {
+          auto session = host.start(invalid);
+          stop_session(host, session, settings, progress);
+        },
+        passed);
+    passed.detail += "start_discovery";
+    return passed;
+  });
+}
+
+Passed check_start_stop(const Settings& settings, Progress& progress) {
+  return with_host(settings, progress, [&](FakeHost& host) {
+    Clock::duration slowest{};
+    std::vector<SessionId> sessions;
+    for (int cycle = 1; cycle <= kCycles; ++cycle) {
+      std::string context = "cycle " + std::to_string(cycle) + ": ";
+      sessions.push_back(start_session(host, settings.request, progress, context));
+      slowest = std::max(slowest, stop_session(host, sessions.back(), settings, progress, context));
+    }
+    // Checked at the end, so a late report from any cycle is caught.
+    for (size_t i = 0; i < sessions.size(); ++i)
+      require_clean(host, sessions[i], "cycle " + std::to_string(i + 1) + ": ");
+    return Passed{std::to_string(kCycles) + " start/stop cycles; slowest stop " +
+                  milliseconds_text(slowest)};
+  });
+}
+
+Passed check_stop_latency(const Settings& settings, Progress& progress) {
+  return with_host(settings, progress, [&](FakeHost& host) {
+    Clock::duration slowest{};
+    for (int round = 0; round < kLatencyRounds; ++round) {
+      auto session = start_session(host, settings.request, progress);
+      // Stop a session that is busy, not one that has just been created.
+      host.wait_for_snapshot(
+          session, [](const auto&) { return true; },
+          std::min<std::chrono::milliseconds>(settings.duration, kSettleTime));
+      slowest = std::max(slowest, stop_session(host, session, settings, progress));
+    }
+    return Passed{"slowest of " + std::to_string(kLatencyRounds) + " stops took " +
+                  milliseconds_text(slowest) + " (limit " +
+                  milliseconds_text(settings.stop_timeout) + ")"};
+  });
+}
+
+Passed check_no_report_after_stop(const Settings& settings, Progress& progress) {
+  return with_host(settings, progress, [&](FakeHost& host) {
+    auto session = start_session(host, settings.request, progress);
+    host.wait_for_snapshot(
+        session, [](const auto&) { return true; }, settings.duration);
+    stop_session(host, session, settings, progress);
+    progress.phase("watching for calls after stop_discovery");
+    // Waiting for something that must not happen: the deadline is the point.
+    host.wait_for(
+        session, [](const SessionRecord& r) { return !r.late_calls.empty(); }, kLateWindow);
+    require_clean(host, session);
+    return Passed{"no call reached the host within " +
+                  milliseconds_text(std::chrono::milliseconds(kLateWindow)) +
+                  " after stop_discovery returned"};
+  });
+}
+
+// The host's reporting path is thread-safe by construction and tested with
+// the loader; what a handler can get wrong is running several sessions at
+// once (shared state between sessions, reports from several threads). So
+// this runs kConcurrentSessions sessions of the handler at the same time and
+// checks everything each one reported.
+Passed check_concurrent_sessions(const Settings& settings, Progress& progress) {
+  return with_host(settings, progress, [&](FakeHost& host) {
+    std::vector<SessionId> sessions;
+    for (int i = 1; i <= kConcurrentSessions; ++i) {
+      std::string context = "session " + std::to_string(i) + ": ";
+      sessions.push_back(start_session(host, settings.request, progress, context));
+    }
+    progress.phase("discovering in " + std::to_string(kConcurrentSessions) + " sessions");
+    host.wait_for_violation(settings.duration);  // runs the duration unless one misbehaves
+    size_t snapshots = 0;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      std::string context = "session " + std::to_string(i + 1) + ": ";
+      stop_session(host, sessions[i], settings, progress, context);
+      require_clean(host, sessions[i], context);
+      snapshots += host.snapshots(sessions[i]).size();
+    }
+    return Passed{std::to_string(kConcurrentSessions) + " concurrent sessions for " +
+                  milliseconds_text(settings.duration) + ": " + std::to_string(snapshots) +
+                  " snapshot(s), all well-formed"};
+  });
+}
+
+const std::vector<Check>& all_checks() {
+  static const std::vector<Check> checks = {
+      {"load", "", check_load},
+      {"negotiate", "", check_negotiate},
+      {"init", "load", check_init},
+      {"discover", "init", check_discover},
+      {"invalid-details", "init", check_invalid_details},
+      {"start-stop-100", "init", check_start_stop},
+      {"stop-latency", "init", check_stop_latency},
+      {"no-report-after-stop", "init", check_no_report_after_stop},
+      {"concurrent-reports", "init", check_concurrent_sessions},
+  };
+  return checks;
+}
+
+// --- the parent side -------------------------------------------------------------
+
+std::string describe_abnormal_end(const ChildReport& child, std::chrono::milliseconds quiet_limit) {
+  std::string phase = child.last_phase.empty() ? "the check" : child.last_phase;
+  if (child.timed_out)
+    return phase + " did not return within " + milliseconds_text(quiet_limit) + ": child killed";
+  if (child.signal) return phase + " crashed: child killed by " + describe_signal(*child.signal);
+  if (child.exit_status == kWorkThrew) return "checker error in " + phase;
+  return phase + ": child exited with status " + std::to_string(child.exit_status.value_or(-1)) +
+         " before finishing (the handler called exit, or a sanitizer stopped it: see stderr)";
+}
+
+CheckOutcome outcome_of(const Check& check, const ChildReport& child,
+                        std::chrono::milliseconds quiet_limit, Report& report) {
+  CheckOutcome outcome;
+  outcome.name = check.name;
+  if (!child.result) {
+    outcome.detail = describe_abnormal_end(child, quiet_limit);
+    return outcome;
+  }
+  const json& result = *child.result;
+  outcome.verdict = result.value("passed", false) ? Verdict::passed : Verdict::failed;
+  outcome.detail = result.value("detail", "");
+  outcome.warnings = result.value("warnings", std::vector<std::string>{});
+  if (result.contains("handler")) report.handler = result["handler"];
+  if (result.contains("devices")) report.devices = result["devices"];
+  return outcome;
+}
+
+CheckOutcome skipped(const Check& check) {
+  CheckOutcome outcome;
+  outcome.name = check.name;
+  outcome.verdict = Verdict::skipped;
+  outcome.detail = "not run: " + std::string(check.prerequisite) + " did not pass";
+  return outcome;
+}
+
+const CheckOutcome* find_outcome(const Report& report, std::string_view name) {
+  for (const auto& outcome : report.checks)
+    if (outcome.name == name) return &outcome;
+  return nullptr;
+}
+
+}  // namespace
+
+bool Report::passed() const {
+  return std::all_of(checks.begin(), checks.end(),
+                     [](const CheckOutcome& c) { return c.verdict == Verdict::passed; });
+}
+
+Report run_checks(const Settings& settings) {
+  // Any single step (one handler call, or the discovery duration) fits in this.
+  const auto quiet_limit = settings.duration + settings.stop_timeout +
+                           std::chrono::duration_cast<std::chrono::milliseconds>(kQuietAllowance);
+  Report report;
+  for (const Check& check : all_checks()) {
+    if (!check.prerequisite.empty()) {
+      const CheckOutcome* prerequisite = find_outcome(report, check.prerequisite);
+      if (prerequisite == nullptr || prerequisite->verdict != Verdict::passed) {
+        report.checks.push_back(skipped(check));
+        continue;
+      }
+    }
+    auto child = run_in_child(
+        [&](Progress& progress) {
+          try {
+            return passed_result(check.body(settings, progress));
+          } catch (...) {
+            return failed_result_of_current_exception();
+          }
+        },
+        quiet_limit);
+    report.checks.push_back(outcome_of(check, child, quiet_limit, report));
+  }
+  return report;
+}
+
+}  // namespace dowser::check

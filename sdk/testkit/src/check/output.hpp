@@ -1,0 +1,20 @@
+// How dowser-handler-check prints its report: a readable text form (device
+// table, then one line per check) or one JSON document.
+#pragma once
+
+#include "checks.hpp"
+
+#include <filesystem>
+#include <ostream>
+
+namespace dowser::check {
+
+// Devices as an aligned table, then "PASS|FAIL|SKIP|WARN <check>: <detail>"
+// lines, one per check (and per warning), then a summary line.
+void print_text(std::ostream& out, const std::filesystem::path& handler_file, const Report& report);
+
+// {handler:{name,version,abi,shared}|null, devices:[...],
+//  checks:[{name,passed,skipped,detail,warnings}], passed}
+void print_json(std::ostream& out, const Report& report);
+
+}  // namespace dowser::check

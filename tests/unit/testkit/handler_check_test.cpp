@@ -1,0 +1,241 @@
+// dowser-handler-check run as a process: on debugEcho, which must pass, and on
+// each misbehaving fixture, which must fail the right check without taking
+// the checker down.
+#include <dowser/handler.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using nlohmann::json;
+
+// A fresh directory, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "handler-check-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string read_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct CheckRun {
+  int exit_code = -1;  // -1 when it did not exit normally
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+// Runs the checker with args; output goes through files, so no pipe can fill up.
+CheckRun run_check(const std::vector<std::string>& args) {
+  TempDir dir;
+  const auto out_file = dir.path() / "out";
+  const auto err_file = dir.path() / "err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_file.c_str(), O_WRONLY | O_CREAT, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT, 0600);
+  std::vector<std::string> command = {CHECK_TOOL};
+  command.insert(command.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : command) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = 0;
+  int spawned = ::posix_spawn(&pid, CHECK_TOOL, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  CheckRun run;
+  if (spawned != 0) {
+    ADD_FAILURE() << "cannot start " << CHECK_TOOL << ": " << std::strerror(spawned);
+    return run;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
+  run.out = read_file(out_file);
+  run.err = read_file(err_file);
+  return run;
+}
+
+std::vector<std::string> lines_starting_with(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> found;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) found.push_back(line);
+  return found;
+}
+
+std::string abi(int major, int minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+// ---- debugEcho ----------------------------------------------------------------
+
+class CheckOnDebugEcho : public ::testing::Test {
+ protected:
+  CheckOnDebugEcho() { std::ofstream(details_file()) << "descriptions:\n  - foo0\n  - foo1\n"; }
+  std::filesystem::path details_file() const { return dir_.path() / "details.yaml"; }
+  // Its own availability file, so a test elsewhere cannot switch it offline.
+  std::vector<std::string> args() const {
+    return {DEBUG_ECHO_SO, "--details", details_file().string(), "--property",
+            "DEBUG_ECHO_AVAILABILITY_FILE=" + (dir_.path() / "availability").string()};
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(CheckOnDebugEcho, PassesEveryCheckAndReportsBothDevicesAsJson) {
+  auto command = args();
+  command.push_back("--json");
+  CheckRun run = run_check(command);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+
+  json report = json::parse(run.out);
+  EXPECT_TRUE(report["passed"].get<bool>());
+  EXPECT_EQ(report["handler"]["name"], "debugEcho");
+  EXPECT_EQ(report["handler"]["abi"], abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR));
+  EXPECT_EQ(report["handler"]["shared"], false);
+  ASSERT_EQ(report["devices"].size(), 2u) << run.out;
+  EXPECT_EQ(report["devices"][0]["id"], "foo0");
+  EXPECT_EQ(report["devices"][0]["properties"]["DEBUG_ECHO_DESCRIPTION"], "foo0");
+  EXPECT_EQ(report["devices"][1]["id"], "foo1");
+  EXPECT_EQ(report["devices"][1]["sharing"], "local");
+
+  std::vector<std::string> names;
+  for (const auto& check : report["checks"]) {
+    names.push_back(check["name"]);
+    EXPECT_TRUE(check["passed"].get<bool>()) << check.dump();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"load", "negotiate", "init", "discover",
+                                             "invalid-details", "start-stop-100", "stop-latency",
+                                             "no-report-after-stop", "concurrent-reports"}));
+}
+
+TEST_F(CheckOnDebugEcho, PrintsATableOfDevicesAndOneLinePerCheck) {
+  CheckRun run = run_check(args());
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto foo1 = lines_starting_with(run.out, "foo1 ");
+  ASSERT_EQ(foo1.size(), 1u) << run.out;
+  EXPECT_NE(foo1[0].find("DEBUG_ECHO_DESCRIPTION=foo1"), std::string::npos) << foo1[0];
+  EXPECT_EQ(lines_starting_with(run.out, "PASS ").size(), 9u) << run.out;
+  EXPECT_TRUE(lines_starting_with(run.out, "FAIL ").empty()) << run.out;
+}
+
+TEST_F(CheckOnDebugEcho, ShowsAnEmptyDeviceListWhenOffline) {
+  std::ofstream(dir_.path() / "availability") << "OFFLINE";
+  CheckRun run = run_check(args());
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  // Offline, debugEcho reports an empty list: a snapshot, but no devices.
+  EXPECT_NE(run.out.find("(no devices reported)"), std::string::npos) << run.out;
+}
+
+// ---- usage errors -------------------------------------------------------------------
+
+TEST(CheckUsage, AnUnreadableDetailsFileIsAUsageErrorNamingTheFile) {
+  CheckRun run = run_check({DEBUG_ECHO_SO, "--details", "/nonexistent/details.yaml"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("/nonexistent/details.yaml"), std::string::npos) << run.err;
+}
+
+TEST(CheckUsage, AnUnknownFlagIsAUsageError) {
+  EXPECT_EQ(run_check({DEBUG_ECHO_SO, "--no-such-flag"}).exit_code, 2);
+}
+
+TEST(CheckUsage, AMissingHandlerFileIsAUsageError) {
+  EXPECT_EQ(run_check({"/nonexistent/libhandler.so"}).exit_code, 2);
+}
+
+TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
+  EXPECT_EQ(run_check({DEBUG_ECHO_SO, "--property", "=value"}).exit_code, 2);
+}
+
+// ---- misbehaving fixtures -------------------------------------------------------------
+
+struct FixtureCase {
+  std::string fixture;  // libfixture-<fixture>.so
+  std::string check;    // the check that must fail
+  std::string seen;     // part of what its failure line must say
+};
+
+void PrintTo(const FixtureCase& c, std::ostream* out) { *out << c.fixture; }
+
+class CheckOnFixture : public ::testing::TestWithParam<FixtureCase> {};
+
+TEST_P(CheckOnFixture, FailsTheRightCheckWithoutCrashing) {
+  const FixtureCase& c = GetParam();
+  std::string file = std::string(FIXTURE_DIR) + "/libfixture-" + c.fixture + ".so";
+  // Short limits: the hanging fixture is found in a fraction of a second.
+  CheckRun run = run_check({file, "--duration", "0.2", "--stop-timeout-ms", "300"});
+  ASSERT_EQ(run.signal, 0) << "the checker itself was killed by signal " << run.signal;
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto failures = lines_starting_with(run.out, "FAIL " + c.check + ": ");
+  ASSERT_EQ(failures.size(), 1u) << run.out;
+  EXPECT_NE(failures[0].find(c.seen), std::string::npos) << failures[0];
+}
+
+constexpr bool kSanitized = DOWSER_SANITIZED;
+const std::string kHostAbi = abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR);
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, CheckOnFixture,
+    ::testing::Values(
+        FixtureCase{"no-entry", "load",
+                    "libfixture-no-entry.so: resolve entry: no exported symbol "
+                    "dowser_get_handler_api"},
+        FixtureCase{"no-entry", "negotiate", "no symbol dowser_get_handler_api"},
+        FixtureCase{"wrong-major", "load",
+                    "libfixture-wrong-major.so: negotiate: handler ABI " +
+                        abi(DOWSER_ABI_VERSION_MAJOR + 1, DOWSER_ABI_VERSION_MINOR) +
+                        ", host ABI " + kHostAbi + " (major differs)"},
+        FixtureCase{"wrong-major", "negotiate", "(major differs)"},
+        FixtureCase{"newer-minor", "load",
+                    "libfixture-newer-minor.so: negotiate: handler ABI " +
+                        abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR + 1) +
+                        ", host ABI " + kHostAbi},
+        FixtureCase{"newer-minor", "negotiate", "(newer minor)"},
+        FixtureCase{"init-fails", "init",
+                    "init failed: status 1 (DOWSER_ERR_GENERIC): \"fixture: init always fails\""},
+        FixtureCase{"throws-in-start", "discover",
+                    "start_discovery failed: status 1 (DOWSER_ERR_GENERIC): \"fixture: start "
+                    "throws\""},
+        FixtureCase{"reports-after-stop", "no-report-after-stop",
+                    "report_devices after stop_discovery returned"},
+        FixtureCase{"stop-hangs", "stop-latency", "stop_discovery did not return within 300 ms"},
+        // A sanitizer catches the SIGSEGV itself and then exits or aborts.
+        FixtureCase{"crashes-in-start", "discover",
+                    kSanitized ? "start_discovery"
+                               : "start_discovery crashed: child killed by signal 11 (SIGSEGV)"}),
+    [](const ::testing::TestParamInfo<FixtureCase>& info) {
+      std::string name = info.param.fixture + "_" + info.param.check;
+      for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      return name;
+    });
+
+}  // namespace
