@@ -1,0 +1,137 @@
+#include "debug_echo_details.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <system_error>
+
+namespace debug_echo {
+namespace {
+
+std::string trimmed(std::string_view text) {
+  auto is_space = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  return std::string(text);
+}
+
+std::string lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+[[noreturn]] void refuse(const std::string& message) { throw dowser::InvalidArgument(message); }
+
+YAML::Node load_yaml(const std::string& details) {
+  try {
+    return YAML::Load(details);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp counts lines and columns from 0; people count from 1.
+    refuse("discovery details are not valid YAML: line " + std::to_string(e.mark.line + 1) +
+           ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
+
+YAML::Node descriptions_node(const YAML::Node& root) {
+  if (!root.IsDefined() || root.IsNull()) refuse("discovery details are empty");
+  if (!root.IsMap()) refuse("discovery details: expected a mapping with 'descriptions'");
+  YAML::Node descriptions = root["descriptions"];
+  if (!descriptions.IsDefined()) refuse("discovery details: 'descriptions' is missing");
+  if (!descriptions.IsSequence()) refuse("discovery details: 'descriptions' is not a sequence");
+  return descriptions;
+}
+
+std::string description_at(const YAML::Node& item, size_t index) {
+  std::string where = "discovery details: descriptions[" + std::to_string(index) + "]";
+  // A plain `~`, `null` or empty item is null, not a string; quoted ones are strings.
+  if (!item.IsScalar()) refuse(where + " is not a string");
+  auto description = item.as<std::string>();
+  if (description.empty()) refuse(where + " is empty (it would be a device id)");
+  return description;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_descriptions(const std::string& details) {
+  YAML::Node descriptions = descriptions_node(load_yaml(details));
+  std::vector<std::string> unique;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < descriptions.size(); ++i) {
+    std::string description = description_at(descriptions[i], i);
+    // Device ids are unique within a snapshot, so a repeated description is one device.
+    if (seen.insert(description).second) unique.push_back(std::move(description));
+  }
+  return unique;
+}
+
+std::string parse_availability_file(const std::string& value) {
+  // Relative paths would depend on the host's working directory.
+  bool names_a_file = !value.empty() && value.front() == '/' && value.back() != '/';
+  if (!names_a_file)
+    refuse(std::string(kAvailabilityFileProperty) + " must be an absolute file path, got '" +
+           value + "'");
+  return value;
+}
+
+std::chrono::milliseconds parse_poll_interval(const std::string& value) {
+  std::string text = trimmed(value);
+  long long ms = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  bool whole = error == std::errc() && end == text.data() + text.size() && !text.empty();
+  if (!whole || ms < kMinPollInterval.count() || ms > kMaxPollInterval.count())
+    refuse(std::string(kPollIntervalProperty) + " must be a whole number of milliseconds from " +
+           std::to_string(kMinPollInterval.count()) + " to " +
+           std::to_string(kMaxPollInterval.count()) + ", got '" + value + "'");
+  return std::chrono::milliseconds(ms);
+}
+
+bool parse_instances_shared(const std::string& value) {
+  std::string text = lowercase(trimmed(value));
+  if (text == "true") return true;
+  if (text == "false") return false;
+  refuse(std::string(kInstancesSharedProperty) + " must be 'true' or 'false', got '" + value + "'");
+}
+
+Settings parse_request(const dowser::DiscoverRequest& request) {
+  Settings settings;
+  settings.descriptions = parse_descriptions(request.discovery_details);
+  settings.availability_file = parse_availability_file(
+      request.property_or(kAvailabilityFileProperty, kDefaultAvailabilityFile));
+  settings.poll_interval = parse_poll_interval(
+      request.property_or(kPollIntervalProperty, std::to_string(kDefaultPollInterval.count())));
+  settings.shared = parse_instances_shared(request.property_or(kInstancesSharedProperty, "false"));
+  return settings;
+}
+
+bool says_offline(std::string_view content) {
+  return content.find("OFFLINE") != std::string_view::npos;
+}
+
+bool is_online(const std::string& availability_file) {
+  std::ifstream file(availability_file, std::ios::binary);
+  if (!file) return true;  // no file means nobody asked for offline
+  std::string content{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  return !says_offline(content);
+}
+
+std::vector<dowser::Device> make_devices(const Settings& settings, bool online) {
+  std::vector<dowser::Device> devices;
+  if (!online) return devices;
+  devices.reserve(settings.descriptions.size());
+  for (const auto& description : settings.descriptions) {
+    dowser::Device device;
+    device.id = description;
+    device.properties[kDescriptionProperty] = description;
+    device.sharing = settings.shared ? dowser::Sharing::shared : dowser::Sharing::local;
+    devices.push_back(std::move(device));
+  }
+  return devices;
+}
+
+}  // namespace debug_echo
