@@ -1,0 +1,521 @@
+#include "dowser/kubelet_sim.hpp"
+
+#include "device_choice.hpp"
+#include "plugin_connection.hpp"
+#include "podresources/v1/api.grpc.pb.h"
+#include "podresources_view.hpp"
+#include "resource_name.hpp"
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+namespace dowser::testkit {
+
+std::size_t ResourceStatus::allocatable() const {
+  return static_cast<std::size_t>(
+      std::count_if(devices.begin(), devices.end(), [](const auto& d) { return d.healthy(); }));
+}
+
+std::vector<std::string> ResourceStatus::healthy_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& device : devices) {
+    if (device.healthy()) ids.push_back(device.id);
+  }
+  return ids;
+}
+
+const ListedDevice* ResourceStatus::device(const std::string& id) const {
+  auto found =
+      std::find_if(devices.begin(), devices.end(), [&](const auto& d) { return d.id == id; });
+  return found == devices.end() ? nullptr : &*found;
+}
+
+const ResourceStatus* SimulatorStatus::resource(const std::string& name) const {
+  auto found = resources.find(name);
+  return found == resources.end() ? nullptr : &found->second;
+}
+
+namespace {
+
+constexpr std::string_view kSupportedVersion = "v1beta1";
+constexpr std::string_view kUnhealthy = "Unhealthy";
+
+bool same_pod(const PodRef& a, const PodRef& b) {
+  return a.pod_namespace == b.pod_namespace && a.pod_name == b.pod_name;
+}
+
+std::string pod_name(const PodRef& pod) { return pod.pod_namespace + "/" + pod.pod_name; }
+
+std::unique_ptr<grpc::Server> serve_unix(const std::filesystem::path& socket,
+                                         grpc::Service& service) {
+  std::filesystem::remove(socket);  // a stale socket would make bind fail
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket.string(), grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  if (!server) throw std::runtime_error("cannot serve gRPC on " + socket.string());
+  return server;
+}
+
+void stop_server(std::unique_ptr<grpc::Server>& server) {
+  if (!server) return;
+  server->Shutdown(std::chrono::system_clock::now());  // cancels calls in flight
+  server->Wait();
+  server.reset();
+}
+
+// What the kubelet's CleanupPluginDirectory does: every socket goes, other files stay.
+void remove_sockets(const std::filesystem::path& dir) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.symlink_status(error).type() == std::filesystem::file_type::socket) {
+      std::filesystem::remove(entry.path(), error);
+    }
+  }
+}
+
+}  // namespace
+
+struct KubeletSimulator::Impl {
+  // A registered resource: what status() shows, plus the plugin it came from.
+  struct ResourceEntry {
+    ResourceStatus status;
+    std::shared_ptr<PluginConnection> connection;  // null after a restart
+    std::uint64_t connection_id = 0;               // 0: none
+  };
+
+  // What admission needs from the shared state, copied under the lock so the
+  // plugin can be called without it.
+  struct AdmissionPlan {
+    std::shared_ptr<PluginConnection> connection;
+    std::vector<std::string> available;     // healthy and held by no container
+    std::vector<std::string> already_held;  // ids this container holds; sent again
+  };
+
+  class RegistrationService final : public v1beta1::Registration::Service {
+   public:
+    explicit RegistrationService(Impl& impl) : impl_(impl) {}
+    grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request,
+                          v1beta1::Empty*) override {
+      return impl_.register_plugin(*request);
+    }
+
+   private:
+    Impl& impl_;
+  };
+
+  class PodResourcesService final : public v1::PodResourcesLister::Service {
+   public:
+    explicit PodResourcesService(Impl& impl) : impl_(impl) {}
+    grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                      v1::ListPodResourcesResponse* response) override {
+      *response = list_pod_resources(impl_.status().allocations);
+      return grpc::Status::OK;
+    }
+    grpc::Status GetAllocatableResources(grpc::ServerContext*,
+                                         const v1::AllocatableResourcesRequest*,
+                                         v1::AllocatableResourcesResponse* response) override {
+      *response = allocatable_resources(impl_.status().resources);
+      return grpc::Status::OK;
+    }
+    grpc::Status Get(grpc::ServerContext*, const v1::GetPodResourcesRequest* request,
+                     v1::GetPodResourcesResponse* response) override {
+      const PodRef pod{request->pod_namespace(), request->pod_name()};
+      auto found = find_pod_resources(impl_.status().allocations, pod);
+      if (!found) return {grpc::StatusCode::NOT_FOUND, "pod " + pod_name(pod) + " not found"};
+      *response->mutable_pod_resources() = std::move(*found);
+      return grpc::Status::OK;
+    }
+
+   private:
+    Impl& impl_;
+  };
+
+  explicit Impl(KubeletSimulatorConfig config_in)
+      : config(std::move(config_in)), kubelet_socket(config.device_plugin_dir / "kubelet.sock") {
+    if (std::filesystem::create_directories(config.device_plugin_dir)) {
+      std::filesystem::permissions(config.device_plugin_dir, std::filesystem::perms(0750));
+    }
+    serve_registration();
+    std::filesystem::create_directories(config.podresources_socket.parent_path());
+    podresources_server = serve_unix(config.podresources_socket, podresources_service);
+    spdlog::info("kubelet simulator: registration on {}, podresources on {}",
+                 kubelet_socket.string(), config.podresources_socket.string());
+  }
+
+  ~Impl() {
+    stop_server(registration_server);
+    stop_server(podresources_server);
+    for (auto& connection : take_connections()) connection->close();
+  }
+
+  // A starting kubelet: clean the directory, then listen on a new kubelet.sock.
+  void serve_registration() {
+    remove_sockets(config.device_plugin_dir);
+    registration_service = std::make_unique<RegistrationService>(*this);
+    registration_server = serve_unix(kubelet_socket, *registration_service);
+  }
+
+  grpc::Status register_plugin(const v1beta1::RegisterRequest& request) {
+    if (auto refusal = registration_refusal(request)) {
+      spdlog::warn("registration of {} refused: {}", request.resource_name(), *refusal);
+      return {grpc::StatusCode::INVALID_ARGUMENT, *refusal};
+    }
+    // The kubelet dials back inside Register, so Register returns only after that.
+    const auto socket = config.device_plugin_dir / request.endpoint();
+    std::unique_ptr<PluginConnection> dialled;
+    grpc::Status status = PluginConnection::dial(socket, config.dial_timeout, dialled);
+    if (!status.ok()) {
+      spdlog::warn("registration of {} failed: {}", request.resource_name(),
+                   status.error_message());
+      return status;
+    }
+    std::shared_ptr<PluginConnection> connection = std::move(dialled);
+    auto replaced = install(request.resource_name(), request.endpoint(), connection);
+    if (replaced) replaced->close();
+    spdlog::info("registered {} at {}", request.resource_name(), request.endpoint());
+    return grpc::Status::OK;
+  }
+
+  static std::optional<std::string> registration_refusal(const v1beta1::RegisterRequest& request) {
+    if (request.version() != kSupportedVersion) {
+      return "unsupported device plugin API version \"" + request.version() +
+             "\"; supported: v1beta1";
+    }
+    if (auto error = extended_resource_name_error(request.resource_name())) {
+      return "invalid extended resource name \"" + request.resource_name() + "\": " + *error;
+    }
+    return std::nullopt;
+  }
+
+  // The newest registration of a resource wins; returns the connection it replaces.
+  std::shared_ptr<PluginConnection> install(const std::string& resource,
+                                            const std::string& endpoint,
+                                            const std::shared_ptr<PluginConnection>& connection) {
+    std::shared_ptr<PluginConnection> replaced;
+    std::uint64_t id = 0;
+    {
+      std::lock_guard lock(mutex);
+      auto& entry = resources[resource];
+      replaced = std::exchange(entry.connection, connection);
+      id = entry.connection_id = ++last_connection_id;
+      auto& status = entry.status;
+      status.endpoint = endpoint;
+      status.pre_start_required = connection->options().pre_start_required();
+      status.get_preferred_allocation_available =
+          connection->options().get_preferred_allocation_available();
+      status.streaming = true;
+      ++status.registrations;
+    }
+    changed.notify_all();
+    connection->watch([this, resource, id](const auto& list) { record_list(resource, id, list); },
+                      [this, resource, id] { record_stream_end(resource, id); });
+    return replaced;
+  }
+
+  // Runs `update` on the resource's status if `connection_id` is still its
+  // plugin; lists from a replaced or closed connection no longer count.
+  template <typename Update>
+  void update_if_current(const std::string& resource, std::uint64_t connection_id, Update update) {
+    {
+      std::lock_guard lock(mutex);
+      auto found = resources.find(resource);
+      if (found == resources.end() || found->second.connection_id != connection_id) return;
+      update(found->second.status);
+    }
+    changed.notify_all();
+  }
+
+  void record_list(const std::string& resource, std::uint64_t connection_id,
+                   const v1beta1::ListAndWatchResponse& list) {
+    update_if_current(resource, connection_id, [&](ResourceStatus& status) {
+      status.devices.clear();  // every message replaces the whole list
+      for (const auto& device : list.devices())
+        status.devices.push_back({device.id(), device.health()});
+      ++status.lists_received;
+      spdlog::debug("{}: list {} with {} devices, {} healthy", resource, status.lists_received,
+                    status.capacity(), status.allocatable());
+    });
+  }
+
+  // As the kubelet's PluginDisconnected: capacity stays, allocatable drops to 0.
+  void record_stream_end(const std::string& resource, std::uint64_t connection_id) {
+    update_if_current(resource, connection_id, [&](ResourceStatus& status) {
+      status.streaming = false;
+      for (auto& device : status.devices) device.health = kUnhealthy;
+      spdlog::info("{}: ListAndWatch ended, all devices unhealthy", resource);
+    });
+  }
+
+  AllocationResult allocate(const std::string& resource, const PodRef& pod,
+                            const std::string& container, std::size_t count) {
+    std::lock_guard admission(admission_mutex);
+    AllocationResult result;
+    result.status = admit(resource, pod, container, count, result);
+    if (!result.status.ok()) {
+      spdlog::warn("allocation of {} {} for container {} of {} failed: {}", count, resource,
+                   container, pod_name(pod), result.status.error_message());
+      return result;
+    }
+    record_allocation({pod, container, resource, result.device_ids});
+    return result;
+  }
+
+  // Checks, device choice, then the plugin's Allocate: the first failure wins.
+  grpc::Status admit(const std::string& resource, const PodRef& pod, const std::string& container,
+                     std::size_t count, AllocationResult& result) {
+    AdmissionPlan plan;
+    grpc::Status status = plan_admission(resource, pod, container, count, plan);
+    if (!status.ok()) return status;
+    status = choose_ids(plan, count, result.device_ids);
+    if (!status.ok()) return status;
+    return call_allocate(*plan.connection, result.device_ids, result.response);
+  }
+
+  // The kubelet's devicesToAllocate checks, in its order and with its messages.
+  grpc::Status plan_admission(const std::string& resource, const PodRef& pod,
+                              const std::string& container, std::size_t count,
+                              AdmissionPlan& plan) {
+    std::lock_guard lock(mutex);
+    auto found = resources.find(resource);
+    if (found == resources.end()) {
+      return {grpc::StatusCode::NOT_FOUND, "cannot allocate unregistered device " + resource};
+    }
+    const auto& status = found->second.status;
+    const auto healthy = status.healthy_ids();
+    if (healthy.empty()) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "no healthy devices present; cannot allocate unhealthy devices " + resource};
+    }
+    if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "no devices requested"};
+    plan.connection = found->second.connection;
+    if (const auto* held = held_by(pod, container, resource)) {
+      return plan_reuse(status, *held, count, plan);
+    }
+    std::set<std::string> taken;
+    for (const auto& allocation : allocations) {
+      if (allocation.resource == resource)
+        taken.insert(allocation.device_ids.begin(), allocation.device_ids.end());
+    }
+    for (const auto& id : healthy) {
+      if (!taken.contains(id)) plan.available.push_back(id);
+    }
+    if (plan.available.size() < count) {
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+              "requested number of devices unavailable for " + resource + ". Requested: " +
+                  std::to_string(count) + ", Available: " + std::to_string(plan.available.size())};
+    }
+    return grpc::Status::OK;
+  }
+
+  // A container admitted again (after a restart without a cached response)
+  // gets the devices it already holds, if they are still healthy.
+  static grpc::Status plan_reuse(const ResourceStatus& status, const Allocation& held,
+                                 std::size_t count, AdmissionPlan& plan) {
+    if (held.device_ids.size() != count) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "container changed its request for " + held.resource + " from " +
+                  std::to_string(held.device_ids.size()) + " to " + std::to_string(count)};
+    }
+    for (const auto& id : held.device_ids) {
+      const auto* device = status.device(id);
+      if (!device || !device->healthy()) {
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                "previously allocated devices are no longer healthy; cannot allocate unhealthy "
+                "devices " +
+                    held.resource};
+      }
+    }
+    plan.already_held = held.device_ids;
+    return grpc::Status::OK;
+  }
+
+  const Allocation* held_by(const PodRef& pod, const std::string& container,
+                            const std::string& resource) const {
+    for (const auto& allocation : allocations) {
+      if (same_pod(allocation.pod, pod) && allocation.container == container &&
+          allocation.resource == resource) {
+        return &allocation;
+      }
+    }
+    return nullptr;
+  }
+
+  // The plugin's preferred ids come first when it offers a preference; an
+  // error from GetPreferredAllocation fails admission, as in the kubelet.
+  static grpc::Status choose_ids(const AdmissionPlan& plan, std::size_t count,
+                                 std::vector<std::string>& ids) {
+    if (!plan.already_held.empty()) {
+      ids = plan.already_held;
+      return grpc::Status::OK;
+    }
+    std::vector<std::string> preferred;
+    if (plan.connection->options().get_preferred_allocation_available()) {
+      grpc::Status status = preferred_ids(*plan.connection, plan.available, count, preferred);
+      if (!status.ok()) return status;
+    }
+    ids = choose_devices(plan.available, count, preferred);
+    return grpc::Status::OK;
+  }
+
+  static grpc::Status preferred_ids(PluginConnection& connection,
+                                    const std::vector<std::string>& available, std::size_t count,
+                                    std::vector<std::string>& preferred) {
+    v1beta1::PreferredAllocationRequest request;
+    auto* container_request = request.add_container_requests();
+    for (const auto& id : available) container_request->add_available_deviceids(id);
+    container_request->set_allocation_size(static_cast<std::int32_t>(count));
+    v1beta1::PreferredAllocationResponse response;
+    grpc::ClientContext context;  // no deadline, as in the kubelet
+    grpc::Status status = connection.stub().GetPreferredAllocation(&context, request, &response);
+    if (!status.ok()) {
+      return {status.error_code(), "GetPreferredAllocation failed: " + status.error_message()};
+    }
+    if (response.container_responses_size() > 0) {
+      const auto& ids = response.container_responses(0).deviceids();
+      preferred.assign(ids.begin(), ids.end());
+    }
+    return grpc::Status::OK;
+  }
+
+  // One ContainerAllocateRequest per call; only the first response counts.
+  static grpc::Status call_allocate(PluginConnection& connection,
+                                    const std::vector<std::string>& ids,
+                                    v1beta1::AllocateResponse& response) {
+    v1beta1::AllocateRequest request;
+    auto* container_request = request.add_container_requests();
+    for (const auto& id : ids) container_request->add_devices_ids(id);
+    grpc::ClientContext context;  // no deadline, as in the kubelet
+    grpc::Status status = connection.stub().Allocate(&context, request, &response);
+    if (!status.ok()) return status;
+    if (response.container_responses_size() == 0) {
+      return {grpc::StatusCode::UNKNOWN, "no containers return in allocation response"};
+    }
+    return grpc::Status::OK;
+  }
+
+  void record_allocation(Allocation allocation) {
+    {
+      std::lock_guard lock(mutex);
+      std::erase_if(allocations, [&](const Allocation& a) {
+        return same_pod(a.pod, allocation.pod) && a.container == allocation.container &&
+               a.resource == allocation.resource;
+      });
+      allocations.push_back(std::move(allocation));
+    }
+    changed.notify_all();
+  }
+
+  std::size_t delete_pod(const PodRef& pod) {
+    std::size_t removed = 0;
+    {
+      std::lock_guard lock(mutex);
+      removed =
+          std::erase_if(allocations, [&](const Allocation& a) { return same_pod(a.pod, pod); });
+    }
+    changed.notify_all();
+    return removed;
+  }
+
+  // Takes every plugin connection and forgets every device list, as a new
+  // kubelet that only has its checkpoint; the caller closes the connections.
+  std::vector<std::shared_ptr<PluginConnection>> take_connections() {
+    std::vector<std::shared_ptr<PluginConnection>> taken;
+    {
+      std::lock_guard lock(mutex);
+      for (auto& [name, entry] : resources) {
+        if (entry.connection) taken.push_back(std::move(entry.connection));
+        entry.connection.reset();
+        entry.connection_id = 0;
+        auto& status = entry.status;
+        status.endpoint.clear();
+        status.pre_start_required = status.get_preferred_allocation_available = false;
+        status.streaming = false;
+        status.devices.clear();
+      }
+    }
+    changed.notify_all();
+    return taken;
+  }
+
+  void restart() {
+    std::lock_guard admission(admission_mutex);
+    spdlog::info("kubelet restart");
+    // The old kubelet goes first: a Register in flight finishes before the
+    // state is reset, so it cannot outlive the restart.
+    stop_server(registration_server);
+    for (auto& connection : take_connections()) connection->close();
+    serve_registration();
+  }
+
+  SimulatorStatus status() const {
+    std::lock_guard lock(mutex);
+    return snapshot();
+  }
+
+  SimulatorStatus snapshot() const {
+    SimulatorStatus status;
+    for (const auto& [name, entry] : resources) status.resources.emplace(name, entry.status);
+    status.allocations = allocations;
+    return status;
+  }
+
+  bool wait_for(const std::function<bool(const SimulatorStatus&)>& predicate,
+                std::chrono::milliseconds timeout) const {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, timeout, [&] { return predicate(snapshot()); });
+  }
+
+  const KubeletSimulatorConfig config;
+  const std::filesystem::path kubelet_socket;
+
+  mutable std::mutex mutex;  // guards resources, allocations, last_connection_id
+  mutable std::condition_variable changed;
+  std::map<std::string, ResourceEntry> resources;
+  std::vector<Allocation> allocations;
+  std::uint64_t last_connection_id = 0;
+
+  std::mutex admission_mutex;  // admissions and restarts happen one at a time
+  std::unique_ptr<RegistrationService> registration_service;
+  std::unique_ptr<grpc::Server> registration_server;
+  PodResourcesService podresources_service{*this};
+  std::unique_ptr<grpc::Server> podresources_server;
+};
+
+KubeletSimulator::KubeletSimulator(KubeletSimulatorConfig config)
+    : impl_(std::make_unique<Impl>(std::move(config))) {}
+
+KubeletSimulator::~KubeletSimulator() = default;
+
+std::filesystem::path KubeletSimulator::kubelet_socket() const { return impl_->kubelet_socket; }
+
+const KubeletSimulatorConfig& KubeletSimulator::config() const { return impl_->config; }
+
+AllocationResult KubeletSimulator::allocate(const std::string& resource, const PodRef& pod,
+                                            const std::string& container, std::size_t count) {
+  return impl_->allocate(resource, pod, container, count);
+}
+
+std::size_t KubeletSimulator::delete_pod(const PodRef& pod) { return impl_->delete_pod(pod); }
+
+void KubeletSimulator::restart() { impl_->restart(); }
+
+SimulatorStatus KubeletSimulator::status() const { return impl_->status(); }
+
+bool KubeletSimulator::wait_for(const std::function<bool(const SimulatorStatus&)>& predicate,
+                                std::chrono::milliseconds timeout) const {
+  return impl_->wait_for(predicate, timeout);
+}
+
+}  // namespace dowser::testkit
