@@ -1,0 +1,361 @@
+// FileConfigurationSource: a directory of manifests, followed with inotify.
+#include "configuration.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace dowser::configuration {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using Identity = std::pair<std::string, std::string>;  // (namespace, name)
+
+// Editors and `kubectl cp` touch a file several times in a row (write a
+// temporary, rename the old one away, rename the new one in): wait for the
+// burst to settle, so a save is one change rather than a removal and a re-add.
+constexpr auto kQuietPeriod = std::chrono::milliseconds(100);
+constexpr auto kMaxDelay = std::chrono::milliseconds(400);
+// Kubernetes objects are limited to about 1.5 MiB; anything far larger is a mistake.
+constexpr std::uintmax_t kMaxManifestBytes = std::uintmax_t{4} << 20;  // 4 MiB
+// Kubernetes ConfigMap volumes publish an update by renaming this symlink.
+constexpr std::string_view kConfigMapDataLink = "..data";
+constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                                IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+
+Identity identity_of(const Configuration& configuration) {
+  return {configuration.namespace_name, configuration.name};
+}
+
+std::string identity_text(const Identity& identity) {
+  return identity.first + "/" + identity.second;
+}
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// Hidden files and editor temporaries (`*~`, `*.swp`, `*.tmp`) are never
+// manifests, whatever else their names contain.
+bool is_manifest_name(std::string_view name) {
+  if (name.empty() || name.front() == '.') return false;
+  if (ends_with(name, "~") || ends_with(name, ".swp") || ends_with(name, ".tmp")) return false;
+  return ends_with(name, ".yaml") || ends_with(name, ".yml") || ends_with(name, ".json");
+}
+
+std::string system_error_text(int error) { return std::strerror(error); }
+
+class FileDescriptor {
+ public:
+  FileDescriptor() = default;
+  ~FileDescriptor() { reset(-1); }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  void reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Where a Configuration is defined: a file name and its definition there.
+struct Definition {
+  const std::string* file = nullptr;
+  const Configuration* configuration = nullptr;
+};
+
+std::string read_manifest(const fs::path& file) {
+  std::error_code error;
+  std::uintmax_t size = fs::file_size(file, error);
+  if (error) throw ConfigurationError(file.string(), "(file)", error.message());
+  if (size > kMaxManifestBytes) {
+    throw ConfigurationError(file.string(), "(file)",
+                             "larger than " + std::to_string(kMaxManifestBytes) + " bytes");
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigurationError(file.string(), "(file)", system_error_text(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigurationError(file.string(), "(file)", "read failed");
+  return text.str();
+}
+
+std::set<std::string> list_manifest_names(const fs::path& directory, std::error_code& error) {
+  std::set<std::string> names;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    std::string name = it->path().filename().string();
+    if (is_manifest_name(name)) names.insert(std::move(name));
+  }
+  return names;
+}
+
+}  // namespace
+
+struct FileConfigurationSource::Watcher {
+  Watcher(fs::path directory_in, Events events_in)
+      : directory(std::move(directory_in)), events(with_defaults(std::move(events_in))) {}
+
+  // Callers may leave events they do not care about empty.
+  static Events with_defaults(Events events) {
+    if (!events.upserted) events.upserted = [](const Configuration&) {};
+    if (!events.removed) events.removed = [](const std::string&, const std::string&) {};
+    if (!events.invalid) events.invalid = [](const ConfigurationError&) {};
+    return events;
+  }
+
+  void start();
+  void stop();
+
+  // ---- the state: which file defines what ----
+  void refresh_all(const std::set<std::string>& present_names);
+  void refresh(const std::string& name);
+  void apply(const std::string& name, std::vector<Configuration> defined);
+  void release(const Identity& identity, const std::string& releasing_name);
+  void adopt(const std::string& name, const Configuration& configuration);
+  Definition defined_elsewhere(const Identity& identity, const std::string& except_name) const;
+  std::string path_of(const std::string& name) const { return (directory / name).string(); }
+
+  // ---- the thread ----
+  void run();
+  bool read_inotify();  // false once the directory's watch is gone
+  void process_pending();
+  std::chrono::milliseconds time_until_due() const;
+
+  const fs::path directory;
+  const Events events;
+
+  // Last successfully parsed contents of each file, valid or refused; a file
+  // that turns invalid keeps its entry, so its Configurations keep running.
+  std::map<std::string, std::vector<Configuration>> defined_by_file;
+  std::map<Identity, std::string> owner;  // which file's definition is in effect
+  std::map<Identity, Configuration> active;
+
+  FileDescriptor inotify;
+  FileDescriptor wakeup;  // eventfd signalled by stop()
+  std::thread thread;
+
+  std::set<std::string> pending;
+  bool rescan_pending = false;
+  Clock::time_point first_pending{};
+  Clock::time_point last_pending{};
+};
+
+// ---- state -------------------------------------------------------------------
+
+void FileConfigurationSource::Watcher::refresh_all(const std::set<std::string>& present_names) {
+  std::set<std::string> names = present_names;
+  for (const auto& [name, configurations] : defined_by_file) names.insert(name);
+  for (const auto& name : names) refresh(name);
+}
+
+void FileConfigurationSource::Watcher::refresh(const std::string& name) {
+  const fs::path file = directory / name;
+  std::error_code error;
+  if (!fs::is_regular_file(file, error)) {  // deleted, renamed away, or not a file
+    apply(name, {});
+    defined_by_file.erase(name);
+    return;
+  }
+  std::vector<Configuration> defined;
+  try {
+    defined = parse_configurations(read_manifest(file), file.string());
+  } catch (const ConfigurationError& invalid) {
+    events.invalid(invalid);
+    return;
+  }
+  apply(name, std::move(defined));
+}
+
+Definition FileConfigurationSource::Watcher::defined_elsewhere(
+    const Identity& identity, const std::string& except_name) const {
+  for (const auto& [name, configurations] : defined_by_file) {
+    if (name == except_name) continue;
+    for (const auto& configuration : configurations)
+      if (identity_of(configuration) == identity) return {&name, &configuration};
+  }
+  return {};
+}
+
+void FileConfigurationSource::Watcher::adopt(const std::string& name,
+                                             const Configuration& configuration) {
+  const Identity identity = identity_of(configuration);
+  owner[identity] = name;
+  auto current = active.find(identity);
+  if (current != active.end() && current->second == configuration) return;
+  active.insert_or_assign(identity, configuration);
+  events.upserted(configuration);
+}
+
+// A file dropped its definition: another file's definition (refused until
+// now) takes over, otherwise the Configuration goes.
+void FileConfigurationSource::Watcher::release(const Identity& identity,
+                                               const std::string& releasing_name) {
+  if (Definition other = defined_elsewhere(identity, releasing_name); other.file != nullptr) {
+    adopt(*other.file, *other.configuration);
+    return;
+  }
+  owner.erase(identity);
+  active.erase(identity);
+  events.removed(identity.first, identity.second);
+}
+
+void FileConfigurationSource::Watcher::apply(const std::string& name,
+                                             std::vector<Configuration> defined) {
+  std::set<Identity> still_defined;
+  for (const auto& configuration : defined) still_defined.insert(identity_of(configuration));
+  std::vector<Identity> released;
+  for (const auto& [identity, owner_name] : owner)
+    if (owner_name == name && still_defined.count(identity) == 0) released.push_back(identity);
+  for (const auto& identity : released) release(identity, name);
+
+  for (const auto& configuration : defined) {
+    auto holder = owner.find(identity_of(configuration));
+    if (holder == owner.end() || holder->second == name) {
+      adopt(name, configuration);
+      continue;
+    }
+    events.invalid(ConfigurationError(path_of(name), "metadata.name",
+                                      identity_text(identity_of(configuration)) +
+                                          " is already defined in " + path_of(holder->second) +
+                                          "; this definition is ignored while that one exists"));
+  }
+  defined_by_file[name] = std::move(defined);
+}
+
+// ---- lifecycle -----------------------------------------------------------------
+
+void FileConfigurationSource::Watcher::start() {
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) {
+    throw std::runtime_error("configuration directory " + directory.string() +
+                             " does not exist or is not a directory");
+  }
+  // Watch before reading, so that no change made during the first scan is lost.
+  inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (inotify.get() < 0 || ::inotify_add_watch(inotify.get(), directory.c_str(), kWatchMask) < 0) {
+    throw std::runtime_error("cannot watch configuration directory " + directory.string() + ": " +
+                             system_error_text(errno));
+  }
+  wakeup.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (wakeup.get() < 0)
+    throw std::runtime_error(std::string("eventfd: ") + system_error_text(errno));
+  std::set<std::string> names = list_manifest_names(directory, error);
+  if (error) {
+    throw std::runtime_error("cannot read configuration directory " + directory.string() + ": " +
+                             error.message());
+  }
+  refresh_all(names);
+  thread = std::thread([this] { run(); });
+}
+
+void FileConfigurationSource::Watcher::stop() {
+  if (!thread.joinable()) return;
+  const uint64_t one = 1;
+  // An eventfd write only fails when the counter would overflow; it is then readable anyway.
+  [[maybe_unused]] ssize_t written = ::write(wakeup.get(), &one, sizeof one);
+  thread.join();
+}
+
+// ---- the thread --------------------------------------------------------------------
+
+std::chrono::milliseconds FileConfigurationSource::Watcher::time_until_due() const {
+  Clock::time_point due = std::min(last_pending + kQuietPeriod, first_pending + kMaxDelay);
+  auto remaining = std::chrono::ceil<std::chrono::milliseconds>(due - Clock::now());
+  return std::max(remaining, std::chrono::milliseconds(0));
+}
+
+bool FileConfigurationSource::Watcher::read_inotify() {
+  alignas(inotify_event) char buffer[16 * 1024];
+  bool watching = true;
+  bool relevant = false;
+  ssize_t length = 0;
+  while ((length = ::read(inotify.get(), buffer, sizeof buffer)) > 0) {
+    for (const char* at = buffer; at < buffer + length;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(at);
+      at += sizeof(inotify_event) + event->len;
+      if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) watching = false;
+      std::string name = event->len > 0 ? std::string(event->name) : "";  // NUL-padded
+      if ((event->mask & IN_Q_OVERFLOW) != 0 || name == kConfigMapDataLink) {
+        rescan_pending = relevant = true;
+      } else if (is_manifest_name(name)) {
+        pending.insert(std::move(name));
+        relevant = true;
+      }
+    }
+  }
+  if (relevant) {
+    last_pending = Clock::now();
+    if (first_pending == Clock::time_point{}) first_pending = last_pending;
+  }
+  return watching;
+}
+
+void FileConfigurationSource::Watcher::process_pending() {
+  if (rescan_pending) {
+    std::error_code error;
+    std::set<std::string> names = list_manifest_names(directory, error);
+    if (error)
+      events.invalid(ConfigurationError(directory.string(), "(directory)", error.message()));
+    else
+      refresh_all(names);
+  } else {
+    for (const auto& name : pending) refresh(name);
+  }
+  pending.clear();
+  rescan_pending = false;
+  first_pending = Clock::time_point{};
+}
+
+void FileConfigurationSource::Watcher::run() {
+  pollfd fds[2] = {{wakeup.get(), POLLIN, 0}, {inotify.get(), POLLIN, 0}};
+  while (true) {
+    const bool waiting = !pending.empty() || rescan_pending;
+    const int timeout = waiting ? static_cast<int>(time_until_due().count()) : -1;
+    if (::poll(fds, 2, timeout) < 0) {
+      const int error = errno;
+      if (error == EINTR) continue;
+      events.invalid(ConfigurationError(directory.string(), "(directory)",
+                                        "poll failed: " + system_error_text(error)));
+      return;
+    }
+    if ((fds[0].revents & POLLIN) != 0) return;
+    if ((fds[1].revents & POLLIN) != 0 && !read_inotify()) {
+      process_pending();
+      events.invalid(ConfigurationError(directory.string(), "(directory)",
+                                        "the directory was removed or renamed; no longer watching "
+                                        "it (restart to resume)"));
+      return;
+    }
+    if ((!pending.empty() || rescan_pending) && time_until_due().count() == 0) process_pending();
+  }
+}
+
+// ---- public face ---------------------------------------------------------------------
+
+FileConfigurationSource::FileConfigurationSource(std::filesystem::path directory, Events events)
+    : watcher_(std::make_unique<Watcher>(std::move(directory), std::move(events))) {}
+
+FileConfigurationSource::~FileConfigurationSource() { stop(); }
+
+void FileConfigurationSource::start() {
+  if (watcher_->thread.joinable())
+    throw std::logic_error("FileConfigurationSource already started");
+  watcher_->start();
+}
+
+void FileConfigurationSource::stop() { watcher_->stop(); }
+
+}  // namespace dowser::configuration

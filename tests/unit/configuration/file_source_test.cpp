@@ -1,0 +1,353 @@
+#include "configuration.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+
+namespace dowser::configuration {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Changes must take effect well within a second.
+constexpr auto kWithinASecond = 1s;
+
+struct Event {
+  enum class Kind { upserted, removed, invalid } kind;
+  Configuration configuration;  // upserted
+  std::string namespace_name;   // removed
+  std::string name;             // removed
+  std::string source;           // invalid
+  std::string field_path;       // invalid
+  std::string reason;           // invalid
+};
+
+// Records the source's events; tests wait for conditions on it with a deadline.
+class EventLog {
+ public:
+  FileConfigurationSource::Events callbacks() {
+    return {
+        [this](const Configuration& c) {
+          add({Event::Kind::upserted, c, {}, {}, {}, {}, {}});
+        },
+        [this](const std::string& ns, const std::string& name) {
+          add({Event::Kind::removed, {}, ns, name, {}, {}, {}});
+        },
+        [this](const ConfigurationError& e) {
+          add({Event::Kind::invalid, {}, {}, {}, e.source(), e.field_path(), e.reason()});
+        },
+    };
+  }
+
+  // Waits until some event from index `from` on satisfies matches.
+  template <typename Predicate>
+  bool wait_for_event(std::size_t from, Predicate matches,
+                      std::chrono::steady_clock::duration timeout = kWithinASecond) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] {
+      return std::any_of(
+          events_.begin() + static_cast<std::ptrdiff_t>(std::min(from, events_.size())),
+          events_.end(), matches);
+    });
+  }
+
+  std::vector<Event> since(std::size_t from) const {
+    std::lock_guard lock(mutex_);
+    return {events_.begin() + static_cast<std::ptrdiff_t>(std::min(from, events_.size())),
+            events_.end()};
+  }
+
+  std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return events_.size();
+  }
+
+ private:
+  void add(Event event) {
+    {
+      std::lock_guard lock(mutex_);
+      events_.push_back(std::move(event));
+    }
+    changed_.notify_all();
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Event> events_;
+};
+
+auto upserted(const std::string& name) {
+  return [name](const Event& e) {
+    return e.kind == Event::Kind::upserted && e.configuration.name == name;
+  };
+}
+auto removed(const std::string& name) {
+  return [name](const Event& e) { return e.kind == Event::Kind::removed && e.name == name; };
+}
+auto invalid_from(const std::string& source) {
+  return [source](const Event& e) { return e.kind == Event::Kind::invalid && e.source == source; };
+}
+
+std::string manifest(const std::string& name, const std::string& details = "", int capacity = 1) {
+  return "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata:\n  name: " + name +
+         "\nspec:\n  discoveryHandler:\n    name: debugEcho\n    discoveryDetails: \"" + details +
+         "\"\n  capacity: " + std::to_string(capacity) + "\n";
+}
+
+std::string two(const std::string& first, const std::string& second) {
+  return first + "---\n" + second;
+}
+
+class FileSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "dowser-configuration-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    directory_ = pattern;
+  }
+
+  void TearDown() override {
+    source_.reset();
+    fs::remove_all(directory_);
+  }
+
+  void start() {
+    source_ = std::make_unique<FileConfigurationSource>(directory_, log_.callbacks());
+    source_->start();
+  }
+
+  std::string path(const std::string& file) const { return (directory_ / file).string(); }
+
+  void write(const std::string& file, const std::string& text) const {
+    std::ofstream(directory_ / file) << text;
+  }
+
+  // As editors save: write a temporary file, then rename it over the old one.
+  void write_by_rename(const std::string& file, const std::string& text) const {
+    write(file + ".tmp", text);
+    fs::rename(directory_ / (file + ".tmp"), directory_ / file);
+  }
+
+  // Every event caused by earlier changes has been delivered once this
+  // returns: files are processed in order, and the sentinel sorts last.
+  void wait_until_settled() {
+    const std::string name = "zz-sentinel-" + std::to_string(++sentinels_);
+    std::size_t mark = log_.size();
+    write(name + ".yaml", manifest(name));
+    ASSERT_TRUE(log_.wait_for_event(mark, upserted(name)));
+  }
+
+  static std::size_t count(const std::vector<Event>& events,
+                           const std::function<bool(const Event&)>& matches) {
+    return static_cast<std::size_t>(std::count_if(events.begin(), events.end(), matches));
+  }
+
+  fs::path directory_;
+  EventLog log_;
+  std::unique_ptr<FileConfigurationSource> source_;
+  int sentinels_ = 0;
+};
+
+TEST_F(FileSourceTest, InitialScanDeliversEverythingBeforeStartReturns) {
+  write("b.json", R"({"apiVersion": "akri.sh/v0", "kind": "Configuration",
+    "metadata": {"name": "from-json"}, "spec": {"discoveryHandler": {"name": "udev"}}})");
+  write("a.yaml", two(manifest("first"), manifest("second")));
+  write("c.yml", manifest("from-yml"));
+  write("bad.yaml", manifest("broken", "", 0));
+  write("notes.txt", manifest("from-txt"));
+  start();
+
+  std::vector<Event> events = log_.since(0);
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_TRUE(upserted("first")(events[0]));
+  EXPECT_TRUE(upserted("second")(events[1]));
+  EXPECT_TRUE(upserted("from-json")(events[2]));
+  EXPECT_EQ(events[3].kind, Event::Kind::invalid);
+  EXPECT_EQ(events[3].source, path("bad.yaml"));
+  EXPECT_EQ(events[3].field_path, "spec.capacity");
+  EXPECT_TRUE(upserted("from-yml")(events[4]));
+}
+
+TEST_F(FileSourceTest, MissingDirectoryIsAClearError) {
+  directory_ /= "missing";
+  try {
+    start();
+    FAIL() << "started on a missing directory";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find(directory_.string()), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(FileSourceTest, AddedFileTakesEffectWithinASecond) {
+  start();
+  write("cam.yaml", manifest("cam"));
+  EXPECT_TRUE(log_.wait_for_event(0, upserted("cam"), kWithinASecond));
+}
+
+TEST_F(FileSourceTest, ChangedFileUpsertsOnlyWhatChanged) {
+  write("cams.yaml", two(manifest("kept"), manifest("edited", "a")));
+  start();
+  const Configuration before = log_.since(1).at(0).configuration;
+
+  std::size_t mark = log_.size();
+  write("cams.yaml", two(manifest("kept"), manifest("edited", "b")));
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("edited")));
+  wait_until_settled();
+  std::vector<Event> events = log_.since(mark);
+  EXPECT_EQ(count(events, upserted("kept")), 0u);
+  EXPECT_EQ(count(events, upserted("edited")), 1u);
+  EXPECT_EQ(count(events, [](const Event& e) { return e.kind != Event::Kind::upserted; }), 0u);
+  const Configuration after =
+      std::find_if(events.begin(), events.end(), upserted("edited"))->configuration;
+  EXPECT_FALSE(before.same_discovery(after));
+
+  mark = log_.size();
+  write("cams.yaml", two(manifest("kept"), manifest("edited", "b", 4)));
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("edited")));
+  events = log_.since(mark);
+  const Configuration resized =
+      std::find_if(events.begin(), events.end(), upserted("edited"))->configuration;
+  EXPECT_EQ(resized.capacity, 4u);
+  EXPECT_TRUE(after.same_discovery(resized));
+}
+
+TEST_F(FileSourceTest, DefinitionDroppedFromAFileIsRemoved) {
+  write("cams.yaml", two(manifest("kept"), manifest("dropped")));
+  start();
+  std::size_t mark = log_.size();
+  write("cams.yaml", manifest("kept"));
+  ASSERT_TRUE(log_.wait_for_event(mark, removed("dropped")));
+  wait_until_settled();
+  EXPECT_EQ(count(log_.since(mark), removed("kept")), 0u);
+  EXPECT_EQ(count(log_.since(mark), upserted("kept")), 0u);
+}
+
+TEST_F(FileSourceTest, DeletedFileRemovesEachOfItsConfigurations) {
+  write("cams.yaml", two(manifest("one"), manifest("two")));
+  write("other.yaml", manifest("other"));
+  start();
+  std::size_t mark = log_.size();
+  fs::remove(directory_ / "cams.yaml");
+  ASSERT_TRUE(log_.wait_for_event(mark, removed("one")));
+  ASSERT_TRUE(log_.wait_for_event(mark, removed("two")));
+  wait_until_settled();
+  EXPECT_EQ(count(log_.since(mark), removed("other")), 0u);
+}
+
+TEST_F(FileSourceTest, RenameOverIsAChangeNotARemoval) {
+  write("cam.yaml", two(manifest("cam", "a"), manifest("same")));
+  start();
+  std::size_t mark = log_.size();
+  write_by_rename("cam.yaml", two(manifest("cam", "b"), manifest("same")));
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("cam")));
+  wait_until_settled();
+  std::vector<Event> events = log_.since(mark);
+  EXPECT_EQ(count(events, [](const Event& e) { return e.kind == Event::Kind::removed; }), 0u);
+  EXPECT_EQ(count(events, upserted("same")), 0u);
+  EXPECT_EQ(count(events, invalid_from(path("cam.yaml.tmp"))), 0u);
+}
+
+TEST_F(FileSourceTest, FileMovedAwayRemovesAndMovedInAdds) {
+  fs::path outside = directory_ / "outside";
+  fs::create_directory(outside);
+  write("cam.yaml", manifest("cam"));
+  start();
+  std::size_t mark = log_.size();
+  fs::rename(directory_ / "cam.yaml", outside / "cam.yaml");
+  ASSERT_TRUE(log_.wait_for_event(mark, removed("cam")));
+  mark = log_.size();
+  fs::rename(outside / "cam.yaml", directory_ / "back.yaml");
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("cam")));
+}
+
+TEST_F(FileSourceTest, InvalidFileKeepsItsLastGoodConfigurationsUntilFixed) {
+  write("cams.yaml", two(manifest("one"), manifest("two")));
+  start();
+  std::size_t mark = log_.size();
+  write("cams.yaml", two(manifest("one"), manifest("two", "", 0)));
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("cams.yaml"))));
+  wait_until_settled();
+  std::vector<Event> events = log_.since(mark);
+  const Event& invalid =
+      *std::find_if(events.begin(), events.end(), invalid_from(path("cams.yaml")));
+  EXPECT_EQ(invalid.field_path, "spec.capacity");
+  EXPECT_NE(invalid.reason.find("document 2"), std::string::npos) << invalid.reason;
+  EXPECT_EQ(count(events, [](const Event& e) { return e.kind == Event::Kind::removed; }), 0u);
+  EXPECT_EQ(count(events, upserted("one")), 0u);
+
+  mark = log_.size();
+  write("cams.yaml", manifest("two", "", 3));  // fixed, and "one" dropped
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("two")));
+  ASSERT_TRUE(log_.wait_for_event(mark, removed("one")));
+}
+
+TEST_F(FileSourceTest, DeletingAnInvalidFileRemovesItsLastGoodConfigurations) {
+  write("cam.yaml", manifest("cam"));
+  start();
+  std::size_t mark = log_.size();
+  write("cam.yaml", "apiVersion: akri.sh/v0\nkind: [\n");
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("cam.yaml"))));
+  EXPECT_EQ(log_.since(mark).at(0).field_path, "(document)");
+  mark = log_.size();
+  fs::remove(directory_ / "cam.yaml");
+  ASSERT_TRUE(log_.wait_for_event(mark, removed("cam")));
+}
+
+TEST_F(FileSourceTest, SameConfigurationInTwoFilesKeepsTheFirstAndNamesBoth) {
+  write("a.yaml", manifest("cam", "from-a"));
+  start();
+  std::size_t mark = log_.size();
+  write("b.yaml", manifest("cam", "from-b"));
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("b.yaml"))));
+  wait_until_settled();
+  std::vector<Event> events = log_.since(mark);
+  const Event& refused = *std::find_if(events.begin(), events.end(), invalid_from(path("b.yaml")));
+  EXPECT_EQ(refused.field_path, "metadata.name");
+  EXPECT_NE(refused.reason.find(path("a.yaml")), std::string::npos) << refused.reason;
+  EXPECT_EQ(count(events, upserted("cam")), 0u);
+
+  // Once the first definition goes, the second takes over without a removal.
+  mark = log_.size();
+  fs::remove(directory_ / "a.yaml");
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("cam")));
+  wait_until_settled();
+  events = log_.since(mark);
+  EXPECT_EQ(count(events, removed("cam")), 0u);
+  EXPECT_EQ(
+      std::find_if(events.begin(), events.end(), upserted("cam"))->configuration.discovery_details,
+      "from-b");
+}
+
+TEST_F(FileSourceTest, HiddenAndTemporaryFilesAreIgnored) {
+  write(".hidden.yaml", manifest("hidden"));
+  start();
+  EXPECT_EQ(log_.size(), 0u);
+  write("backup.yaml~", manifest("backup"));
+  write(".cam.yaml.swp", manifest("swap"));
+  write("cam.yaml.swp", manifest("swap2"));
+  write("cam.yaml.tmp", manifest("temporary"));
+  write("readme.txt", "not a manifest");
+  wait_until_settled();
+  std::vector<Event> events = log_.since(0);
+  ASSERT_EQ(events.size(), 1u);  // only the sentinel
+  EXPECT_EQ(events[0].configuration.name, "zz-sentinel-1");
+}
+
+TEST_F(FileSourceTest, StopEndsTheWatchAndCanBeRepeated) {
+  start();
+  source_->stop();
+  source_->stop();
+  std::size_t mark = log_.size();
+  write("late.yaml", manifest("late"));
+  EXPECT_FALSE(log_.wait_for_event(mark, upserted("late"), 300ms));
+}
+
+}  // namespace
+}  // namespace dowser::configuration
