@@ -1,0 +1,100 @@
+#include "file_watch_service.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "change_filter.hpp"
+#include "instance_file_watcher.hpp"
+
+namespace dowser::store::detail {
+
+// One run of the inotify thread and the subscribers it delivers to.
+class FileWatchService::Session {
+ public:
+  explicit Session(const InstanceFiles& files)
+      : files_(files),
+        watcher_(files_, {[this](const std::string& namespace_name, const std::string& name) {
+                            changed(namespace_name, name);
+                          },
+                          [this] { check_known_for_removal(); }}) {
+    // The watches are in place, so a change from here on is either in this
+    // baseline or reported later; the filter drops what is reported twice.
+    for (const StoredInstance& stored : files_.read_all()) filter_.remember(stored);
+    watcher_.start();
+  }
+
+  WatchFanout& fanout() { return fanout_; }
+  void stop() { watcher_.stop(); }
+
+ private:
+  void changed(const std::string& namespace_name, const std::string& name) {
+    std::optional<StoredInstance> current;
+    try {
+      current = files_.read(namespace_name, name);
+    } catch (const StoreError& error) {
+      spdlog::warn("instance store: watch skips an unreadable Instance file: {}", error.what());
+      return;
+    }
+    const std::optional<WatchEvent> event =
+        current ? filter_.present(*current) : filter_.absent(namespace_name, name);
+    if (event) fanout_.deliver(*event);
+  }
+
+  void check_known_for_removal() {
+    for (const auto& [namespace_name, name] : filter_.present_keys()) changed(namespace_name, name);
+  }
+
+  InstanceFiles files_;
+  ChangeFilter filter_;  // the thread's, once started
+  WatchFanout fanout_;
+  InstanceFileWatcher watcher_;  // last: its thread uses the members above
+};
+
+class FileWatchService::Subscription final : public WatchSubscription {
+ public:
+  Subscription(std::shared_ptr<FileWatchService> service, std::shared_ptr<Session> session,
+               uint64_t id)
+      : service_(std::move(service)), session_(std::move(session)), id_(id) {}
+  ~Subscription() override { service_->release(session_, id_); }
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+ private:
+  std::shared_ptr<FileWatchService> service_;
+  std::shared_ptr<Session> session_;
+  uint64_t id_;
+};
+
+std::unique_ptr<WatchSubscription> FileWatchService::watch(WatchFanout::Callback callback) {
+  const std::lock_guard lock(mutex_);
+  if (!session_) session_ = std::make_shared<Session>(files_);
+  const uint64_t id = session_->fanout().add(std::move(callback));
+  return std::make_unique<Subscription>(shared_from_this(), session_, id);
+}
+
+void FileWatchService::shutdown() {
+  std::shared_ptr<Session> session;
+  {
+    const std::lock_guard lock(mutex_);
+    session = std::exchange(session_, nullptr);
+  }
+  if (session) session->stop();
+}
+
+void FileWatchService::release(const std::shared_ptr<Session>& session, uint64_t id) {
+  session->fanout().remove(id);
+  // A thread cannot join itself: when the last subscription goes from inside
+  // a callback, the thread idles until the next watch() reuses it or the
+  // store is destroyed.
+  if (session->fanout().delivering_on_this_thread()) return;
+  std::shared_ptr<Session> finished;
+  {
+    const std::lock_guard lock(mutex_);
+    if (session_ == session && session->fanout().empty())
+      finished = std::exchange(session_, nullptr);
+  }
+  if (finished) finished->stop();
+}
+
+}  // namespace dowser::store::detail

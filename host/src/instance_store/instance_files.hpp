@@ -1,0 +1,51 @@
+// The file store's directory layout: <root>/<namespace>/<name>.json, plus
+// <root>/.lock and <root>/.revision. Reading only; writes live in the store.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "instance_store.hpp"
+
+namespace dowser::store::detail {
+
+class InstanceFiles {
+ public:
+  explicit InstanceFiles(std::filesystem::path root) : root_(std::move(root)) {}
+
+  const std::filesystem::path& root() const { return root_; }
+  std::filesystem::path lock_file() const { return root_ / ".lock"; }
+  std::filesystem::path revision_file() const { return root_ / ".revision"; }
+
+  // Both throw StoreError(io) for a namespace or name that could leave the
+  // directory or hide among the store's own files.
+  std::filesystem::path namespace_directory(const std::string& namespace_name) const;
+  std::filesystem::path instance_file(const std::string& namespace_name,
+                                      const std::string& name) const;
+
+  // nullopt if there is no such file. Throws StoreError(io) naming the file if
+  // it cannot be read or is not a valid Instance stored under that name.
+  std::optional<StoredInstance> read(const std::string& namespace_name,
+                                     const std::string& name) const;
+
+  // Every Instance that can be read, by namespace and name; an unreadable one
+  // is reported as a warning and skipped, and one vanishing meanwhile is skipped.
+  std::vector<StoredInstance> read_all() const;
+
+  std::vector<std::string> namespaces() const;
+  std::vector<std::string> instance_names(const std::string& namespace_name) const;
+
+  // True for names that may be a namespace or Instance name here.
+  static bool is_valid_name(std::string_view name);
+  // The Instance a file in a namespace directory holds; nullopt for anything
+  // else (temporary files, stray files).
+  static std::optional<std::string> instance_name_of(std::string_view file_name);
+
+ private:
+  std::filesystem::path root_;
+};
+
+}  // namespace dowser::store::detail

@@ -1,0 +1,129 @@
+// InstanceStore: where Instances live, shared by every node that sees them.
+// Every update is a compare-and-swap on a per-Instance revision; watchers see
+// every change, whoever made it. The file store is the embedded default;
+// several daemons on one machine may share one store directory.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dowser::store {
+
+// An Akri Instance (akri.sh/v0), the fields dowser uses.
+struct Instance {
+  std::string namespace_name = "default";
+  std::string name;                // <configuration>-<6 hex>
+  std::string configuration_name;  // spec.configurationName
+  std::string cdi_name;            // spec.cdiName: <domain>/<configuration>=<6 hex>
+  uint32_t capacity = 1;           // spec.capacity
+  std::map<std::string, std::string> broker_properties;  // spec.brokerProperties
+  bool shared = false;                                   // spec.shared
+  std::set<std::string> nodes;                           // spec.nodes (a set)
+  // spec.deviceUsage: slot name (<instance>-<i>) -> "<node>" | "C:<vdev>:<node>".
+  // A free slot is absent (an empty value is read as free too).
+  std::map<std::string, std::string> device_usage;
+  friend bool operator==(const Instance&, const Instance&) = default;
+};
+
+struct StoredInstance {
+  Instance instance;
+  uint64_t revision = 0;  // changes on every write; never reused for one name
+};
+
+class StoreError : public std::runtime_error {
+ public:
+  enum class Kind { conflict, not_found, already_exists, io };
+  StoreError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const noexcept { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct WatchEvent {
+  enum class Type { upserted, deleted };
+  Type type;
+  StoredInstance object;  // for deleted: the last state seen
+};
+
+// A live watch; destroying it stops the callbacks (and waits for a running one).
+class WatchSubscription {
+ public:
+  virtual ~WatchSubscription() = default;
+};
+
+// Thread-safe. Calls block on I/O: keep them off latency-critical threads
+// where the store is remote.
+class InstanceStore {
+ public:
+  virtual ~InstanceStore() = default;
+  virtual std::vector<StoredInstance> list() = 0;
+  virtual std::optional<StoredInstance> get(const std::string& namespace_name,
+                                            const std::string& name) = 0;
+  // Throws StoreError(already_exists | io). Returns the new revision.
+  virtual uint64_t create(const Instance& instance) = 0;
+  // Writes instance if its stored revision is still expected_revision.
+  // Throws StoreError(conflict | not_found | io). Returns the new revision.
+  virtual uint64_t update(const Instance& instance, uint64_t expected_revision) = 0;
+  // Throws StoreError(conflict | not_found | io).
+  virtual void remove(const std::string& namespace_name, const std::string& name,
+                      uint64_t expected_revision) = 0;
+  // Calls back, on a store thread, for every change after this call, by this
+  // process or any other sharing the store; per Instance in revision order.
+  // Rapid changes to one Instance may be coalesced into its latest state (one
+  // created and deleted in between may not show at all), so treat events as
+  // states, not as a log; an Instance that was reported gets its deleted
+  // event. To miss nothing, watch() first, then list(), and keep per Instance
+  // whichever state has the larger revision.
+  // A callback may destroy its own subscription; it must not destroy the store.
+  virtual std::unique_ptr<WatchSubscription> watch(
+      std::function<void(const WatchEvent&)> callback) = 0;
+};
+
+// Re-reads and re-decides until a write wins (bounded): decide returns the
+// Instance to write (same namespace and name), or nullopt to leave it as it
+// is; an unchanged Instance is not written. Returns what is stored afterwards
+// (nullopt if the Instance does not exist). Lost races back off with random
+// jitter. Throws StoreError(io) or StoreError(conflict) after max_attempts
+// lost races.
+std::optional<StoredInstance> update_with_retry(
+    InstanceStore& store, const std::string& namespace_name, const std::string& name,
+    const std::function<std::optional<Instance>(const Instance& current)>& decide,
+    int max_attempts = 16);
+
+// One JSON file per Instance under <directory>/<namespace>/<name>.json, in
+// Akri's Instance shape plus a top-level "revision", written atomically
+// (write, fsync, rename, fsync the directory); a flock on <directory>/.lock
+// makes compare-and-swap safe across processes, and revisions come from a
+// store-wide counter in <directory>/.revision. One inotify thread per store
+// drives watches. Namespaces and names that are empty, contain '/' or start
+// with '.' are refused (StoreError io). list() skips an unreadable file with
+// a logged warning; get() of one throws StoreError(io) naming it.
+class FileInstanceStore : public InstanceStore {
+ public:
+  explicit FileInstanceStore(std::filesystem::path directory);  // creates it if missing
+  ~FileInstanceStore() override;
+  std::vector<StoredInstance> list() override;
+  std::optional<StoredInstance> get(const std::string& namespace_name,
+                                    const std::string& name) override;
+  uint64_t create(const Instance& instance) override;
+  uint64_t update(const Instance& instance, uint64_t expected_revision) override;
+  void remove(const std::string& namespace_name, const std::string& name,
+              uint64_t expected_revision) override;
+  std::unique_ptr<WatchSubscription> watch(
+      std::function<void(const WatchEvent&)> callback) override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace dowser::store

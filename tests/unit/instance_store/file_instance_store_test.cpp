@@ -1,0 +1,275 @@
+// FileInstanceStore beyond the store contract: the on-disk form, corrupt and
+// hostile input, restarts, and compare-and-swap across processes.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "instance_store.hpp"
+#include "test_support.hpp"
+
+namespace dowser::store::testing {
+namespace {
+
+// Routes spdlog's default logger into a string for the life of the object.
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::move(sink)));
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() const { return stream_.str(); }
+
+ private:
+  std::ostringstream stream_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ostringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+class FileInstanceStoreTest : public ::testing::Test {
+ protected:
+  std::filesystem::path store_directory() const { return temporary_.path() / "store"; }
+  std::filesystem::path file_of(const std::string& namespace_name, const std::string& name) const {
+    return store_directory() / namespace_name / (name + ".json");
+  }
+  // The message of the StoreError(io) that action throws.
+  static std::string io_error_of(const std::function<void()>& action) {
+    try {
+      action();
+    } catch (const StoreError& error) {
+      EXPECT_EQ(error.kind(), StoreError::Kind::io) << error.what();
+      return error.what();
+    }
+    ADD_FAILURE() << "expected a StoreError";
+    return "";
+  }
+
+  TemporaryDirectory temporary_;
+  FileInstanceStore store_{store_directory()};
+};
+
+TEST_F(FileInstanceStoreTest, StoresEachInstanceAsAnAkriInstanceDocument) {
+  const Instance instance = sample_instance("akri-onvif-4294ea", "edge");
+  const uint64_t revision = store_.create(instance);
+
+  const auto document = nlohmann::json::parse(read_text(file_of("edge", "akri-onvif-4294ea")));
+  EXPECT_EQ(document.at("apiVersion"), "akri.sh/v0");
+  EXPECT_EQ(document.at("kind"), "Instance");
+  EXPECT_EQ(document.at("metadata").at("name"), "akri-onvif-4294ea");
+  EXPECT_EQ(document.at("metadata").at("namespace"), "edge");
+  EXPECT_EQ(document.at("revision"), revision);
+  const auto& spec = document.at("spec");
+  EXPECT_EQ(spec.at("configurationName"), "akri-onvif");
+  EXPECT_EQ(spec.at("cdiName"), "akri.sh/akri-onvif=akri-onvif-4294ea");
+  EXPECT_EQ(spec.at("capacity"), 3);
+  EXPECT_EQ(spec.at("shared"), true);
+  EXPECT_EQ(spec.at("nodes"), nlohmann::json::array({"node-a", "node-b"}));
+  EXPECT_EQ(spec.at("brokerProperties").at("UNICODE"), "caméra ✓");
+  EXPECT_EQ(spec.at("deviceUsage").at("akri-onvif-4294ea-1"), "C:0:node-b");
+}
+
+TEST_F(FileInstanceStoreTest, ListSkipsAndReportsACorruptFile) {
+  const Instance good = sample_instance("cam-000001");
+  store_.create(good);
+  write_text(file_of("default", "cam-broken"), "{ not json");
+
+  const LogCapture log;
+  const std::vector<StoredInstance> listed = store_.list();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].instance, good);
+  EXPECT_NE(log.text().find(file_of("default", "cam-broken").string()), std::string::npos)
+      << log.text();
+  EXPECT_NE(log.text().find("not JSON"), std::string::npos) << log.text();
+}
+
+TEST_F(FileInstanceStoreTest, GetOfACorruptFileThrowsIoNamingTheFileAndField) {
+  store_.create(sample_instance("cam-000001"));
+  auto document = nlohmann::json::parse(read_text(file_of("default", "cam-000001")));
+  document["spec"]["capacity"] = "three";
+  write_text(file_of("default", "cam-000001"), document.dump());
+
+  const std::string message = io_error_of([&] { store_.get("default", "cam-000001"); });
+  EXPECT_NE(message.find(file_of("default", "cam-000001").string()), std::string::npos) << message;
+  EXPECT_NE(message.find("spec.capacity"), std::string::npos) << message;
+}
+
+TEST_F(FileInstanceStoreTest, AFileUnderAnotherInstancesNameIsCorrupt) {
+  store_.create(sample_instance("cam-000001"));
+  std::filesystem::copy_file(file_of("default", "cam-000001"), file_of("default", "cam-000002"));
+  const std::string message = io_error_of([&] { store_.get("default", "cam-000002"); });
+  EXPECT_NE(message.find("cam-000002.json"), std::string::npos) << message;
+  EXPECT_EQ(store_.list().size(), 1u);
+}
+
+TEST_F(FileInstanceStoreTest, NamesThatCouldLeaveTheDirectoryAreRefused) {
+  for (const std::string bad : {"", ".", "..", "../escape", "a/b", ".hidden", "/abs"}) {
+    SCOPED_TRACE("name \"" + bad + "\"");
+    Instance bad_name = sample_instance(bad);
+    Instance bad_namespace = sample_instance("cam-000001", bad);
+    for (const Instance& instance : {bad_name, bad_namespace}) {
+      const std::string message = io_error_of([&] { store_.create(instance); });
+      EXPECT_NE(message.find("invalid Instance"), std::string::npos) << message;
+      io_error_of([&] { store_.update(instance, 1); });
+      io_error_of([&] { store_.get(instance.namespace_name, instance.name); });
+      io_error_of([&] { store_.remove(instance.namespace_name, instance.name, 1); });
+    }
+  }
+  // Nothing was written beside the store directory.
+  std::vector<std::string> beside;
+  for (const auto& entry : std::filesystem::directory_iterator(temporary_.path())) {
+    beside.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(beside, std::vector<std::string>{"store"});
+}
+
+TEST_F(FileInstanceStoreTest, AStringThatIsNotUtf8IsRefusedWithoutWritingAnything) {
+  Instance instance = sample_instance("cam-000001");
+  instance.broker_properties["RAW"] = "\xff\xfe";
+  io_error_of([&] { store_.create(instance); });
+  EXPECT_FALSE(store_.get("default", "cam-000001").has_value());
+  EXPECT_FALSE(std::filesystem::exists(file_of("default", "cam-000001")));
+}
+
+TEST_F(FileInstanceStoreTest, StateAndRevisionsSurviveARestart) {
+  Instance instance = sample_instance("cam-000001");
+  uint64_t revision = 0;
+  {
+    FileInstanceStore before(store_directory());
+    revision = before.create(instance);
+    instance.capacity = 7;
+    revision = before.update(instance, revision);
+  }
+  FileInstanceStore after(store_directory());
+  const std::optional<StoredInstance> got = after.get("default", "cam-000001");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->instance, instance);
+  EXPECT_EQ(got->revision, revision);
+  EXPECT_GT(after.create(sample_instance("cam-000002")), revision);
+}
+
+TEST_F(FileInstanceStoreTest, RevisionsKeepGrowingWhenTheCounterIsLostOrCorrupt) {
+  Instance instance = sample_instance("cam-000001");
+  uint64_t revision = store_.create(instance);
+  instance.capacity = 7;
+  revision = store_.update(instance, revision);
+
+  std::filesystem::remove(store_directory() / ".revision");
+  const uint64_t after_loss = store_.create(sample_instance("cam-000002"));
+  EXPECT_GT(after_loss, revision);
+
+  write_text(store_directory() / ".revision", "garbage that is longer than a number\n");
+  const LogCapture log;
+  const uint64_t after_corruption = store_.create(sample_instance("cam-000003"));
+  EXPECT_GT(after_corruption, after_loss);
+  EXPECT_NE(log.text().find(".revision"), std::string::npos) << log.text();
+  EXPECT_GT(store_.create(sample_instance("cam-000004")), after_corruption);
+}
+
+TEST_F(FileInstanceStoreTest, WatchIgnoresCorruptAndTemporaryFiles) {
+  EventRecorder recorder;
+  const auto subscription = store_.watch(recorder.callback());
+  write_text(file_of("default", "cam-broken"), "{ not json");
+  write_text(store_directory() / "default" / ".tmp.abcdef", "{}");
+  write_text(store_directory() / "default" / "notes.txt", "hello");
+  const uint64_t revision =
+      FileInstanceStore(store_directory()).create(sample_instance("cam-000001"));
+  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::upserted, "cam-000001", revision));
+  // One thread delivers in order, so anything about the earlier files came first.
+  EXPECT_EQ(recorder.events().size(), 1u);
+}
+
+TEST_F(FileInstanceStoreTest, WatchSeesAFileEditedInPlace) {
+  Instance instance = sample_instance("cam-000001");
+  const uint64_t revision = store_.create(instance);
+  EventRecorder recorder;
+  const auto subscription = store_.watch(recorder.callback());
+  auto document = nlohmann::json::parse(read_text(file_of("default", "cam-000001")));
+  document["spec"]["capacity"] = 8;
+  document["revision"] = revision + 100;
+  write_text(file_of("default", "cam-000001"), document.dump());
+  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::upserted, "cam-000001", revision + 100));
+  EXPECT_EQ(recorder.events().back().object.instance.capacity, 8u);
+}
+
+// Runs in a forked child: increments COUNT and writes each value it wrote to
+// out_fd. Returns the exit status.
+int increment_in_child(const std::filesystem::path& directory, int increments, int out_fd) {
+  try {
+    FileInstanceStore store(directory);
+    for (int i = 0; i < increments; ++i) {
+      uint64_t written = 0;
+      if (!update_with_retry(store, "default", "counter-000001", increment_count(written),
+                             kContendedAttempts)) {
+        return 2;
+      }
+      if (::write(out_fd, &written, sizeof written) != sizeof written) return 3;
+    }
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+TEST(FileInstanceStoreAcrossProcesses, CompareAndSwapLosesNoUpdate) {
+  constexpr int kProcesses = 3;
+  constexpr int kIncrements = 200;
+  constexpr uint64_t kTotal = uint64_t{kProcesses} * kIncrements;
+  const TemporaryDirectory temporary(TemporaryDirectory::Medium::memory);
+  const std::filesystem::path directory = temporary.path() / "store";
+  FileInstanceStore store(directory);
+  Instance counter = sample_instance("counter-000001");
+  counter.broker_properties[kCountProperty] = "0";
+  store.create(counter);
+
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(pipe_ends[0]);
+      ::_exit(increment_in_child(directory, kIncrements, pipe_ends[1]));
+    }
+    children.push_back(child);
+  }
+  ::close(pipe_ends[1]);
+  std::vector<uint64_t> written;
+  uint64_t value = 0;
+  while (::read(pipe_ends[0], &value, sizeof value) == sizeof value) written.push_back(value);
+  ::close(pipe_ends[0]);
+  for (const pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+
+  EXPECT_EQ(count_of(store.get("default", "counter-000001")->instance), kTotal);
+  std::vector<uint64_t> expected(kTotal);
+  std::iota(expected.begin(), expected.end(), 1);
+  std::sort(written.begin(), written.end());
+  EXPECT_EQ(written, expected);
+}
+
+}  // namespace
+}  // namespace dowser::store::testing
