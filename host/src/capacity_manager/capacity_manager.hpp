@@ -1,0 +1,184 @@
+// CapacityManager: the one slot pool behind every plugin. A device with
+// capacity N has N slots; each is free, held by the Instance-level (IL)
+// plugin of a node, or held by the Configuration-level (CL) plugin of a node
+// for one virtual device. Every claim or release is one compare-and-swap on
+// the Instance in the store, so (# IL + # CL claims) <= capacity holds
+// across every node that shares the store.
+//
+// Not thread-safe: owned by the daemon's core thread.
+#pragma once
+
+#include "instance_store.hpp"
+#include "naming.hpp"
+
+#include <dowser/handler.hpp>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dowser::capacity {
+
+using InstanceKey = std::pair<std::string, std::string>;  // namespace, name
+
+enum class UniqueInstances { required, preferred };
+
+// One device as a kubelet sees it in a ListAndWatch list.
+struct PluginDevice {
+  std::string id;
+  bool healthy = true;
+  friend bool operator==(const PluginDevice&, const PluginDevice&) = default;
+};
+
+// The slots of one Instance, decoded from its deviceUsage. Entries that do
+// not decode (unknown slot names, bad values) are kept in `problems` and
+// their slots counted as held, never as free: a slot is only handed out
+// when it is known to be free.
+struct InstanceSlots {
+  std::string name;
+  uint32_t capacity = 0;
+  std::vector<naming::SlotUsage> slots;  // by index
+  std::vector<bool> unreadable;          // by index: held by something unparsable
+  std::vector<std::string> problems;
+  bool offline = false;  // a shared device not seen now: all Unhealthy
+
+  static InstanceSlots decode(const store::Instance& instance, bool offline = false);
+  bool is_free(uint32_t index) const { return slots[index].is_free() && !unreadable[index]; }
+  uint32_t free_count() const;
+  std::optional<uint32_t> first_free() const;
+};
+
+// The IL plugin's list: slot ids, Healthy when free or held by this node's
+// IL plugin, else Unhealthy (and every slot Unhealthy when offline).
+std::vector<PluginDevice> instance_level_devices(const InstanceSlots& instance,
+                                                 const std::string& node);
+
+// A slot this node's CL plugin holds: its instance and slot index.
+struct ClaimedSlot {
+  std::string instance;
+  uint32_t slot = 0;
+  friend bool operator==(const ClaimedSlot&, const ClaimedSlot&) = default;
+};
+
+// The virtual devices of one CL plugin (one Configuration on one node):
+// every vdev this node holds through it, plus placeholders: one per
+// Instance with a free slot (Required) or one per free slot (Preferred).
+// Ids are "0", "1", ...: the smallest unused; a placeholder keeps its id
+// until consumed, so lists do not churn.
+class VirtualDeviceTable {
+ public:
+  // Recomputes from the Configuration's Instances visible on this node.
+  // Returns true when the advertised list changed.
+  bool update(const std::vector<InstanceSlots>& instances, const std::string& node,
+              UniqueInstances policy);
+  std::vector<PluginDevice> devices() const;
+  const std::map<std::string, ClaimedSlot>& claimed() const { return claimed_; }
+  bool is_placeholder(const std::string& vdev) const { return placeholders_.count(vdev) > 0; }
+
+ private:
+  std::map<std::string, ClaimedSlot> claimed_;
+  std::set<std::string> offline_claims_;  // claimed vdevs whose device is offline
+  std::set<std::string> placeholders_;
+};
+
+// For one container request of a CL Allocate: which vdevs reuse a slot this
+// node already holds, and which Instances (in preference order) may serve
+// each new one.
+struct ContainerPlan {
+  std::vector<std::pair<std::string, ClaimedSlot>> reused;
+  std::vector<std::string> new_vdevs;
+  std::vector<std::string> candidates;  // most free slots first, ties by name
+};
+
+// Throws std::invalid_argument with a message the kubelet will show.
+ContainerPlan plan_container(const std::vector<std::string>& vdevs, const VirtualDeviceTable& table,
+                             const std::vector<InstanceSlots>& instances);
+
+// What an Allocate claimed, per container request: (instance, slot index).
+using ContainerClaims = std::vector<std::pair<std::string, uint32_t>>;
+
+// What the daemon knows about the pool's devices (core thread).
+class DeviceCatalog {
+ public:
+  virtual ~DeviceCatalog() = default;
+  // The device discovered behind an Instance (mounts, device nodes), if seen.
+  virtual const Device* device(const InstanceKey& instance) const = 0;
+  // A shared device not reported now, within its grace period.
+  virtual bool offline(const InstanceKey& instance) const = 0;
+  // The Configuration's Instances this node can use now, by name.
+  virtual std::vector<InstanceKey> instances_of(const std::string& namespace_name,
+                                                const std::string& configuration) const = 0;
+};
+
+class AllocationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class CapacityManager {
+ public:
+  // Called after a cached Instance changed (claim, release, store watch).
+  using ChangeListener = std::function<void(const store::StoredInstance& now)>;
+
+  CapacityManager(store::InstanceStore& store, std::string node);
+
+  const std::string& node() const { return node_; }
+
+  // The cache of Instances, fed by the store watch and by our own writes.
+  // Returns false (and changes nothing) for a revision older than cached.
+  bool apply(const store::StoredInstance& stored);
+  void forget(const InstanceKey& key);
+  const store::StoredInstance* find(const InstanceKey& key) const;
+  const std::map<InstanceKey, store::StoredInstance>& instances() const { return cache_; }
+  void set_change_listener(ChangeListener listener) { listener_ = std::move(listener); }
+
+  // IL Allocate: claims the named slots (ids "<instance>-<i>") for this
+  // node, per container request; a slot this node's IL already holds is
+  // reused. All or nothing: on failure every claim of the call is undone.
+  std::vector<ContainerClaims> allocate_instance_level(
+      const InstanceKey& instance, const std::vector<std::vector<std::string>>& container_ids,
+      bool offline);
+
+  // CL Allocate: per container request, vdevs this node holds are reused and
+  // the others claim slots of distinct Instances (Required; Preferred may
+  // fall back to more slots of one) as planned by plan_container. All or
+  // nothing, like allocate_instance_level. instances() returns the
+  // Configuration's Instances visible on this node, as they are now.
+  std::vector<ContainerClaims> allocate_configuration_level(
+      const std::string& namespace_name,
+      const std::vector<std::vector<std::string>>& container_vdevs, const VirtualDeviceTable& table,
+      const std::function<std::vector<InstanceSlots>()>& instances, UniqueInstances policy);
+
+  // Frees a slot if (and only if) it still holds `expected`. Returns true
+  // when it was freed.
+  bool release(const InstanceKey& instance, uint32_t slot, const naming::SlotUsage& expected);
+
+ private:
+  struct Claim {
+    InstanceKey instance;
+    uint32_t slot;
+    naming::SlotUsage usage;
+    bool newly_claimed;  // false when the slot already held this usage (re-allocation)
+  };
+  using ChooseSlot = std::function<std::optional<uint32_t>(const InstanceSlots&)>;
+
+  // One compare-and-swap: writes `wanted` into the slot `choose` picks.
+  // nullopt when the Instance is gone or no slot fits.
+  std::optional<Claim> claim(const InstanceKey& instance, const ChooseSlot& choose,
+                             const naming::SlotUsage& wanted);
+  std::optional<Claim> claim_for_vdev(const std::string& namespace_name, const std::string& vdev,
+                                      const ContainerPlan& plan, std::set<std::string>& used,
+                                      UniqueInstances policy);
+  void rollback(const std::vector<Claim>& claims);
+
+  store::InstanceStore& store_;
+  std::string node_;
+  std::map<InstanceKey, store::StoredInstance> cache_;
+  ChangeListener listener_;
+};
+
+}  // namespace dowser::capacity

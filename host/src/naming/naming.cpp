@@ -1,0 +1,133 @@
+#include "naming.hpp"
+
+#include <blake2.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+
+namespace dowser::naming {
+namespace {
+
+bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+// Kubernetes IsQualifiedName's name part: at most 63, alphanumeric at both
+// ends, '-', '_' and '.' inside.
+std::string qualified_name_part_problem(std::string_view part) {
+  if (part.empty()) return "the name part after '/' is empty";
+  if (part.size() > 63) return "the name part after '/' is longer than 63 characters";
+  if (!is_alnum(part.front()) || !is_alnum(part.back()))
+    return "the name part after '/' must start and end with a letter or digit";
+  bool allowed = std::all_of(part.begin(), part.end(), [](char c) {
+    return is_alnum(c) || c == '-' || c == '_' || c == '.';
+  });
+  return allowed ? "" : "the name part after '/' may only hold letters, digits, '-', '_' and '.'";
+}
+
+// A DNS-1123 subdomain: lowercase alphanumeric labels joined by '.', '-' inside labels.
+std::string dns_subdomain_problem(std::string_view prefix) {
+  if (prefix.empty() || prefix.size() > 253) return "the prefix must be 1 to 253 characters";
+  auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!lower_alnum(prefix.front()) || !lower_alnum(prefix.back()))
+    return "the prefix must start and end with a lowercase letter or digit";
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    char c = prefix[i];
+    if (lower_alnum(c) || c == '-') continue;
+    if (c == '.' && prefix[i - 1] != '.' && prefix[i - 1] != '-' && prefix[i + 1] != '-') continue;
+    return "the prefix must be a DNS subdomain (lowercase letters, digits, '-' and '.')";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string device_digest(std::string_view device_id, bool shared, std::string_view node) {
+  std::string input(device_id);
+  if (!shared) input += node;
+  std::array<uint8_t, 3> digest{};
+  blake2b(digest.data(), input.data(), nullptr, digest.size(), input.size(), 0);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string text;
+  for (uint8_t byte : digest) {
+    text += hex[byte >> 4];
+    text += hex[byte & 0xf];
+  }
+  return text;
+}
+
+std::string instance_name(std::string_view configuration, std::string_view device_id, bool shared,
+                          std::string_view node) {
+  return std::string(configuration) + "-" + device_digest(device_id, shared, node);
+}
+
+std::string slot_name(std::string_view instance, uint32_t index) {
+  return std::string(instance) + "-" + std::to_string(index);
+}
+
+std::optional<uint32_t> slot_index(std::string_view slot, std::string_view instance,
+                                   uint32_t capacity) {
+  if (slot.size() <= instance.size() + 1 || slot.substr(0, instance.size()) != instance ||
+      slot[instance.size()] != '-') {
+    return std::nullopt;
+  }
+  std::string_view digits = slot.substr(instance.size() + 1);
+  if (digits.size() > 1 && digits.front() == '0') return std::nullopt;  // one spelling per slot
+  uint32_t index = 0;
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (error != std::errc() || end != digits.data() + digits.size() || index >= capacity)
+    return std::nullopt;
+  return index;
+}
+
+SlotUsage parse_usage(std::string_view value) {
+  if (value.empty()) return SlotUsage::free_slot();
+  auto fail = [&](const char* why) {
+    throw UsageParseError("slot usage '" + std::string(value) + "': " + why);
+  };
+  if (value.find(':') == std::string_view::npos)
+    return SlotUsage::instance_level(std::string(value));
+  if (value.substr(0, 2) != "C:") fail("expected '<node>' or 'C:<virtual device>:<node>'");
+  std::string_view rest = value.substr(2);
+  size_t colon = rest.find(':');
+  if (colon == std::string_view::npos) fail("expected 'C:<virtual device>:<node>'");
+  std::string_view vdev = rest.substr(0, colon), node = rest.substr(colon + 1);
+  if (vdev.empty()) fail("the virtual device is empty");
+  if (node.empty()) fail("the node is empty");
+  if (node.find(':') != std::string_view::npos) fail("a node name cannot hold ':'");
+  return SlotUsage::configuration_level(std::string(vdev), std::string(node));
+}
+
+std::string format_usage(const SlotUsage& usage) {
+  switch (usage.kind) {
+    case SlotUsage::Kind::free:
+      return "";
+    case SlotUsage::Kind::instance:
+      return usage.node;
+    case SlotUsage::Kind::configuration:
+      return "C:" + usage.vdev + ":" + usage.node;
+  }
+  return "";
+}
+
+std::string extended_resource_name_problem(std::string_view name) {
+  size_t slash = name.find('/');
+  if (slash == std::string_view::npos) return "it has no '<domain>/' prefix";
+  if (name.find("kubernetes.io/") != std::string_view::npos)
+    return "'kubernetes.io/' names are reserved for Kubernetes";
+  if (name.substr(0, 9) == "requests.") return "it may not start with 'requests.'";
+  if (name.find('/', slash + 1) != std::string_view::npos) return "it has more than one '/'";
+  // The kubelet checks "requests." + name as a qualified name.
+  std::string prefix = "requests." + std::string(name.substr(0, slash));
+  if (auto problem = dns_subdomain_problem(prefix); !problem.empty()) return problem;
+  return qualified_name_part_problem(name.substr(slash + 1));
+}
+
+std::string resource_name(std::string_view domain, std::string_view name) {
+  std::string full = std::string(domain) + "/" + std::string(name);
+  if (auto problem = extended_resource_name_problem(full); !problem.empty())
+    throw std::invalid_argument("resource name '" + full + "' is not valid: " + problem);
+  return full;
+}
+
+}  // namespace dowser::naming

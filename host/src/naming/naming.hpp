@@ -1,0 +1,66 @@
+// Naming: the names dowser gives things, compatible with Akri's: Instance
+// names (BLAKE2b, 3-byte digest), slot names, slot usage values, and the
+// Kubernetes extended-resource names the kubelet will accept.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace dowser::naming {
+
+// The 6 lowercase hex digits of BLAKE2b with a 3-byte digest of
+// device_id (shared devices) or device_id + node (local devices).
+std::string device_digest(std::string_view device_id, bool shared, std::string_view node);
+
+// <configuration>-<digest>
+std::string instance_name(std::string_view configuration, std::string_view device_id, bool shared,
+                          std::string_view node);
+
+// <instance>-<index>
+std::string slot_name(std::string_view instance, uint32_t index);
+
+// The index of a slot of this instance, or nullopt when slot is not
+// "<instance>-<decimal index>" with index < capacity.
+std::optional<uint32_t> slot_index(std::string_view slot, std::string_view instance,
+                                   uint32_t capacity);
+
+// What holds a slot: deviceUsage values. One grammar: "" (free), "<node>"
+// (the Instance-level plugin on node), "C:<vdev>:<node>" (the
+// Configuration-level plugin on node, for virtual device vdev).
+struct SlotUsage {
+  enum class Kind { free, instance, configuration };
+  Kind kind = Kind::free;
+  std::string node;
+  std::string vdev;
+
+  static SlotUsage free_slot() { return {}; }
+  static SlotUsage instance_level(std::string node) {
+    return {Kind::instance, std::move(node), {}};
+  }
+  static SlotUsage configuration_level(std::string vdev, std::string node) {
+    return {Kind::configuration, std::move(node), std::move(vdev)};
+  }
+  bool is_free() const noexcept { return kind == Kind::free; }
+  friend bool operator==(const SlotUsage&, const SlotUsage&) = default;
+};
+
+class UsageParseError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Throws UsageParseError naming the value and what is wrong with it.
+SlotUsage parse_usage(std::string_view value);
+std::string format_usage(const SlotUsage& usage);
+
+// <domain>/<name>, checked as the kubelet's IsExtendedResourceName does.
+// Throws std::invalid_argument saying which rule the name breaks.
+std::string resource_name(std::string_view domain, std::string_view name);
+
+// Empty when name is a valid extended resource name, else the reason.
+std::string extended_resource_name_problem(std::string_view name);
+
+}  // namespace dowser::naming

@@ -1,0 +1,372 @@
+// The slot pool: decoding, the IL and CL lists, the CL plan, and claims as
+// compare-and-swap writes on a real file store (two managers on one store
+// directory stand for two nodes). Ports akri-behaviour.md section 10,
+// scenarios 3, 6-8, 11-12, 21-22, with Akri's defects fixed as DESIGN.md says.
+#include "capacity_manager.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+namespace fs = std::filesystem;
+using namespace dowser::capacity;
+using dowser::naming::SlotUsage;
+using dowser::store::FileInstanceStore;
+using dowser::store::Instance;
+
+namespace {
+
+Instance instance(std::string name, uint32_t capacity,
+                  std::map<std::string, std::string> usage = {}) {
+  Instance result;
+  result.name = std::move(name);
+  result.configuration_name = "config-a";
+  result.capacity = capacity;
+  result.nodes = {"node-a", "node-b"};
+  result.device_usage = std::move(usage);
+  return result;
+}
+
+std::vector<PluginDevice> devices(std::initializer_list<std::pair<const char*, bool>> list) {
+  std::vector<PluginDevice> result;
+  for (auto [id, healthy] : list) result.push_back({id, healthy});
+  return result;
+}
+
+// ---- decoding and lists ----------------------------------------------------------
+
+TEST(InstanceSlots, DecodesUsageAsAkriScenarioThree) {
+  auto slots = InstanceSlots::decode(
+      instance("inst", 4, {{"inst-1", "node-a"}, {"inst-3", "C:vdev1:node-a"}}));
+  ASSERT_EQ(slots.slots.size(), 4u);
+  EXPECT_TRUE(slots.is_free(0));
+  EXPECT_EQ(slots.slots[1], SlotUsage::instance_level("node-a"));
+  EXPECT_TRUE(slots.is_free(2));
+  EXPECT_EQ(slots.slots[3], SlotUsage::configuration_level("vdev1", "node-a"));
+  EXPECT_EQ(slots.free_count(), 2u);
+  EXPECT_TRUE(slots.problems.empty());
+}
+
+TEST(InstanceSlots, UnreadableEntriesAreReportedAndNeverFree) {
+  auto slots = InstanceSlots::decode(
+      instance("inst", 2, {{"inst-0", "C:broken"}, {"inst-5", "node-a"}, {"other-1", "node-a"}}));
+  EXPECT_FALSE(slots.is_free(0)) << "an unreadable holder is still a holder";
+  EXPECT_TRUE(slots.is_free(1));
+  EXPECT_EQ(slots.problems.size(), 3u);
+  EXPECT_EQ(slots.first_free(), 1u);
+}
+
+TEST(InstanceLevelDevices, HealthAsAkriScenariosSixAndSeven) {
+  auto first = InstanceSlots::decode(instance("instance-a", 3, {{"instance-a-1", "node-b"}}));
+  EXPECT_EQ(instance_level_devices(first, "node-a"),
+            devices({{"instance-a-0", true}, {"instance-a-1", false}, {"instance-a-2", true}}));
+  auto second = InstanceSlots::decode(instance(
+      "instance-a", 3,
+      {{"instance-a-0", "C:0:node-a"}, {"instance-a-1", "node-b"}, {"instance-a-2", "node-a"}}));
+  EXPECT_EQ(instance_level_devices(second, "node-a"),
+            devices({{"instance-a-0", false}, {"instance-a-1", false}, {"instance-a-2", true}}));
+  second.offline = true;
+  EXPECT_EQ(instance_level_devices(second, "node-a"),
+            devices({{"instance-a-0", false}, {"instance-a-1", false}, {"instance-a-2", false}}));
+}
+
+// ---- the CL table ----------------------------------------------------------------
+
+std::vector<PluginDevice> table_for(std::vector<Instance> instances,
+                                    UniqueInstances policy = UniqueInstances::required) {
+  std::vector<InstanceSlots> slots;
+  for (const auto& i : instances) slots.push_back(InstanceSlots::decode(i));
+  VirtualDeviceTable table;
+  table.update(slots, "node-a", policy);
+  return table.devices();
+}
+
+TEST(VirtualDeviceTable, CountsAsAkriScenarioTwentyOne) {
+  auto all = [](const char* value) {
+    std::map<std::string, std::string> usage;
+    for (int i = 0; i < 5; ++i) usage["inst-" + std::to_string(i)] = value;
+    return usage;
+  };
+  EXPECT_EQ(table_for({instance("inst", 5)}).size(), 1u) << "all free: one placeholder";
+  EXPECT_EQ(table_for({instance("inst", 5, all("node-a"))}).size(), 0u);
+  EXPECT_EQ(table_for({instance("inst", 5, all("node-b"))}).size(), 0u);
+  EXPECT_EQ(table_for({instance("inst", 5, all("C:0:node-b"))}).size(), 0u)
+      << "another node's CL claims are not ours";
+  EXPECT_EQ(table_for({instance("inst", 5,
+                                {{"inst-0", "C:10:node-a"},
+                                 {"inst-1", "C:11:node-a"},
+                                 {"inst-2", "C:12:node-a"},
+                                 {"inst-3", "C:13:node-a"},
+                                 {"inst-4", "C:14:node-a"}})})
+                .size(),
+            5u);
+  EXPECT_EQ(table_for({instance("inst", 5, {{"inst-0", "C:7:node-a"}, {"inst-1", "C:8:node-a"}})}),
+            devices({{"0", true}, {"7", true}, {"8", true}}))
+      << "3 free slots, one Instance: claimed ones plus one placeholder";
+  EXPECT_TRUE(table_for({}).empty());
+}
+
+TEST(VirtualDeviceTable, TwoDevicesOfCapacityTwoAdvertiseTwoIds) {
+  EXPECT_EQ(table_for({instance("cam-1", 2), instance("cam-2", 2)}),
+            devices({{"0", true}, {"1", true}}));
+  EXPECT_EQ(
+      table_for({instance("cam-1", 2), instance("cam-2", 2)}, UniqueInstances::preferred).size(),
+      4u)
+      << "Preferred advertises one virtual device per free slot";
+}
+
+TEST(VirtualDeviceTable, PlaceholdersKeepTheirIdsUntilConsumed) {
+  VirtualDeviceTable table;
+  auto cam1 = instance("cam-1", 1), cam2 = instance("cam-2", 1), cam3 = instance("cam-3", 1);
+  auto decode = [](std::vector<Instance> list) {
+    std::vector<InstanceSlots> slots;
+    for (const auto& i : list) slots.push_back(InstanceSlots::decode(i));
+    return slots;
+  };
+  EXPECT_TRUE(table.update(decode({cam1, cam2, cam3}), "node-a", UniqueInstances::required));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}}));
+  // The kubelet allocated vdev "1": cam-2 is now held for it.
+  cam2.device_usage["cam-2-0"] = "C:1:node-a";
+  EXPECT_FALSE(table.update(decode({cam1, cam2, cam3}), "node-a", UniqueInstances::required))
+      << "same ids: no new list";
+  // An IL claim elsewhere takes cam-3's last slot: one placeholder goes, ids 0 and 1 stay.
+  cam3.device_usage["cam-3-0"] = "node-b";
+  EXPECT_TRUE(table.update(decode({cam1, cam2, cam3}), "node-a", UniqueInstances::required));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
+  EXPECT_TRUE(table.is_placeholder("0"));
+  EXPECT_EQ(table.claimed().at("1"), (ClaimedSlot{"cam-2", 0}));
+}
+
+TEST(VirtualDeviceTable, ForeignVdevIdsSortAfterOurs) {
+  EXPECT_EQ(table_for({instance("instance-a", 4,
+                                {{"instance-a-0", "C:akri.sh/config-a-1:node-a"},
+                                 {"instance-a-1", "node-a"},
+                                 {"instance-a-2", "node-b"}})}),
+            devices({{"0", true}, {"akri.sh/config-a-1", true}}))
+      << "Akri scenario 11: the claimed vdev plus one placeholder";
+}
+
+// ---- planning --------------------------------------------------------------------
+
+TEST(PlanContainer, ReusesHeldVdevsAndRanksCandidatesByFreeSlots) {
+  std::vector<InstanceSlots> slots = {
+      InstanceSlots::decode(instance("b", 3)),
+      InstanceSlots::decode(instance("a", 3)),
+      InstanceSlots::decode(instance("c", 2, {{"c-0", "C:5:node-a"}})),
+  };
+  VirtualDeviceTable table;
+  table.update(slots, "node-a", UniqueInstances::required);
+  auto plan = plan_container({"5", "0"}, table, slots);
+  ASSERT_EQ(plan.reused.size(), 1u);
+  EXPECT_EQ(plan.reused[0].second, (ClaimedSlot{"c", 0}));
+  EXPECT_EQ(plan.new_vdevs, std::vector<std::string>{"0"});
+  EXPECT_EQ(plan.candidates, (std::vector<std::string>{"a", "b", "c"}))
+      << "most free slots first, ties by name";
+  EXPECT_THROW(plan_container({"42"}, table, slots), std::invalid_argument);
+  EXPECT_THROW(plan_container({"0", "0"}, table, slots), std::invalid_argument);
+}
+
+// ---- claims against a real store ----------------------------------------------------
+
+class CapacityManagerTest : public ::testing::Test {
+ protected:
+  CapacityManagerTest() {
+    std::string pattern = (fs::temp_directory_path() / "dowser-capacity-XXXXXX").string();
+    dir_ = ::mkdtemp(pattern.data());
+    store_a_ = std::make_unique<FileInstanceStore>(dir_);
+    store_b_ = std::make_unique<FileInstanceStore>(dir_);
+    node_a_ = std::make_unique<CapacityManager>(*store_a_, "node-a");
+    node_b_ = std::make_unique<CapacityManager>(*store_b_, "node-b");
+  }
+  ~CapacityManagerTest() override { fs::remove_all(dir_); }
+
+  void add(const Instance& i) {
+    uint64_t revision = store_a_->create(i);
+    node_a_->apply({i, revision});
+    node_b_->apply({i, revision});
+  }
+  void refresh(CapacityManager& manager) {
+    for (const auto& stored : store_a_->list()) manager.apply(stored);
+  }
+  std::map<std::string, std::string> usage(const std::string& name) {
+    return store_a_->get("default", name)->instance.device_usage;
+  }
+  std::function<std::vector<InstanceSlots>()> instances_of(CapacityManager& manager,
+                                                           std::vector<std::string> names) {
+    return [&manager, names] {
+      std::vector<InstanceSlots> result;
+      for (const auto& name : names)
+        if (const auto* stored = manager.find({"default", name}))
+          result.push_back(InstanceSlots::decode(stored->instance));
+      return result;
+    };
+  }
+  VirtualDeviceTable table_of(CapacityManager& manager, std::vector<std::string> names,
+                              UniqueInstances policy = UniqueInstances::required) {
+    refresh(manager);
+    VirtualDeviceTable table;
+    table.update(instances_of(manager, names)(), manager.node(), policy);
+    return table;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<FileInstanceStore> store_a_, store_b_;
+  std::unique_ptr<CapacityManager> node_a_, node_b_;
+};
+
+TEST_F(CapacityManagerTest, InstanceLevelClaimsAsAkriScenarioEight) {
+  add(instance("instance-a", 4,
+               {{"instance-a-0", "C:akri.sh/config-a-1:node-a"},
+                {"instance-a-1", "node-a"},
+                {"instance-a-2", "node-b"}}));
+  EXPECT_THROW(
+      node_a_->allocate_instance_level({"default", "instance-a"}, {{"instance-a-0"}}, false),
+      AllocationError)
+      << "a CL-held slot is refused to IL";
+  auto claims =
+      node_a_->allocate_instance_level({"default", "instance-a"}, {{"instance-a-3"}}, false);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0], (ContainerClaims{{"instance-a", 3}}));
+  EXPECT_EQ(usage("instance-a"),
+            (std::map<std::string, std::string>{{"instance-a-0", "C:akri.sh/config-a-1:node-a"},
+                                                {"instance-a-1", "node-a"},
+                                                {"instance-a-2", "node-b"},
+                                                {"instance-a-3", "node-a"}}));
+  // Re-allocating a slot this node already holds succeeds (pod restart).
+  EXPECT_NO_THROW(
+      node_a_->allocate_instance_level({"default", "instance-a"}, {{"instance-a-1"}}, false));
+  EXPECT_THROW(
+      node_a_->allocate_instance_level({"default", "instance-a"}, {{"instance-a-9"}}, false),
+      AllocationError);
+}
+
+TEST_F(CapacityManagerTest, AFailedInstanceLevelCallClaimsNothing) {
+  add(instance("inst", 3, {{"inst-2", "node-b"}}));
+  EXPECT_THROW(node_a_->allocate_instance_level({"default", "inst"},
+                                                {{"inst-0"}, {"inst-1", "inst-2"}}, false),
+               AllocationError);
+  EXPECT_EQ(usage("inst"), (std::map<std::string, std::string>{{"inst-2", "node-b"}}));
+  EXPECT_THROW(node_a_->allocate_instance_level({"default", "inst"}, {{"inst-0"}}, true),
+               AllocationError)
+      << "an offline device is not allocated";
+}
+
+TEST_F(CapacityManagerTest, TwoCameraRequestGetsTwoDistinctDevicesAndThreeFails) {
+  add(instance("cam-1", 2));
+  add(instance("cam-2", 2));
+  auto table = table_of(*node_a_, {"cam-1", "cam-2"});
+  ASSERT_EQ(table.devices().size(), 2u);
+  EXPECT_THROW(node_a_->allocate_configuration_level("default", {{"0", "1", "2"}}, table,
+                                                     instances_of(*node_a_, {"cam-1", "cam-2"}),
+                                                     UniqueInstances::required),
+               AllocationError)
+      << "vdev 2 is not advertised";
+  auto claims = node_a_->allocate_configuration_level("default", {{"0", "1"}}, table,
+                                                      instances_of(*node_a_, {"cam-1", "cam-2"}),
+                                                      UniqueInstances::required);
+  ASSERT_EQ(claims.at(0).size(), 2u);
+  EXPECT_NE(claims[0][0].first, claims[0][1].first) << "two distinct Instances";
+  EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
+  EXPECT_EQ(usage("cam-2"), (std::map<std::string, std::string>{{"cam-2-0", "C:1:node-a"}}));
+
+  // Now 0 and 1 are held, and each camera still has a free slot: two new placeholders.
+  table = table_of(*node_a_, {"cam-1", "cam-2"});
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}, {"3", true}}));
+  // Three distinct cameras cannot be had.
+  EXPECT_THROW(node_a_->allocate_configuration_level("default", {{"2", "3", "0"}}, table,
+                                                     instances_of(*node_a_, {"cam-1", "cam-2"}),
+                                                     UniqueInstances::required),
+               AllocationError);
+  EXPECT_EQ(usage("cam-1").size(), 1u) << "the failed call rolled back its claims";
+  EXPECT_EQ(usage("cam-2").size(), 1u);
+}
+
+TEST_F(CapacityManagerTest, ReallocatingAHeldVdevReusesItsSlot) {
+  add(instance("cam-1", 1));
+  auto table = table_of(*node_a_, {"cam-1"});
+  node_a_->allocate_configuration_level(
+      "default", {{"0"}}, table, instances_of(*node_a_, {"cam-1"}), UniqueInstances::required);
+  table = table_of(*node_a_, {"cam-1"});
+  auto again = node_a_->allocate_configuration_level(
+      "default", {{"0"}}, table, instances_of(*node_a_, {"cam-1"}), UniqueInstances::required);
+  EXPECT_EQ(again.at(0), (ContainerClaims{{"cam-1", 0}}));
+  EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
+}
+
+TEST_F(CapacityManagerTest, PreferredLetsOneContainerTakeTwoSlotsOfOneDevice) {
+  add(instance("cam-1", 2));
+  auto table = table_of(*node_a_, {"cam-1"}, UniqueInstances::preferred);
+  ASSERT_EQ(table.devices().size(), 2u);
+  EXPECT_THROW(node_a_->allocate_configuration_level(
+                   "default", {{"0", "1"}}, table_of(*node_a_, {"cam-1"}),
+                   instances_of(*node_a_, {"cam-1"}), UniqueInstances::required),
+               AllocationError);
+  auto claims = node_a_->allocate_configuration_level("default", {{"0", "1"}}, table,
+                                                      instances_of(*node_a_, {"cam-1"}),
+                                                      UniqueInstances::preferred);
+  EXPECT_EQ(claims.at(0), (ContainerClaims{{"cam-1", 0}, {"cam-1", 1}}));
+}
+
+TEST_F(CapacityManagerTest, InstanceAndConfigurationLevelShareTheSlots) {
+  add(instance("cam-1", 1));
+  auto table = table_of(*node_a_, {"cam-1"});
+  node_b_->allocate_instance_level({"default", "cam-1"}, {{"cam-1-0"}}, false);
+  EXPECT_THROW(
+      node_a_->allocate_configuration_level(
+          "default", {{"0"}}, table, instances_of(*node_a_, {"cam-1"}), UniqueInstances::required),
+      AllocationError)
+      << "node-a's view was stale; the store's compare-and-swap refuses the claim";
+  EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "node-b"}}));
+  EXPECT_TRUE(table_of(*node_a_, {"cam-1"}).devices().empty()) << "nothing free is advertised";
+}
+
+TEST_F(CapacityManagerTest, ReleaseOnlyFreesWhatItExpects) {
+  add(instance("cam-1", 1, {{"cam-1-0", "node-b"}}));
+  EXPECT_FALSE(node_a_->release({"default", "cam-1"}, 0, SlotUsage::instance_level("node-a")));
+  EXPECT_TRUE(node_a_->release({"default", "cam-1"}, 0, SlotUsage::instance_level("node-b")));
+  EXPECT_TRUE(usage("cam-1").empty());
+}
+
+// Two nodes allocating concurrently through both plugin kinds never hold a
+// slot twice, and never exceed capacity.
+TEST_F(CapacityManagerTest, ConcurrentClaimsFromTwoNodesNeverOversubscribe) {
+  add(instance("cam-1", 3));
+  add(instance("cam-2", 3));
+  std::atomic<int> granted{0};
+  auto worker = [&](CapacityManager& manager, bool instance_level) {
+    for (int i = 0; i < 60; ++i) {
+      try {
+        if (instance_level) {
+          std::string name = i % 2 ? "cam-1" : "cam-2";
+          manager.allocate_instance_level({"default", name}, {{name + "-" + std::to_string(i % 3)}},
+                                          false);
+        } else {
+          auto table = table_of(manager, {"cam-1", "cam-2"});
+          auto ids = table.devices();
+          std::vector<std::string> wanted;
+          for (const auto& d : ids)
+            if (table.is_placeholder(d.id) && wanted.size() < 2) wanted.push_back(d.id);
+          if (wanted.empty()) continue;
+          manager.allocate_configuration_level("default", {wanted}, table,
+                                               instances_of(manager, {"cam-1", "cam-2"}),
+                                               UniqueInstances::required);
+        }
+        ++granted;
+      } catch (const AllocationError&) {
+      }
+    }
+  };
+  std::thread a([&] { worker(*node_a_, false); });
+  std::thread b([&] { worker(*node_b_, true); });
+  a.join();
+  b.join();
+  for (const char* name : {"cam-1", "cam-2"}) {
+    auto used = usage(name);
+    EXPECT_LE(used.size(), 3u);
+    for (const auto& [slot, value] : used) EXPECT_FALSE(value.empty()) << slot;
+  }
+  EXPECT_GT(granted.load(), 0);
+}
+
+}  // namespace

@@ -1,0 +1,61 @@
+// Names must match Akri's byte for byte (akri-behaviour.md 2.2-2.4 and
+// scenarios 1-2), and resource names must be ones the kubelet accepts.
+#include "naming.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace dowser::naming;
+
+TEST(Naming, DigestsMatchAkrisTestVectors) {
+  EXPECT_EQ(device_digest("my_local_device", false, "my_node"), "e77db4");
+  EXPECT_EQ(device_digest("my_local_device", false, "my_other_node"), "099763");
+  EXPECT_EQ(device_digest("my_shared_device", true, "my_node"), "4294ea");
+  EXPECT_EQ(device_digest("dev_1", true, ""), "cb2ad7");
+  EXPECT_EQ(device_digest("dev_2", true, ""), "7bbc11");
+}
+
+TEST(Naming, InstanceAndSlotNames) {
+  EXPECT_EQ(instance_name("my_config", "my_local_device", false, "my_node"), "my_config-e77db4");
+  EXPECT_EQ(instance_name("cams", "my_shared_device", true, "ignored"), "cams-4294ea");
+  EXPECT_EQ(slot_name("cams-4294ea", 3), "cams-4294ea-3");
+}
+
+TEST(Naming, SlotIndexBelongsToItsInstanceAndCapacity) {
+  EXPECT_EQ(slot_index("instance-a-1", "instance-a", 4), 1u);
+  EXPECT_EQ(slot_index("my-other-slot-2", "my-other-slot", 3), 2u);
+  EXPECT_FALSE(slot_index("not-a-slot-id", "not-a-slot", 4));
+  EXPECT_FALSE(slot_index("instance-a-4", "instance-a", 4)) << "index beyond capacity";
+  EXPECT_FALSE(slot_index("instance-b-1", "instance-a", 4)) << "another instance's slot";
+  EXPECT_FALSE(slot_index("instance-a-01", "instance-a", 4)) << "one spelling per slot";
+  EXPECT_FALSE(slot_index("instance-a-", "instance-a", 4));
+  EXPECT_FALSE(slot_index("instance-a-1x", "instance-a", 4));
+}
+
+TEST(Naming, UsageGrammarOfAkriScenarioOne) {
+  EXPECT_EQ(parse_usage("node-a"), SlotUsage::instance_level("node-a"));
+  EXPECT_EQ(parse_usage("C:vdev1:node-a"), SlotUsage::configuration_level("vdev1", "node-a"));
+  EXPECT_EQ(parse_usage(""), SlotUsage::free_slot());
+  EXPECT_THROW(parse_usage("C:node-a"), UsageParseError);
+  EXPECT_THROW(parse_usage("C::node-a"), UsageParseError);
+  EXPECT_THROW(parse_usage("C:x:"), UsageParseError);
+  EXPECT_THROW(parse_usage("C:x:a:b"), UsageParseError);
+  EXPECT_THROW(parse_usage("X:a:b"), UsageParseError);
+  for (const auto& usage : {SlotUsage::free_slot(), SlotUsage::instance_level("n"),
+                            SlotUsage::configuration_level("7", "n")}) {
+    EXPECT_EQ(parse_usage(format_usage(usage)), usage);
+  }
+}
+
+TEST(Naming, ExtendedResourceNamesFollowTheKubeletsRules) {
+  EXPECT_EQ(resource_name("akri.sh", "cams-4294ea"), "akri.sh/cams-4294ea");
+  EXPECT_EQ(extended_resource_name_problem("vendor.example/resource"), "");
+  EXPECT_NE(extended_resource_name_problem("nodomain"), "");
+  EXPECT_NE(extended_resource_name_problem("kubernetes.io/x"), "");
+  EXPECT_NE(extended_resource_name_problem("requests.x/y"), "");
+  EXPECT_NE(extended_resource_name_problem("Akri.sh/x"), "") << "the prefix is lowercase";
+  EXPECT_NE(extended_resource_name_problem("akri.sh/-x"), "");
+  EXPECT_NE(extended_resource_name_problem("akri.sh/" + std::string(64, 'a')), "");
+  EXPECT_EQ(extended_resource_name_problem("akri.sh/" + std::string(63, 'a')), "");
+  EXPECT_NE(extended_resource_name_problem("akri.sh/a b"), "");
+  EXPECT_THROW(resource_name("akri.sh", "bad/name"), std::invalid_argument);
+}
