@@ -1,0 +1,279 @@
+// One plugin's gRPC server: the DevicePlugin service over a unix socket,
+// with ListAndWatch streams that always carry the newest full list.
+#include "device_plugin_server.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+namespace dowser::plugins {
+namespace {
+
+// A socket file name nobody used before: the kubelet keys clients by
+// (resource, socket path), and re-registering on one path is unsupported.
+std::string fresh_socket_name(const std::string& resource_name) {
+  static std::atomic<uint64_t> counter{0};
+  std::string base;
+  for (char c : resource_name) base += (c == '/' ? '_' : c);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  return base + "-" + std::to_string(ms) + "-" + std::to_string(counter++) + ".sock";
+}
+
+v1beta1::ListAndWatchResponse to_list(const std::vector<capacity::PluginDevice>& devices) {
+  v1beta1::ListAndWatchResponse list;
+  for (const auto& device : devices) {
+    auto* entry = list.add_devices();
+    entry->set_id(device.id);
+    entry->set_health(device.healthy ? "Healthy" : "Unhealthy");
+  }
+  return list;
+}
+
+}  // namespace
+
+// ---- ListAndWatch streams ------------------------------------------------------
+
+// Streams of one server. Writes are coalesced: while one is in flight only
+// the newest list waits, so a slow kubelet never sees stale lists queue up.
+class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse> {
+ public:
+  explicit ListStream(std::shared_ptr<StreamHub> hub) : hub_(std::move(hub)) {}
+
+  void push(const v1beta1::ListAndWatchResponse& list) {
+    std::lock_guard lock(mutex_);
+    if (ending_) return;
+    if (writing_) {
+      pending_ = list;
+      return;
+    }
+    start_write(list);
+  }
+
+  void end() {
+    std::lock_guard lock(mutex_);
+    if (ending_) return;
+    ending_ = true;
+    if (!writing_) Finish(grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(mutex_);
+    writing_ = false;
+    if (!ok) {
+      ending_ = true;
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream write failed"));
+      return;
+    }
+    if (ending_) {
+      Finish(grpc::Status::OK);
+    } else if (pending_) {
+      auto next = std::move(*pending_);
+      pending_.reset();
+      start_write(next);
+    }
+  }
+
+  void OnCancel() override { end(); }
+
+  void OnDone() override {
+    hub_->remove(this);
+    delete this;
+  }
+
+ private:
+  void start_write(const v1beta1::ListAndWatchResponse& list) {
+    current_ = list;
+    writing_ = true;
+    StartWrite(&current_);
+    hub_->count_list();
+  }
+
+  std::shared_ptr<StreamHub> hub_;
+  std::mutex mutex_;
+  v1beta1::ListAndWatchResponse current_;
+  std::optional<v1beta1::ListAndWatchResponse> pending_;
+  bool writing_ = false;
+  bool ending_ = false;
+};
+
+void StreamHub::add(ListStream* stream, const v1beta1::ListAndWatchResponse& first) {
+  std::lock_guard lock(mutex_);
+  if (closed_) {
+    stream->end();
+    return;
+  }
+  streams_.insert(stream);
+  stream->push(first);
+}
+
+void StreamHub::remove(ListStream* stream) {
+  std::lock_guard lock(mutex_);
+  streams_.erase(stream);
+}
+
+void StreamHub::broadcast(const v1beta1::ListAndWatchResponse& list) {
+  std::lock_guard lock(mutex_);
+  for (auto* stream : streams_) stream->push(list);
+}
+
+void StreamHub::close() {
+  std::lock_guard lock(mutex_);
+  closed_ = true;
+  for (auto* stream : streams_) stream->end();
+}
+
+// ---- the service ---------------------------------------------------------------
+
+// gRPC threads call in; the work runs on the core thread, which answers.
+class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
+ public:
+  DevicePluginService(boost::asio::io_context& core, std::shared_ptr<ServerShared> shared)
+      : core_(core), shared_(std::move(shared)) {}
+
+  grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* context,
+                                                   const v1beta1::Empty*,
+                                                   v1beta1::DevicePluginOptions* options) override {
+    options->set_pre_start_required(false);
+    options->set_get_preferred_allocation_available(true);
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
+      grpc::CallbackServerContext*, const v1beta1::Empty*) override {
+    auto* stream = new ListStream(shared_->hub);
+    on_core(
+        [shared = shared_, stream] {
+          // A new stream (the kubelet re-connected) always gets the full list.
+          shared->hub->add(stream, to_list(shared->backend->devices()));
+        },
+        [stream] { stream->end(); });
+    return stream;
+  }
+
+  grpc::ServerUnaryReactor* GetPreferredAllocation(
+      grpc::CallbackServerContext* context, const v1beta1::PreferredAllocationRequest* request,
+      v1beta1::PreferredAllocationResponse* response) override {
+    auto* reactor = context->DefaultReactor();
+    on_core(
+        [shared = shared_, request, response, reactor] {
+          shared->backend->preferred_allocation(*request, *response);
+          reactor->Finish(grpc::Status::OK);
+        },
+        [reactor] { reactor->Finish(stopping()); });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* context,
+                                     const v1beta1::AllocateRequest* request,
+                                     v1beta1::AllocateResponse* response) override {
+    auto* reactor = context->DefaultReactor();
+    on_core(
+        [shared = shared_, request, response, reactor] {
+          try {
+            shared->backend->allocate(*request, *response);
+            reactor->Finish(grpc::Status::OK);
+          } catch (const capacity::AllocationError& e) {
+            spdlog::warn("{}: Allocate refused: {}", shared->resource_name, e.what());
+            reactor->Finish(grpc::Status(grpc::StatusCode::UNKNOWN, e.what()));
+          }
+        },
+        [reactor] { reactor->Finish(stopping()); });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* PreStartContainer(grpc::CallbackServerContext* context,
+                                              const v1beta1::PreStartContainerRequest*,
+                                              v1beta1::PreStartContainerResponse*) override {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);  // not required (pre_start_required is false)
+    return reactor;
+  }
+
+ private:
+  static grpc::Status stopping() {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the device plugin is stopping");
+  }
+
+  // Runs work on the core thread while the plugin is alive, else gone().
+  template <typename Work, typename Gone>
+  void on_core(Work work, Gone gone) {
+    boost::asio::post(core_, [shared = shared_, work = std::move(work), gone = std::move(gone)] {
+      if (shared->backend == nullptr) {
+        gone();
+        return;
+      }
+      work();
+    });
+  }
+
+  boost::asio::io_context& core_;
+  std::shared_ptr<ServerShared> shared_;
+};
+
+// ---- the server ------------------------------------------------------------------
+
+DevicePluginServer::DevicePluginServer(boost::asio::io_context& core, std::string resource_name,
+                                       std::filesystem::path directory, PluginBackend& backend)
+    : core_(core), directory_(std::move(directory)), shared_(std::make_shared<ServerShared>()) {
+  shared_->resource_name = std::move(resource_name);
+  shared_->backend = &backend;
+}
+
+DevicePluginServer::~DevicePluginServer() { stop(); }
+
+void DevicePluginServer::serve() {
+  stop_server();
+  std::filesystem::create_directories(directory_);
+  socket_name_ = fresh_socket_name(shared_->resource_name);
+  auto path = socket_path();
+  shared_->hub = std::make_shared<StreamHub>(shared_->lists_sent);
+  service_ = std::make_unique<DevicePluginService>(core_, shared_);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + path.string(), grpc::InsecureServerCredentials());
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    throw std::runtime_error("cannot serve " + shared_->resource_name + " on " + path.string());
+  }
+  // Only the kubelet (root) may talk to the plugin.
+  if (::chmod(path.c_str(), 0600) != 0)
+    spdlog::warn("{}: cannot chmod {} to 0600", shared_->resource_name, path.string());
+  last_sent_.reset();
+}
+
+void DevicePluginServer::publish() {
+  if (!shared_->hub) return;
+  auto devices = shared_->backend->devices();
+  if (last_sent_ && *last_sent_ == devices) return;
+  last_sent_ = devices;
+  shared_->hub->broadcast(to_list(devices));
+}
+
+void DevicePluginServer::stop_server() {
+  if (!server_) return;
+  shared_->hub->close();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_.reset();
+  service_.reset();
+  std::error_code ignored;
+  std::filesystem::remove(socket_path(), ignored);
+}
+
+void DevicePluginServer::stop() {
+  stop_server();
+  shared_->backend = nullptr;  // work posted by late gRPC callbacks is dropped
+}
+
+std::filesystem::path DevicePluginServer::socket_path() const { return directory_ / socket_name_; }
+
+uint64_t DevicePluginServer::lists_sent() const { return shared_->lists_sent->load(); }
+
+}  // namespace dowser::plugins

@@ -1,0 +1,174 @@
+// DevicePlugins: the kubelet's view of dowser. One gRPC server per plugin on
+// its own unix socket in the kubelet's device-plugin directory; one
+// Instance-level (IL) plugin per Instance visible on this node, one
+// Configuration-level (CL) plugin per Configuration; registration with the
+// kubelet and re-registration when the kubelet restarts.
+//
+// Threading: every public member runs on the core thread (the io_context
+// given at construction); gRPC callbacks post their work there and answer
+// from there.
+#pragma once
+
+#include "capacity_manager.hpp"
+
+#include <dowser/handler.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace grpc {
+class Status;
+}
+
+namespace v1beta1 {
+class AllocateRequest;
+class AllocateResponse;
+class ContainerAllocateResponse;
+class PreferredAllocationRequest;
+class PreferredAllocationResponse;
+}  // namespace v1beta1
+
+namespace dowser::plugins {
+
+// What the daemon does for one plugin (on the core thread).
+class PluginBackend {
+ public:
+  virtual ~PluginBackend() = default;
+  // The full list to advertise now.
+  virtual std::vector<capacity::PluginDevice> devices() = 0;
+  // Claims and answers; throws capacity::AllocationError to refuse.
+  virtual void allocate(const v1beta1::AllocateRequest& request,
+                        v1beta1::AllocateResponse& response) = 0;
+  virtual void preferred_allocation(const v1beta1::PreferredAllocationRequest& request,
+                                    v1beta1::PreferredAllocationResponse& response) = 0;
+};
+
+struct PluginStats {
+  uint64_t lists_sent = 0;
+  uint64_t registrations = 0;
+  bool registered = false;
+  std::string last_error;
+};
+
+// Where plugins live and how they reach the kubelet.
+struct PluginManagerOptions {
+  std::filesystem::path kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::chrono::milliseconds register_timeout =
+      std::chrono::seconds(15);  // > kubelet's 10 s dial-back
+  std::chrono::milliseconds max_retry_delay = std::chrono::seconds(10);
+};
+
+// Owns every plugin of this daemon: serving, registering, re-registering.
+class PluginManager {
+ public:
+  PluginManager(boost::asio::io_context& core, PluginManagerOptions options);
+  ~PluginManager();
+  PluginManager(const PluginManager&) = delete;
+  PluginManager& operator=(const PluginManager&) = delete;
+
+  // Starts watching the kubelet directory (kubelet.sock re-created, a plugin
+  // socket deleted) so every plugin re-registers with a fresh socket.
+  void start();
+  // Serves a plugin for resource_name (already validated) and registers it.
+  // The backend must outlive the plugin. Throws std::runtime_error if the
+  // socket cannot be served.
+  void add(const std::string& resource_name, PluginBackend& backend);
+  // Stops the plugin: streams end, the server stops, the socket goes.
+  void remove(const std::string& resource_name);
+  // The backend's list may have changed: push it to the kubelet if it did.
+  void changed(const std::string& resource_name);
+  void changed_all();
+  bool has(const std::string& resource_name) const;
+  std::vector<std::string> resources() const;
+  std::optional<PluginStats> stats(const std::string& resource_name) const;
+  // Stops every plugin (removing sockets).
+  void stop_all();
+
+ private:
+  struct Watcher;
+  struct Entry;
+  void register_plugin(const std::string& resource_name, std::chrono::milliseconds delay);
+  void send_registration(const std::string& resource_name, uint64_t generation);
+  void registration_done(const std::string& resource_name, uint64_t generation,
+                         const grpc::Status& status);
+  void reregister_all(const std::string& why);
+  void on_socket_deleted(const std::string& file_name);
+
+  boost::asio::io_context& core_;
+  PluginManagerOptions options_;
+  std::map<std::string, std::unique_ptr<Entry>> plugins_;
+  std::unique_ptr<Watcher> watcher_;
+  std::shared_ptr<bool> alive_;  // posted callbacks check it before touching this
+};
+
+// The IL plugin of one Instance: its devices are the Instance's slots.
+class InstancePluginBackend : public PluginBackend {
+ public:
+  InstancePluginBackend(capacity::CapacityManager& capacity, const capacity::DeviceCatalog& catalog,
+                        capacity::InstanceKey instance);
+  std::vector<capacity::PluginDevice> devices() override;
+  void allocate(const v1beta1::AllocateRequest& request,
+                v1beta1::AllocateResponse& response) override;
+  void preferred_allocation(const v1beta1::PreferredAllocationRequest& request,
+                            v1beta1::PreferredAllocationResponse& response) override;
+
+ private:
+  capacity::CapacityManager& capacity_;
+  const capacity::DeviceCatalog& catalog_;
+  capacity::InstanceKey instance_;
+};
+
+// The CL plugin of one Configuration: virtual devices over its Instances.
+class ConfigurationPluginBackend : public PluginBackend {
+ public:
+  ConfigurationPluginBackend(capacity::CapacityManager& capacity,
+                             const capacity::DeviceCatalog& catalog, std::string namespace_name,
+                             std::string configuration, capacity::UniqueInstances policy);
+  void set_policy(capacity::UniqueInstances policy) { policy_ = policy; }
+  std::vector<capacity::PluginDevice> devices() override;
+  void allocate(const v1beta1::AllocateRequest& request,
+                v1beta1::AllocateResponse& response) override;
+  void preferred_allocation(const v1beta1::PreferredAllocationRequest& request,
+                            v1beta1::PreferredAllocationResponse& response) override;
+
+ private:
+  std::vector<capacity::InstanceSlots> instances() const;
+  void refresh();
+
+  capacity::CapacityManager& capacity_;
+  const capacity::DeviceCatalog& catalog_;
+  std::string namespace_;
+  std::string configuration_;
+  capacity::UniqueInstances policy_;
+  capacity::VirtualDeviceTable table_;
+};
+
+// What an allocated slot brings into a container.
+struct SlotGrant {
+  std::string instance;  // Instance name
+  uint32_t slot = 0;
+  std::string usage;                               // deviceUsage value written for it
+  std::map<std::string, std::string> environment;  // Instance brokerProperties
+  std::vector<Mount> mounts;
+  std::vector<DeviceNode> device_nodes;
+};
+
+// One ContainerAllocateResponse for one container request: every grant's
+// environment suffixed with _<HASH> (the Instance's digest, upper case),
+// plus unsuffixed when the request holds one device; mounts and device nodes
+// of all (duplicates once); annotation akri.agent.slot-<slot> = usage.
+void fill_container_response(const std::vector<SlotGrant>& grants,
+                             v1beta1::ContainerAllocateResponse& response);
+
+}  // namespace dowser::plugins

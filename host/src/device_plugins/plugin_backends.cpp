@@ -1,0 +1,198 @@
+// What IL and CL plugins advertise and how they answer Allocate and
+// GetPreferredAllocation, over the shared CapacityManager.
+#include "device_plugins.hpp"
+
+#include "deviceplugin/v1beta1/api.pb.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+namespace dowser::plugins {
+namespace {
+
+std::vector<std::vector<std::string>> requested_ids(const v1beta1::AllocateRequest& request) {
+  std::vector<std::vector<std::string>> ids;
+  for (const auto& container : request.container_requests())
+    ids.emplace_back(container.devices_ids().begin(), container.devices_ids().end());
+  return ids;
+}
+
+SlotGrant grant_for(const capacity::CapacityManager& capacity,
+                    const capacity::DeviceCatalog& catalog, const std::string& namespace_name,
+                    const std::string& instance, uint32_t slot) {
+  SlotGrant grant;
+  grant.instance = instance;
+  grant.slot = slot;
+  capacity::InstanceKey key{namespace_name, instance};
+  if (const auto* stored = capacity.find(key)) {
+    grant.environment = stored->instance.broker_properties;
+    auto usage = stored->instance.device_usage.find(naming::slot_name(instance, slot));
+    if (usage != stored->instance.device_usage.end()) grant.usage = usage->second;
+  }
+  if (const auto* device = catalog.device(key)) {
+    grant.mounts = device->mounts;
+    grant.device_nodes = device->device_nodes;
+  }
+  return grant;
+}
+
+void respond(const capacity::CapacityManager& capacity, const capacity::DeviceCatalog& catalog,
+             const std::string& namespace_name,
+             const std::vector<capacity::ContainerClaims>& claims,
+             v1beta1::AllocateResponse& response) {
+  for (const auto& container : claims) {
+    std::vector<SlotGrant> grants;
+    for (const auto& [instance, slot] : container)
+      grants.push_back(grant_for(capacity, catalog, namespace_name, instance, slot));
+    fill_container_response(grants, *response.add_container_responses());
+  }
+}
+
+// The kubelet's must-include ids first, then its other ids in order, as
+// many as it asked for, skipping what `acceptable` refuses.
+template <typename Acceptable>
+void prefer(const v1beta1::ContainerPreferredAllocationRequest& request,
+            v1beta1::ContainerPreferredAllocationResponse& answer, Acceptable&& acceptable) {
+  std::set<std::string> chosen(request.must_include_deviceids().begin(),
+                               request.must_include_deviceids().end());
+  for (const auto& id : chosen) answer.add_deviceids(id);
+  for (const auto& id : request.available_deviceids()) {
+    if (answer.deviceids_size() >= request.allocation_size()) break;
+    if (chosen.count(id) || !acceptable(id)) continue;
+    chosen.insert(id);
+    answer.add_deviceids(id);
+  }
+}
+
+}  // namespace
+
+// ---- response contents ------------------------------------------------------------
+
+void fill_container_response(const std::vector<SlotGrant>& grants,
+                             v1beta1::ContainerAllocateResponse& response) {
+  std::set<std::pair<std::string, std::string>> mounts_seen, nodes_seen;
+  for (const auto& grant : grants) {
+    std::string hash = grant.instance.substr(grant.instance.rfind('-') + 1);
+    std::transform(hash.begin(), hash.end(), hash.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    for (const auto& [key, value] : grant.environment) {
+      (*response.mutable_envs())[key + "_" + hash] = value;
+      if (grants.size() == 1) (*response.mutable_envs())[key] = value;
+    }
+    for (const auto& mount : grant.mounts) {
+      if (!mounts_seen.emplace(mount.container_path, mount.host_path).second) continue;
+      auto* entry = response.add_mounts();
+      entry->set_container_path(mount.container_path);
+      entry->set_host_path(mount.host_path);
+      entry->set_read_only(mount.read_only);
+    }
+    for (const auto& node : grant.device_nodes) {
+      if (!nodes_seen.emplace(node.container_path, node.host_path).second) continue;
+      auto* entry = response.add_devices();
+      entry->set_container_path(node.container_path);
+      entry->set_host_path(node.host_path.empty() ? node.container_path : node.host_path);
+      entry->set_permissions(node.permissions);
+    }
+    (*response.mutable_annotations())["akri.agent.slot-" +
+                                      naming::slot_name(grant.instance, grant.slot)] = grant.usage;
+  }
+}
+
+// ---- Instance-level ---------------------------------------------------------------
+
+InstancePluginBackend::InstancePluginBackend(capacity::CapacityManager& capacity,
+                                             const capacity::DeviceCatalog& catalog,
+                                             capacity::InstanceKey instance)
+    : capacity_(capacity), catalog_(catalog), instance_(std::move(instance)) {}
+
+std::vector<capacity::PluginDevice> InstancePluginBackend::devices() {
+  const auto* stored = capacity_.find(instance_);
+  if (!stored) return {};
+  auto slots = capacity::InstanceSlots::decode(stored->instance, catalog_.offline(instance_));
+  return capacity::instance_level_devices(slots, capacity_.node());
+}
+
+void InstancePluginBackend::allocate(const v1beta1::AllocateRequest& request,
+                                     v1beta1::AllocateResponse& response) {
+  auto claims = capacity_.allocate_instance_level(instance_, requested_ids(request),
+                                                  catalog_.offline(instance_));
+  respond(capacity_, catalog_, instance_.first, claims, response);
+}
+
+void InstancePluginBackend::preferred_allocation(const v1beta1::PreferredAllocationRequest& request,
+                                                 v1beta1::PreferredAllocationResponse& response) {
+  // Every slot of one Instance is the same device: any healthy ones will do.
+  for (const auto& container : request.container_requests())
+    prefer(container, *response.add_container_responses(), [](const std::string&) { return true; });
+}
+
+// ---- Configuration-level ------------------------------------------------------------
+
+ConfigurationPluginBackend::ConfigurationPluginBackend(capacity::CapacityManager& capacity,
+                                                       const capacity::DeviceCatalog& catalog,
+                                                       std::string namespace_name,
+                                                       std::string configuration,
+                                                       capacity::UniqueInstances policy)
+    : capacity_(capacity),
+      catalog_(catalog),
+      namespace_(std::move(namespace_name)),
+      configuration_(std::move(configuration)),
+      policy_(policy) {}
+
+std::vector<capacity::InstanceSlots> ConfigurationPluginBackend::instances() const {
+  std::vector<capacity::InstanceSlots> result;
+  for (const auto& key : catalog_.instances_of(namespace_, configuration_)) {
+    if (const auto* stored = capacity_.find(key))
+      result.push_back(capacity::InstanceSlots::decode(stored->instance, catalog_.offline(key)));
+  }
+  return result;
+}
+
+void ConfigurationPluginBackend::refresh() {
+  table_.update(instances(), capacity_.node(), policy_);
+}
+
+std::vector<capacity::PluginDevice> ConfigurationPluginBackend::devices() {
+  refresh();
+  return table_.devices();
+}
+
+void ConfigurationPluginBackend::allocate(const v1beta1::AllocateRequest& request,
+                                          v1beta1::AllocateResponse& response) {
+  refresh();
+  auto claims = capacity_.allocate_configuration_level(
+      namespace_, requested_ids(request), table_, [this] { return instances(); }, policy_);
+  respond(capacity_, catalog_, namespace_, claims, response);
+}
+
+void ConfigurationPluginBackend::preferred_allocation(
+    const v1beta1::PreferredAllocationRequest& request,
+    v1beta1::PreferredAllocationResponse& response) {
+  refresh();
+  size_t candidates = 0;
+  for (const auto& instance : instances())
+    if (!instance.offline && instance.free_count() > 0) ++candidates;
+  for (const auto& container : request.container_requests()) {
+    // Held vdevs name their Instance; placeholders are bound at Allocate, so
+    // take no more of them than there are distinct Instances to bind to.
+    std::set<std::string> instances_used;
+    size_t placeholders = 0;
+    for (const auto& id : container.must_include_deviceids()) {
+      if (auto it = table_.claimed().find(id); it != table_.claimed().end())
+        instances_used.insert(it->second.instance);
+      else
+        ++placeholders;
+    }
+    prefer(container, *response.add_container_responses(), [&](const std::string& id) {
+      if (policy_ == capacity::UniqueInstances::preferred) return true;
+      if (auto it = table_.claimed().find(id); it != table_.claimed().end())
+        return instances_used.insert(it->second.instance).second;
+      if (placeholders >= candidates) return false;
+      ++placeholders;
+      return true;
+    });
+  }
+}
+
+}  // namespace dowser::plugins

@@ -1,0 +1,236 @@
+// Serving, registering and re-registering every plugin of the daemon.
+#include "device_plugin_server.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+namespace dowser::plugins {
+namespace {
+
+constexpr char kKubeletSocket[] = "kubelet.sock";
+constexpr auto kFirstRetryDelay = std::chrono::milliseconds(250);
+
+}  // namespace
+
+// Follows the kubelet directory on its own thread and posts what it sees.
+struct PluginManager::Watcher {
+  Watcher(std::filesystem::path dir, std::function<void(const std::string&, bool created)> seen)
+      : directory(std::move(dir)), on_event(std::move(seen)) {
+    inotify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (inotify_fd < 0 || wake_fd < 0 ||
+        ::inotify_add_watch(inotify_fd, directory.c_str(),
+                            IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) < 0) {
+      throw std::runtime_error("cannot watch " + directory.string() + ": " + std::strerror(errno));
+    }
+    thread = std::thread([this] { run(); });
+  }
+  ~Watcher() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto written = ::write(wake_fd, &one, sizeof one);
+    thread.join();
+    ::close(inotify_fd);
+    ::close(wake_fd);
+  }
+
+  void run() {
+    pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    alignas(inotify_event) char buffer[16 * 1024];
+    while (::poll(fds, 2, -1) >= 0 || errno == EINTR) {
+      if (fds[1].revents != 0) return;
+      ssize_t length = ::read(inotify_fd, buffer, sizeof buffer);
+      for (ssize_t offset = 0; offset < length;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
+        offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+        if (event->len == 0) continue;
+        on_event(event->name, (event->mask & (IN_CREATE | IN_MOVED_TO)) != 0);
+      }
+    }
+  }
+
+  std::filesystem::path directory;
+  std::function<void(const std::string&, bool)> on_event;
+  int inotify_fd = -1;
+  int wake_fd = -1;
+  std::thread thread;
+};
+
+struct PluginManager::Entry {
+  std::unique_ptr<DevicePluginServer> server;
+  PluginStats stats;
+  uint64_t generation = 0;  // bumped per registration attempt; stale answers are ignored
+  std::chrono::milliseconds retry_delay = kFirstRetryDelay;
+  std::unique_ptr<boost::asio::steady_timer> timer;
+};
+
+PluginManager::PluginManager(boost::asio::io_context& core, PluginManagerOptions options)
+    : core_(core), options_(std::move(options)), alive_(std::make_shared<bool>(true)) {}
+
+PluginManager::~PluginManager() {
+  *alive_ = false;
+  watcher_.reset();
+  stop_all();
+}
+
+void PluginManager::start() {
+  std::filesystem::create_directories(options_.kubelet_dir);
+  watcher_ = std::make_unique<Watcher>(
+      options_.kubelet_dir, [this, alive = alive_](const std::string& name, bool created) {
+        boost::asio::post(core_, [this, alive, name, created] {
+          if (!*alive) return;
+          if (name == kKubeletSocket && created) {
+            reregister_all("kubelet.sock was re-created (kubelet restart)");
+          } else if (!created) {
+            on_socket_deleted(name);
+          }
+        });
+      });
+}
+
+void PluginManager::add(const std::string& resource_name, PluginBackend& backend) {
+  if (plugins_.count(resource_name)) return;
+  auto entry = std::make_unique<Entry>();
+  entry->server =
+      std::make_unique<DevicePluginServer>(core_, resource_name, options_.kubelet_dir, backend);
+  entry->timer = std::make_unique<boost::asio::steady_timer>(core_);
+  entry->server->serve();  // serve before registering, as the kubelet requires
+  plugins_.emplace(resource_name, std::move(entry));
+  register_plugin(resource_name, std::chrono::milliseconds(0));
+}
+
+void PluginManager::remove(const std::string& resource_name) {
+  auto it = plugins_.find(resource_name);
+  if (it == plugins_.end()) return;
+  it->second->timer->cancel();
+  it->second->server->stop();
+  plugins_.erase(it);
+}
+
+void PluginManager::changed(const std::string& resource_name) {
+  if (auto it = plugins_.find(resource_name); it != plugins_.end()) it->second->server->publish();
+}
+
+void PluginManager::changed_all() {
+  for (auto& [name, entry] : plugins_) entry->server->publish();
+}
+
+bool PluginManager::has(const std::string& resource_name) const {
+  return plugins_.count(resource_name) > 0;
+}
+
+std::vector<std::string> PluginManager::resources() const {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : plugins_) names.push_back(name);
+  return names;
+}
+
+std::optional<PluginStats> PluginManager::stats(const std::string& resource_name) const {
+  auto it = plugins_.find(resource_name);
+  if (it == plugins_.end()) return std::nullopt;
+  PluginStats stats = it->second->stats;
+  stats.lists_sent = it->second->server->lists_sent();
+  return stats;
+}
+
+void PluginManager::stop_all() {
+  for (auto& [name, entry] : plugins_) {
+    entry->timer->cancel();
+    entry->server->stop();
+  }
+  plugins_.clear();
+}
+
+void PluginManager::register_plugin(const std::string& resource_name,
+                                    std::chrono::milliseconds delay) {
+  auto& entry = *plugins_.at(resource_name);
+  uint64_t generation = ++entry.generation;
+  entry.timer->expires_after(delay);
+  entry.timer->async_wait(
+      [this, alive = alive_, resource_name, generation](const boost::system::error_code& error) {
+        if (error || !*alive) return;
+        auto it = plugins_.find(resource_name);
+        if (it == plugins_.end() || it->second->generation != generation) return;
+        send_registration(resource_name, generation);
+      });
+}
+
+void PluginManager::send_registration(const std::string& resource_name, uint64_t generation) {
+  struct Call {
+    grpc::ClientContext context;
+    v1beta1::RegisterRequest request;
+    v1beta1::Empty response;
+    std::unique_ptr<v1beta1::Registration::Stub> stub;
+  };
+  auto call = std::make_shared<Call>();
+  auto channel = grpc::CreateChannel("unix:" + (options_.kubelet_dir / kKubeletSocket).string(),
+                                     grpc::InsecureChannelCredentials());
+  call->stub = v1beta1::Registration::NewStub(channel);
+  call->context.set_deadline(std::chrono::system_clock::now() + options_.register_timeout);
+  call->context.set_wait_for_ready(false);
+  call->request.set_version("v1beta1");
+  call->request.set_endpoint(plugins_.at(resource_name)->server->socket_name());
+  call->request.set_resource_name(resource_name);
+  call->request.mutable_options()->set_get_preferred_allocation_available(true);
+  call->stub->async()->Register(
+      &call->context, &call->request, &call->response,
+      [this, alive = alive_, call, resource_name, generation](grpc::Status status) {
+        boost::asio::post(core_, [this, alive, call, resource_name, generation, status] {
+          if (*alive) registration_done(resource_name, generation, status);
+        });
+      });
+}
+
+void PluginManager::registration_done(const std::string& resource_name, uint64_t generation,
+                                      const grpc::Status& status) {
+  auto it = plugins_.find(resource_name);
+  if (it == plugins_.end() || it->second->generation != generation) return;
+  auto& entry = *it->second;
+  if (status.ok()) {
+    entry.stats.registered = true;
+    entry.stats.registrations++;
+    entry.stats.last_error.clear();
+    entry.retry_delay = kFirstRetryDelay;
+    spdlog::info("{}: registered with the kubelet ({})", resource_name,
+                 entry.server->socket_name());
+    return;
+  }
+  entry.stats.registered = false;
+  entry.stats.last_error = status.error_message();
+  spdlog::warn("{}: kubelet registration failed: {}; retrying in {} ms", resource_name,
+               status.error_message(), entry.retry_delay.count());
+  auto delay = entry.retry_delay;
+  entry.retry_delay = std::min(entry.retry_delay * 2, options_.max_retry_delay);
+  register_plugin(resource_name, delay);
+}
+
+void PluginManager::reregister_all(const std::string& why) {
+  spdlog::info("re-registering {} plugins: {}", plugins_.size(), why);
+  for (auto& [name, entry] : plugins_) {
+    entry->stats.registered = false;
+    entry->retry_delay = kFirstRetryDelay;
+    entry->server->serve();
+    register_plugin(name, std::chrono::milliseconds(0));
+  }
+}
+
+void PluginManager::on_socket_deleted(const std::string& file_name) {
+  for (auto& [name, entry] : plugins_) {
+    if (entry->server->socket_name() != file_name) continue;
+    spdlog::info("{}: its socket {} was deleted; serving a new one", name, file_name);
+    entry->stats.registered = false;
+    entry->server->serve();
+    // Without kubelet.sock the kubelet is restarting: its re-creation re-registers us.
+    if (std::filesystem::exists(options_.kubelet_dir / kKubeletSocket))
+      register_plugin(name, std::chrono::milliseconds(0));
+    return;
+  }
+}
+
+}  // namespace dowser::plugins

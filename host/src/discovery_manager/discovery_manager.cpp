@@ -1,0 +1,354 @@
+#include "discovery_manager.hpp"
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <set>
+#include <thread>
+
+namespace dowser::discovery {
+namespace {
+
+constexpr auto kStopWait = std::chrono::seconds(10);
+
+spdlog::level::level_enum spdlog_level(int32_t level) {
+  switch (level) {
+    case DOWSER_LOG_TRACE:
+      return spdlog::level::trace;
+    case DOWSER_LOG_DEBUG:
+      return spdlog::level::debug;
+    case DOWSER_LOG_INFO:
+      return spdlog::level::info;
+    case DOWSER_LOG_WARN:
+      return spdlog::level::warn;
+    default:
+      return spdlog::level::err;
+  }
+}
+
+// The request a Configuration makes. Properties that only the Kubernetes
+// backend can resolve (valueFrom) are refused unless optional.
+DiscoverRequest request_for(const configuration::Configuration& configuration) {
+  DiscoverRequest request;
+  request.discovery_details = configuration.discovery_details;
+  for (const auto& property : configuration.discovery_properties) {
+    if (property.value) {
+      request.properties[property.name] = property.value;
+      continue;
+    }
+    const auto& reference =
+        property.secret_key_ref ? property.secret_key_ref : property.config_map_key_ref;
+    if (!reference) {
+      request.properties[property.name] = std::nullopt;  // present, without a value
+    } else if (!reference->optional) {
+      throw std::runtime_error("discovery property " + property.name +
+                               " takes its value from a Secret or ConfigMap, which needs the "
+                               "Kubernetes backend");
+    }
+  }
+  return request;
+}
+
+}  // namespace
+
+// Runs one handler instance's control calls, one at a time, off the core.
+class DiscoveryManager::ControlThread {
+ public:
+  explicit ControlThread(std::string name) : name_(std::move(name)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~ControlThread() {
+    auto done = call([] {}, kStopWait);
+    {
+      std::lock_guard lock(mutex_);
+      quitting_ = true;
+    }
+    wake_.notify_all();
+    if (done) {
+      thread_.join();
+    } else {
+      // A handler's stop hangs: do not hang the daemon with it.
+      spdlog::error("handler {}: a control call did not return within {} s; abandoning it", name_,
+                    kStopWait.count());
+      thread_.detach();
+    }
+  }
+
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_all();
+  }
+
+  // Runs task on the thread and waits for it; false on timeout.
+  bool call(std::function<void()> task, std::chrono::seconds timeout) {
+    auto finished = std::make_shared<std::promise<void>>();
+    auto future = finished->get_future();
+    post([task = std::move(task), finished] {
+      try {
+        task();
+        finished->set_value();
+      } catch (...) {
+        finished->set_exception(std::current_exception());
+      }
+    });
+    if (future.wait_for(timeout) != std::future_status::ready) return false;
+    future.get();  // rethrows what the task threw
+    return true;
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return quitting_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::string name_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  bool quitting_ = false;
+  std::thread thread_;
+};
+
+struct DiscoveryManager::LoadedInstance {
+  std::shared_ptr<const host::LoadedHandler> handler;
+  std::unique_ptr<host::HandlerInstance> instance;  // created and destroyed on `control`
+  std::unique_ptr<ControlThread> control;
+
+  ~LoadedInstance() {
+    if (control && instance) control->post([instance = instance.release()] { delete instance; });
+  }
+};
+
+struct DiscoveryManager::Session {
+  Session(boost::asio::io_context& core, configuration::Configuration c)
+      : configuration(std::move(c)), retry_timer(core) {}
+  configuration::Configuration configuration;
+  uint64_t generation = 0;  // bumped when (re)opened; stale events are dropped
+  LoadedInstance* owner = nullptr;
+  std::shared_ptr<host::CoalescingSink> sink;
+  std::shared_ptr<std::unique_ptr<host::DiscoverySession>> running;  // filled on the control thread
+  bool waiting_for_handler = false;
+  std::chrono::milliseconds retry_delay{0};
+  boost::asio::steady_timer retry_timer;
+};
+
+DiscoveryManager::DiscoveryManager(boost::asio::io_context& core, DiscoveryOptions options,
+                                   Events events, host::LoadPolicy policy)
+    : core_(core),
+      options_(std::move(options)),
+      events_(std::move(events)),
+      registry_(std::move(policy)),
+      rescan_timer_(core),
+      alive_(std::make_shared<bool>(true)) {}
+
+DiscoveryManager::~DiscoveryManager() { shutdown(); }
+
+void DiscoveryManager::start() {
+  rescan();
+  schedule_rescan();
+}
+
+void DiscoveryManager::schedule_rescan() {
+  rescan_timer_.expires_after(options_.handler_rescan);
+  rescan_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+    if (error || !*alive) return;
+    rescan();
+    schedule_rescan();
+  });
+}
+
+void DiscoveryManager::rescan() {
+  auto result = registry_.scan(options_.handler_dir);
+  for (const auto& handler : result.loaded) {
+    spdlog::info("loaded discovery handler {} {} from {}", handler->name(), handler->version(),
+                 handler->path().string());
+  }
+  // A refused file is tried on every rescan; say so only when the reason changes.
+  std::set<std::string> before;
+  for (const auto& failure : failures_) before.insert(failure.what());
+  for (const auto& failure : result.failures)
+    if (!before.count(failure.what())) spdlog::error("cannot load handler: {}", failure.what());
+  failures_ = result.failures;
+  if (result.loaded.empty()) return;
+  for (auto& [key, session] : sessions_)
+    if (session->waiting_for_handler) open_session(*session);
+}
+
+DiscoveryManager::LoadedInstance* DiscoveryManager::instance_for(const std::string& handler_name) {
+  if (auto it = instances_.find(handler_name); it != instances_.end()) return it->second.get();
+  auto handler = registry_.find(handler_name);
+  if (!handler) return nullptr;
+  auto loaded = std::make_unique<LoadedInstance>();
+  loaded->handler = handler;
+  loaded->control = std::make_unique<ControlThread>(handler_name);
+  auto log = [handler_name](int32_t level, std::string_view message) {
+    spdlog::log(spdlog_level(level), "[{}] {}", handler_name, message);
+  };
+  try {
+    loaded->control->call(
+        [&] { loaded->instance = std::make_unique<host::HandlerInstance>(handler, log); },
+        kStopWait);
+  } catch (const host::HandlerCallError& e) {
+    spdlog::error("handler {}: {}", handler_name, e.what());
+    return nullptr;
+  }
+  if (!loaded->instance) return nullptr;
+  return instances_.emplace(handler_name, std::move(loaded)).first->second.get();
+}
+
+void DiscoveryManager::validate(const configuration::Configuration& configuration) {
+  auto* loaded = instance_for(configuration.handler_name);
+  if (!loaded) {
+    throw std::runtime_error("no discovery handler named '" + configuration.handler_name +
+                             "' is loaded");
+  }
+  auto request = request_for(configuration);
+  if (!loaded->control->call([&] { loaded->instance->validate(request); }, kStopWait))
+    throw std::runtime_error("handler " + configuration.handler_name + ": validate timed out");
+}
+
+void DiscoveryManager::run(const configuration::Configuration& configuration) {
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  auto it = sessions_.find(key);
+  if (it != sessions_.end() && it->second->configuration.same_discovery(configuration)) {
+    it->second->configuration = configuration;  // e.g. capacity: no restart needed
+    return;
+  }
+  if (it != sessions_.end()) {
+    close_session(*it->second);
+    sessions_.erase(it);
+  }
+  auto& session =
+      *sessions_.emplace(key, std::make_unique<Session>(core_, configuration)).first->second;
+  session.retry_delay = options_.first_retry;
+  open_session(session);
+}
+
+void DiscoveryManager::stop(const ConfigurationKey& configuration) {
+  auto it = sessions_.find(configuration);
+  if (it == sessions_.end()) return;
+  close_session(*it->second);
+  sessions_.erase(it);
+}
+
+void DiscoveryManager::open_session(Session& session) {
+  const auto& configuration = session.configuration;
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  uint64_t generation = ++session.generation;
+  session.waiting_for_handler = false;
+  auto* loaded = instance_for(configuration.handler_name);
+  if (!loaded) {
+    session.waiting_for_handler = true;
+    events_.failed(key, "no discovery handler named '" + configuration.handler_name +
+                            "' is loaded; waiting for it in " + options_.handler_dir.string());
+    return;
+  }
+  DiscoverRequest request;
+  try {
+    request = request_for(configuration);
+  } catch (const std::runtime_error& e) {
+    events_.failed(key, e.what());
+    return;
+  }
+  session.owner = loaded;
+  session.sink = std::make_shared<host::CoalescingSink>([this, alive = alive_, key, generation] {
+    boost::asio::post(core_, [this, alive, key, generation] {
+      if (*alive) session_event(key, generation);
+    });
+  });
+  session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
+  loaded->control->post([this, alive = alive_, loaded, request, sink = session.sink,
+                         running = session.running, key, generation] {
+    try {
+      *running = loaded->instance->start(request, sink);
+    } catch (const host::HandlerCallError& e) {
+      std::string reason = e.what();
+      boost::asio::post(core_, [this, alive, key, generation, reason] {
+        if (!*alive) return;
+        auto it = sessions_.find(key);
+        if (it != sessions_.end() && it->second->generation == generation)
+          retry_later(*it->second, reason);
+      });
+    }
+  });
+}
+
+void DiscoveryManager::close_session(Session& session) {
+  session.retry_timer.cancel();
+  ++session.generation;
+  if (!session.owner) return;
+  // Queued behind the start on the same thread, so the session exists by then.
+  session.owner->control->post([running = std::move(session.running)] {
+    if (*running) (*running)->stop();
+    running->reset();
+  });
+  session.owner = nullptr;
+  session.sink.reset();
+}
+
+void DiscoveryManager::session_event(const ConfigurationKey& key, uint64_t generation) {
+  auto it = sessions_.find(key);
+  if (it == sessions_.end() || it->second->generation != generation || !it->second->sink) return;
+  auto& session = *it->second;
+  if (auto error = session.sink->error()) {
+    close_session(session);
+    retry_later(session, "the handler ended discovery: " + error->second);
+    return;
+  }
+  if (auto snapshot = session.sink->take_snapshot()) {
+    session.retry_delay = options_.first_retry;  // it works again
+    events_.snapshot(key, std::move(*snapshot));
+  }
+}
+
+void DiscoveryManager::retry_later(Session& session, const std::string& reason) {
+  ConfigurationKey key{session.configuration.namespace_name, session.configuration.name};
+  events_.failed(key,
+                 reason + " (retrying in " + std::to_string(session.retry_delay.count()) + " ms)");
+  uint64_t generation = session.generation;
+  session.retry_timer.expires_after(session.retry_delay);
+  session.retry_delay = std::min(session.retry_delay * 2, options_.max_retry);
+  session.retry_timer.async_wait(
+      [this, alive = alive_, key, generation](const boost::system::error_code& error) {
+        if (error || !*alive) return;
+        auto it = sessions_.find(key);
+        if (it == sessions_.end() || it->second->generation != generation) return;
+        close_session(*it->second);
+        open_session(*it->second);
+      });
+}
+
+void DiscoveryManager::shutdown() {
+  if (!*alive_) return;
+  *alive_ = false;
+  rescan_timer_.cancel();
+  for (auto& [key, session] : sessions_) close_session(*session);
+  sessions_.clear();
+  instances_.clear();  // each destroys its handler instance after its sessions stopped
+}
+
+std::vector<HandlerInfo> DiscoveryManager::handlers() const {
+  std::vector<HandlerInfo> result;
+  for (const auto& handler : registry_.handlers())
+    result.push_back(
+        {handler->name(), handler->version(), handler->path(), handler->shares_devices()});
+  return result;
+}
+
+}  // namespace dowser::discovery

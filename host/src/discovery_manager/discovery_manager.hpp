@@ -1,0 +1,96 @@
+// DiscoveryManager: one discovery session per Configuration, on the handler
+// it names. Handlers are loaded from a directory (and picked up when they
+// appear later); each handler instance has its own control thread, so the
+// serial control calls of the ABI (rule T1) never block the core thread.
+// Snapshots come back to the core thread, newest only (rule T5).
+#pragma once
+
+#include "configuration.hpp"
+#include "handler_registry.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dowser::discovery {
+
+using ConfigurationKey = std::pair<std::string, std::string>;  // namespace, name
+
+struct HandlerInfo {
+  std::string name;
+  std::string version;
+  std::filesystem::path path;
+  bool shares_devices = false;
+};
+
+struct DiscoveryOptions {
+  std::filesystem::path handler_dir;
+  std::chrono::milliseconds handler_rescan = std::chrono::seconds(5);
+  std::chrono::milliseconds first_retry = std::chrono::seconds(1);
+  std::chrono::milliseconds max_retry = std::chrono::seconds(60);
+};
+
+class DiscoveryManager {
+ public:
+  struct Events {
+    // A new snapshot of a Configuration's devices (core thread).
+    std::function<void(const ConfigurationKey&, host::Snapshot)> snapshot;
+    // Discovery for a Configuration cannot run or stopped with an error; it
+    // is retried with backoff (core thread).
+    std::function<void(const ConfigurationKey&, const std::string& reason)> failed;
+  };
+
+  DiscoveryManager(boost::asio::io_context& core, DiscoveryOptions options, Events events,
+                   host::LoadPolicy policy = {});
+  ~DiscoveryManager();
+  DiscoveryManager(const DiscoveryManager&) = delete;
+  DiscoveryManager& operator=(const DiscoveryManager&) = delete;
+
+  // Loads the handler directory and keeps rescanning it for new handlers.
+  void start();
+  // Checks a Configuration with its handler's validate entry. Throws
+  // host::HandlerCallError (bad details) or std::runtime_error (no handler).
+  // Blocks on the handler's control thread: for load time, not hot paths.
+  void validate(const configuration::Configuration& configuration);
+  // Starts (or restarts, when its discovery changed) the session.
+  void run(const configuration::Configuration& configuration);
+  // Stops a Configuration's session, if any.
+  void stop(const ConfigurationKey& configuration);
+  // Stops every session and handler (blocking).
+  void shutdown();
+
+  std::vector<HandlerInfo> handlers() const;
+  std::vector<host::HandlerLoadError> load_failures() const { return failures_; }
+
+ private:
+  class ControlThread;
+  struct LoadedInstance;
+  struct Session;
+
+  void rescan();
+  void schedule_rescan();
+  LoadedInstance* instance_for(const std::string& handler_name);
+  void open_session(Session& session);
+  void close_session(Session& session);
+  void session_event(const ConfigurationKey& key, uint64_t generation);
+  void retry_later(Session& session, const std::string& reason);
+
+  boost::asio::io_context& core_;
+  DiscoveryOptions options_;
+  Events events_;
+  host::HandlerRegistry registry_;
+  std::vector<host::HandlerLoadError> failures_;
+  std::map<std::string, std::unique_ptr<LoadedInstance>> instances_;  // by handler name
+  std::map<ConfigurationKey, std::unique_ptr<Session>> sessions_;
+  boost::asio::steady_timer rescan_timer_;
+  std::shared_ptr<bool> alive_;
+};
+
+}  // namespace dowser::discovery

@@ -1,0 +1,269 @@
+#include "daemon.hpp"
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+namespace dowser::daemon {
+namespace {
+
+capacity::UniqueInstances policy_of(const configuration::Configuration& configuration) {
+  return configuration.unique_instances == configuration::UniqueInstances::preferred
+             ? capacity::UniqueInstances::preferred
+             : capacity::UniqueInstances::required;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonOptions options)
+    : options_(std::move(options)),
+      signals_(core_, SIGTERM, SIGINT),
+      store_(options_.state_dir / "instances"),
+      capacity_(store_, options_.node_name),
+      reconciler_(store_, capacity_, options_.node_name, options_.resource_domain),
+      plugins_(core_, plugins::PluginManagerOptions{options_.kubelet_dir}),
+      discovery_(
+          core_, discovery::DiscoveryOptions{options_.handler_dir},
+          discovery::DiscoveryManager::Events{[this](const auto& key, host::Snapshot snapshot) {
+                                                snapshot_arrived(key, std::move(snapshot));
+                                              },
+                                              [](const auto& key, const std::string& reason) {
+                                                spdlog::error("Configuration {}/{}: discovery: {}",
+                                                              key.first, key.second, reason);
+                                              }}),
+      expiry_timer_(core_) {}
+
+Daemon::~Daemon() { shutdown(); }
+
+int Daemon::run() {
+  start();
+  signals_.async_wait([this](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    spdlog::info("signal {}: stopping", signal);
+    shutdown();
+    core_.stop();
+  });
+  core_.run();
+  return 0;
+}
+
+void Daemon::start() {
+  spdlog::info("dowserd on node {}: configurations {}, handlers {}, state {}, kubelet {}",
+               options_.node_name, options_.config_dir.string(), options_.handler_dir.string(),
+               options_.state_dir.string(), options_.kubelet_dir.string());
+  capacity_.set_change_listener([this](const store::StoredInstance& now) {
+    mark_dirty(capacity::InstanceKey{now.instance.namespace_name, now.instance.name});
+  });
+  // Watch first, then list: nothing written in between is missed.
+  store_watch_ = store_.watch([this](const store::WatchEvent& event) {
+    boost::asio::post(core_, [this, event] { store_event(event); });
+  });
+  for (const auto& stored : store_.list()) capacity_.apply(stored);
+
+  plugins_.start();
+  discovery_.start();
+  configurations_source_ = std::make_unique<configuration::FileConfigurationSource>(
+      options_.config_dir, configuration::FileConfigurationSource::Events{
+                               [this](const configuration::Configuration& c) {
+                                 boost::asio::post(core_, [this, c] { configuration_upserted(c); });
+                               },
+                               [this](const std::string& ns, const std::string& name) {
+                                 boost::asio::post(core_, [this, key = ConfigurationKey{ns, name}] {
+                                   configuration_removed(key);
+                                 });
+                               },
+                               [](const configuration::ConfigurationError& error) {
+                                 spdlog::error("invalid Configuration: {}", error.what());
+                               }});
+  configurations_source_->start();
+  // Runs after the initial Configurations (posted before it): whatever this
+  // node holds for a Configuration that no longer exists is withdrawn.
+  boost::asio::post(core_, [this] {
+    std::set<ConfigurationKey> known;
+    for (const auto& [key, configuration] : configurations_) known.insert(key);
+    mark_dirty(reconciler_.withdraw_unknown(known));
+  });
+
+  reclaimer_ = std::make_unique<reclaim::SlotReclaimer>(
+      core_, options_.podresources_socket, options_.reclaim_interval, options_.reclaim_grace,
+      [this] { return held_slots(); }, [this](const reclaim::HeldSlot& slot) { release(slot); });
+  reclaimer_->start();
+}
+
+void Daemon::shutdown() {
+  if (!configurations_source_) return;
+  configurations_source_->stop();
+  configurations_source_.reset();
+  if (reclaimer_) reclaimer_->stop();
+  expiry_timer_.cancel();
+  discovery_.shutdown();
+  plugins_.stop_all();
+  store_watch_.reset();
+  signals_.cancel();
+}
+
+// ---- Configurations -----------------------------------------------------------
+
+void Daemon::configuration_upserted(const configuration::Configuration& configuration) {
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  std::string resource;
+  try {
+    resource = naming::resource_name(options_.resource_domain, configuration.name);
+    discovery_.validate(configuration);
+  } catch (const host::HandlerCallError& e) {
+    spdlog::error("Configuration {}/{}: refused by handler {}: {}", key.first, key.second,
+                  configuration.handler_name, e.message());
+    return;
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("Configuration {}/{}: {}", key.first, key.second, e.what());
+    return;
+  } catch (const std::runtime_error& e) {
+    // No handler yet: the session waits for it and validates by starting.
+    spdlog::warn("Configuration {}/{}: not validated: {}", key.first, key.second, e.what());
+  }
+  bool known = configurations_.count(key) > 0;
+  configurations_[key] = configuration;
+  spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
+               known ? "changed" : "added", configuration.handler_name, configuration.capacity);
+
+  auto& backend = configuration_backends_[key];
+  if (!backend) {
+    backend = std::make_unique<plugins::ConfigurationPluginBackend>(
+        capacity_, reconciler_, key.first, key.second, policy_of(configuration));
+    try {
+      plugins_.add(resource, *backend);
+    } catch (const std::exception& e) {
+      spdlog::error("Configuration {}/{}: cannot serve {}: {}", key.first, key.second, resource,
+                    e.what());
+    }
+  }
+  backend->set_policy(policy_of(configuration));
+  plugins_.changed(resource);
+  discovery_.run(configuration);
+  if (known) reconcile(key);  // capacity or brokerProperties may have changed
+}
+
+void Daemon::configuration_removed(const ConfigurationKey& key) {
+  if (!configurations_.erase(key)) return;
+  spdlog::info("Configuration {}/{} removed", key.first, key.second);
+  discovery_.stop(key);
+  last_snapshots_.erase(key);
+  mark_dirty(reconciler_.withdraw_all(key));
+  plugins_.remove(options_.resource_domain + "/" + key.second);
+  configuration_backends_.erase(key);
+}
+
+// ---- discovery into Instances ---------------------------------------------------
+
+void Daemon::snapshot_arrived(const ConfigurationKey& key, host::Snapshot snapshot) {
+  if (!configurations_.count(key)) return;
+  spdlog::debug("Configuration {}/{}: {} devices", key.first, key.second, snapshot.size());
+  last_snapshots_[key] = std::move(snapshot);
+  reconcile(key);
+}
+
+void Daemon::reconcile(const ConfigurationKey& key) {
+  auto configuration = configurations_.find(key);
+  auto snapshot = last_snapshots_.find(key);
+  if (configuration == configurations_.end() || snapshot == last_snapshots_.end()) return;
+  mark_dirty(
+      reconciler_.reconcile(configuration->second, snapshot->second, reconcile::Clock::now()));
+  schedule_expiry();
+}
+
+void Daemon::schedule_expiry() {
+  auto next = reconciler_.next_expiry();
+  if (!next) return;
+  expiry_timer_.expires_at(*next);
+  expiry_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;
+    mark_dirty(reconciler_.expire(reconcile::Clock::now()));
+    schedule_expiry();
+  });
+}
+
+void Daemon::store_event(const store::WatchEvent& event) {
+  const auto& instance = event.object.instance;
+  capacity::InstanceKey key{instance.namespace_name, instance.name};
+  if (event.type == store::WatchEvent::Type::deleted) {
+    capacity_.forget(key);
+    mark_dirty(key);
+  } else {
+    capacity_.apply(event.object);  // marks it dirty through the listener
+  }
+}
+
+// ---- plugins ----------------------------------------------------------------------
+
+void Daemon::mark_dirty(const capacity::InstanceKey& key) {
+  dirty_.insert(key);
+  if (refresh_posted_) return;
+  refresh_posted_ = true;
+  // Posted, not run here: an Allocate in progress must finish before lists move.
+  boost::asio::post(core_, [this] { refresh_plugins(); });
+}
+
+void Daemon::mark_dirty(const std::set<capacity::InstanceKey>& keys) {
+  for (const auto& key : keys) mark_dirty(key);
+}
+
+void Daemon::refresh_plugins() {
+  refresh_posted_ = false;
+  for (const auto& key : std::exchange(dirty_, {})) refresh_instance_plugin(key);
+  // Every CL plugin recomputes; one sends only when its list changed. (A
+  // vanished Instance no longer names its Configuration, so none is skipped.)
+  for (const auto& [key, backend] : configuration_backends_)
+    plugins_.changed(options_.resource_domain + "/" + key.second);
+}
+
+void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {
+  const auto* stored = capacity_.find(key);
+  bool usable = stored && reconciler_.visible_here(stored->instance) && reconciler_.device(key);
+  std::string resource = options_.resource_domain + "/" + key.second;
+  if (!usable) {
+    plugins_.remove(resource);
+    instance_backends_.erase(key);
+    return;
+  }
+  auto& backend = instance_backends_[key];
+  if (!backend) {
+    backend = std::make_unique<plugins::InstancePluginBackend>(capacity_, reconciler_, key);
+    try {
+      plugins_.add(naming::resource_name(options_.resource_domain, key.second), *backend);
+    } catch (const std::exception& e) {
+      spdlog::error("Instance {}: cannot serve a plugin: {}", key.second, e.what());
+      instance_backends_.erase(key);
+      return;
+    }
+  }
+  plugins_.changed(resource);
+}
+
+// ---- reclaiming ----------------------------------------------------------------------
+
+std::vector<reclaim::HeldSlot> Daemon::held_slots() const {
+  std::vector<reclaim::HeldSlot> held;
+  const auto& node = options_.node_name;
+  for (const auto& [key, stored] : capacity_.instances()) {
+    auto slots = capacity::InstanceSlots::decode(stored.instance);
+    for (uint32_t i = 0; i < slots.capacity; ++i) {
+      const auto& usage = slots.slots[i];
+      if (usage.is_free() || usage.node != node) continue;
+      held.push_back(usage.kind == naming::SlotUsage::Kind::instance
+                         ? reclaim::instance_level_slot(options_.resource_domain, key, i, node)
+                         : reclaim::configuration_level_slot(options_.resource_domain,
+                                                             stored.instance.configuration_name,
+                                                             usage.vdev, key, i, node));
+    }
+  }
+  return held;
+}
+
+void Daemon::release(const reclaim::HeldSlot& slot) {
+  try {
+    capacity_.release(slot.instance, slot.slot, slot.usage);
+  } catch (const store::StoreError& e) {
+    spdlog::error("cannot free slot {} of {}: {}", slot.slot, slot.instance.second, e.what());
+  }
+}
+
+}  // namespace dowser::daemon

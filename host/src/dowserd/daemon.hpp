@@ -1,0 +1,94 @@
+// The daemon: wires Configurations, discovery, Instances, the capacity pool,
+// the device plugins and the slot reclaimer around one core thread.
+#pragma once
+
+#include "capacity_manager.hpp"
+#include "configuration.hpp"
+#include "device_plugins.hpp"
+#include "discovery_manager.hpp"
+#include "instance_reconciler.hpp"
+#include "instance_store.hpp"
+#include "slot_reclaimer.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+namespace dowser::daemon {
+
+struct DaemonOptions {
+  std::string node_name;
+  std::filesystem::path config_dir = "/etc/dowser/configurations";
+  std::filesystem::path handler_dir = "/usr/lib/dowser/handlers";
+  std::filesystem::path state_dir = "/var/lib/dowser";
+  std::filesystem::path kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::filesystem::path podresources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string resource_domain = "akri.sh";
+  std::chrono::milliseconds reclaim_interval = std::chrono::seconds(10);
+  std::chrono::milliseconds reclaim_grace = std::chrono::seconds(20);
+};
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Runs until SIGTERM or SIGINT; then stops cleanly (sockets removed).
+  int run();
+
+ private:
+  using ConfigurationKey = std::pair<std::string, std::string>;
+
+  void start();
+  void shutdown();
+
+  void configuration_upserted(const configuration::Configuration& configuration);
+  void configuration_removed(const ConfigurationKey& key);
+  void snapshot_arrived(const ConfigurationKey& key, host::Snapshot snapshot);
+  void reconcile(const ConfigurationKey& key);
+  void store_event(const store::WatchEvent& event);
+
+  // Plugin upkeep, batched: Instances whose state changed are marked, and
+  // one posted pass brings their IL and CL plugins up to date.
+  void mark_dirty(const capacity::InstanceKey& key);
+  void mark_dirty(const std::set<capacity::InstanceKey>& keys);
+  void refresh_plugins();
+  void refresh_instance_plugin(const capacity::InstanceKey& key);
+  void schedule_expiry();
+
+  std::vector<reclaim::HeldSlot> held_slots() const;
+  void release(const reclaim::HeldSlot& slot);
+
+  DaemonOptions options_;
+  boost::asio::io_context core_;
+  boost::asio::signal_set signals_;
+  store::FileInstanceStore store_;
+  capacity::CapacityManager capacity_;
+  reconcile::InstanceReconciler reconciler_;
+  plugins::PluginManager plugins_;
+  discovery::DiscoveryManager discovery_;
+  std::unique_ptr<configuration::FileConfigurationSource> configurations_source_;
+  std::unique_ptr<reclaim::SlotReclaimer> reclaimer_;
+  std::unique_ptr<store::WatchSubscription> store_watch_;
+  boost::asio::steady_timer expiry_timer_;
+
+  std::map<ConfigurationKey, configuration::Configuration> configurations_;
+  std::map<ConfigurationKey, host::Snapshot> last_snapshots_;
+  std::map<capacity::InstanceKey, std::unique_ptr<plugins::InstancePluginBackend>>
+      instance_backends_;
+  std::map<ConfigurationKey, std::unique_ptr<plugins::ConfigurationPluginBackend>>
+      configuration_backends_;
+  std::set<capacity::InstanceKey> dirty_;
+  bool refresh_posted_ = false;
+};
+
+}  // namespace dowser::daemon

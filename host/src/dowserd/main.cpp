@@ -1,0 +1,74 @@
+// dowserd: exposes the devices discovery handlers find to the kubelet.
+#include "daemon.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <climits>
+#include <cstdlib>
+
+namespace {
+
+std::string default_node_name() {
+  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host);
+  return host;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dowser::daemon::DaemonOptions options;
+  options.node_name = default_node_name();
+  std::string log_level = "info";
+  long reclaim_interval_ms = options.reclaim_interval.count();
+  long reclaim_grace_ms = options.reclaim_grace.count();
+
+  CLI::App app{"dowserd: discovers leaf devices and exposes them to the kubelet"};
+  app.add_option("--node-name", options.node_name,
+                 "this node's name (default $NODE_NAME, else hostname)")
+      ->capture_default_str();
+  app.add_option("--config-dir", options.config_dir,
+                 "directory of Configuration manifests (watched)")
+      ->capture_default_str();
+  app.add_option("--handler-dir", options.handler_dir, "directory of discovery handler .so files")
+      ->capture_default_str();
+  app.add_option("--state-dir", options.state_dir, "where Instances and claims are kept")
+      ->capture_default_str();
+  app.add_option("--kubelet-dir", options.kubelet_dir, "the kubelet's device-plugin directory")
+      ->capture_default_str();
+  app.add_option("--podresources-socket", options.podresources_socket,
+                 "the kubelet's pod-resources socket")
+      ->capture_default_str();
+  app.add_option("--resource-domain", options.resource_domain, "domain of resource names")
+      ->capture_default_str();
+  app.add_option("--reclaim-interval-ms", reclaim_interval_ms,
+                 "how often to compare claims with the kubelet's pod resources")
+      ->capture_default_str()
+      ->check(CLI::Range(10L, 3600000L));
+  app.add_option("--reclaim-grace-ms", reclaim_grace_ms,
+                 "how long a claim no container holds is kept")
+      ->capture_default_str()
+      ->check(CLI::Range(0L, 86400000L));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  options.reclaim_interval = std::chrono::milliseconds(reclaim_interval_ms);
+  options.reclaim_grace = std::chrono::milliseconds(reclaim_grace_ms);
+  if (options.node_name.empty()) {
+    spdlog::error("no node name: pass --node-name or set NODE_NAME");
+    return 2;
+  }
+  try {
+    dowser::daemon::Daemon daemon(options);
+    return daemon.run();
+  } catch (const std::exception& e) {
+    spdlog::error("dowserd: {}", e.what());
+    return 1;
+  }
+}

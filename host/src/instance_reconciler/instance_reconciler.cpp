@@ -1,0 +1,259 @@
+#include "instance_reconciler.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace dowser::reconcile {
+namespace {
+
+bool is_shared(const Device& device) { return device.sharing == Sharing::shared; }
+
+// Drops this node's claims: a node that no longer sees a device cannot use it.
+void drop_claims_of(store::Instance& instance, const std::string& node) {
+  for (auto it = instance.device_usage.begin(); it != instance.device_usage.end();) {
+    bool ours = false;
+    try {
+      auto usage = naming::parse_usage(it->second);
+      ours = !usage.is_free() && usage.node == node;
+    } catch (const naming::UsageParseError&) {
+    }
+    it = ours ? instance.device_usage.erase(it) : std::next(it);
+  }
+}
+
+// Keeps claims that fit the capacity; a shrunk capacity drops the rest.
+void fit_claims_to_capacity(store::Instance& instance) {
+  for (auto it = instance.device_usage.begin(); it != instance.device_usage.end();) {
+    if (naming::slot_index(it->first, instance.name, instance.capacity)) {
+      ++it;
+    } else {
+      spdlog::warn("{}: dropping claim {}={} beyond capacity {}", instance.name, it->first,
+                   it->second, instance.capacity);
+      it = instance.device_usage.erase(it);
+    }
+  }
+}
+
+}  // namespace
+
+store::Instance instance_for(const configuration::Configuration& configuration,
+                             const Device& device, const std::string& node,
+                             const std::string& resource_domain) {
+  bool shared = is_shared(device);
+  std::string digest = naming::device_digest(device.id, shared, node);
+  store::Instance instance;
+  instance.namespace_name = configuration.namespace_name;
+  instance.name = configuration.name + "-" + digest;
+  instance.configuration_name = configuration.name;
+  instance.cdi_name = resource_domain + "/" + configuration.name + "=" + digest;
+  instance.capacity = configuration.capacity;
+  instance.shared = shared;
+  for (const auto& [key, value] : device.properties)
+    if (value) instance.broker_properties[key] = *value;
+  for (const auto& [key, value] : configuration.broker_properties)
+    instance.broker_properties[key] = value;  // the Configuration's win
+  return instance;
+}
+
+InstanceReconciler::InstanceReconciler(store::InstanceStore& store,
+                                       capacity::CapacityManager& capacity, std::string node,
+                                       std::string resource_domain)
+    : store_(store),
+      capacity_(capacity),
+      node_(std::move(node)),
+      domain_(std::move(resource_domain)) {}
+
+std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
+    const configuration::Configuration& configuration, const host::Snapshot& devices,
+    Clock::time_point now) {
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  std::set<capacity::InstanceKey> changed, current;
+  for (const auto& device : devices) {
+    auto wanted = instance_for(configuration, device, node_, domain_);
+    capacity::InstanceKey instance_key{wanted.namespace_name, wanted.name};
+    current.insert(instance_key);
+    auto& seen = seen_[instance_key];
+    if (seen.offline_until || seen.configuration != key) changed.insert(instance_key);
+    seen = Seen{key, device, std::nullopt};
+    try {
+      join(wanted);
+    } catch (const store::StoreError& e) {
+      spdlog::error("{}: cannot write Instance {}: {}", configuration.name, wanted.name, e.what());
+    }
+  }
+  adopt_stored(key);
+  // What this Configuration had here but the snapshot lacks.
+  auto grace = configuration.shared_offline_grace;
+  for (auto it = seen_.begin(); it != seen_.end();) {
+    auto& [instance_key, seen] = *it;
+    if (seen.configuration != key || current.count(instance_key)) {
+      ++it;
+      continue;
+    }
+    if (is_shared(seen.device) && grace.count() > 0) {
+      if (!seen.offline_until) {
+        seen.offline_until = now + grace;
+        changed.insert(instance_key);
+        spdlog::info("{}: shared device {} is gone; keeping it {} s", instance_key.second,
+                     seen.device.id, grace.count());
+      }
+      ++it;
+      continue;
+    }
+    withdraw(instance_key);
+    changed.insert(instance_key);
+    it = seen_.erase(it);
+  }
+  return changed;
+}
+
+std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
+    const ConfigurationKey& configuration) {
+  std::set<capacity::InstanceKey> changed;
+  for (auto it = seen_.begin(); it != seen_.end();) {
+    if (it->second.configuration != configuration) {
+      ++it;
+      continue;
+    }
+    withdraw(it->first);
+    changed.insert(it->first);
+    it = seen_.erase(it);
+  }
+  return changed;
+}
+
+std::set<capacity::InstanceKey> InstanceReconciler::withdraw_unknown(
+    const std::set<ConfigurationKey>& known) {
+  std::vector<capacity::InstanceKey> orphans;
+  for (const auto& [key, stored] : capacity_.instances()) {
+    ConfigurationKey owner{stored.instance.namespace_name, stored.instance.configuration_name};
+    if (visible_here(stored.instance) && !known.count(owner)) orphans.push_back(key);
+  }
+  for (const auto& key : orphans) {
+    spdlog::info("{}: its Configuration is gone; withdrawing", key.second);
+    withdraw(key);
+    seen_.erase(key);
+  }
+  return {orphans.begin(), orphans.end()};
+}
+
+std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now) {
+  std::set<capacity::InstanceKey> changed;
+  for (auto it = seen_.begin(); it != seen_.end();) {
+    if (!it->second.offline_until || *it->second.offline_until > now) {
+      ++it;
+      continue;
+    }
+    spdlog::info("{}: shared device {} did not come back; withdrawing", it->first.second,
+                 it->second.device.id);
+    withdraw(it->first);
+    changed.insert(it->first);
+    it = seen_.erase(it);
+  }
+  return changed;
+}
+
+std::optional<Clock::time_point> InstanceReconciler::next_expiry() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [key, seen] : seen_)
+    if (seen.offline_until && (!next || *seen.offline_until < *next)) next = seen.offline_until;
+  return next;
+}
+
+// Instances stored with this node before this process saw them (a restart):
+// they count as seen, so a device that did not come back is withdrawn.
+void InstanceReconciler::adopt_stored(const ConfigurationKey& configuration) {
+  for (const auto& [key, stored] : capacity_.instances()) {
+    const auto& instance = stored.instance;
+    if (seen_.count(key) || !visible_here(instance) ||
+        ConfigurationKey{instance.namespace_name, instance.configuration_name} != configuration)
+      continue;
+    Device unknown;
+    unknown.id = "(not seen since restart)";
+    unknown.sharing = instance.shared ? Sharing::shared : Sharing::local;
+    seen_[key] = Seen{configuration, unknown, std::nullopt};
+  }
+}
+
+void InstanceReconciler::join(const store::Instance& wanted) {
+  auto decide = [&](const store::Instance& current) -> std::optional<store::Instance> {
+    store::Instance next = current;
+    next.configuration_name = wanted.configuration_name;
+    next.cdi_name = wanted.cdi_name;
+    next.capacity = wanted.capacity;
+    next.shared = wanted.shared;
+    next.broker_properties = wanted.broker_properties;
+    next.nodes.insert(node_);
+    fit_claims_to_capacity(next);
+    if (next == current) return std::nullopt;
+    return next;
+  };
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (auto stored =
+            store::update_with_retry(store_, wanted.namespace_name, wanted.name, decide)) {
+      capacity_.apply(*stored);
+      return;
+    }
+    store::Instance fresh = wanted;
+    fresh.nodes = {node_};
+    try {
+      capacity_.apply({fresh, store_.create(fresh)});
+      return;
+    } catch (const store::StoreError& e) {
+      if (e.kind() != store::StoreError::Kind::already_exists) throw;
+      // Another node created it between our read and our create: join it.
+    }
+  }
+  throw store::StoreError(store::StoreError::Kind::conflict, "Instance keeps changing under us");
+}
+
+void InstanceReconciler::withdraw(const capacity::InstanceKey& key) {
+  try {
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      auto stored = store_.get(key.first, key.second);
+      if (!stored) return capacity_.forget(key);
+      store::Instance next = stored->instance;
+      if (!next.nodes.erase(node_)) return;  // not ours (any more)
+      drop_claims_of(next, node_);
+      try {
+        if (next.nodes.empty()) {
+          store_.remove(key.first, key.second, stored->revision);
+          return capacity_.forget(key);
+        }
+        capacity_.apply({next, store_.update(next, stored->revision)});
+        return;
+      } catch (const store::StoreError& e) {
+        if (e.kind() != store::StoreError::Kind::conflict) throw;
+      }
+    }
+    spdlog::error("{}: could not withdraw this node: too many concurrent changes", key.second);
+  } catch (const store::StoreError& e) {
+    spdlog::error("{}: could not withdraw this node: {}", key.second, e.what());
+  }
+}
+
+const Device* InstanceReconciler::device(const capacity::InstanceKey& instance) const {
+  auto it = seen_.find(instance);
+  return it == seen_.end() ? nullptr : &it->second.device;
+}
+
+bool InstanceReconciler::offline(const capacity::InstanceKey& instance) const {
+  auto it = seen_.find(instance);
+  return it != seen_.end() && it->second.offline_until.has_value();
+}
+
+std::vector<capacity::InstanceKey> InstanceReconciler::instances_of(
+    const std::string& namespace_name, const std::string& configuration) const {
+  std::vector<capacity::InstanceKey> result;
+  for (const auto& [key, seen] : seen_) {
+    if (seen.configuration != ConfigurationKey{namespace_name, configuration}) continue;
+    const auto* stored = capacity_.find(key);
+    if (stored && visible_here(stored->instance)) result.push_back(key);
+  }
+  return result;
+}
+
+bool InstanceReconciler::visible_here(const store::Instance& instance) const {
+  return instance.nodes.count(node_) > 0;
+}
+
+}  // namespace dowser::reconcile

@@ -1,0 +1,86 @@
+// InstanceReconciler: turns each discovery snapshot of a Configuration into
+// Instances in the store. This node joins the Instances of the devices it
+// sees and withdraws from the ones it no longer sees: at once for local
+// devices, after the Configuration's grace period for shared ones (all
+// their slots Unhealthy meanwhile). The last node out deletes an Instance.
+// It is also the daemon's catalog of discovered devices.
+//
+// Not thread-safe: owned by the daemon's core thread.
+#pragma once
+
+#include "capacity_manager.hpp"
+#include "configuration.hpp"
+#include "handler_registry.hpp"
+#include "instance_store.hpp"
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dowser::reconcile {
+
+using Clock = std::chrono::steady_clock;
+using ConfigurationKey = std::pair<std::string, std::string>;  // namespace, name
+
+// The Instance a device becomes: name, cdiName, capacity, brokerProperties
+// (device properties with the Configuration's laid over), shared; nodes and
+// deviceUsage are left to the caller.
+store::Instance instance_for(const configuration::Configuration& configuration,
+                             const Device& device, const std::string& node,
+                             const std::string& resource_domain);
+
+class InstanceReconciler : public capacity::DeviceCatalog {
+ public:
+  InstanceReconciler(store::InstanceStore& store, capacity::CapacityManager& capacity,
+                     std::string node, std::string resource_domain);
+
+  // Applies a snapshot. Returns the Instances whose visibility or offline
+  // state changed on this node (their plugins need a look).
+  std::set<capacity::InstanceKey> reconcile(const configuration::Configuration& configuration,
+                                            const host::Snapshot& devices, Clock::time_point now);
+
+  // Withdraws this node from every Instance of the Configuration (it was
+  // deleted, or its discovery changed handler).
+  std::set<capacity::InstanceKey> withdraw_all(const ConfigurationKey& configuration);
+
+  // Withdraws this node from stored Instances of Configurations not in
+  // `known` (deleted while the daemon was down).
+  std::set<capacity::InstanceKey> withdraw_unknown(const std::set<ConfigurationKey>& known);
+
+  // Withdraws from shared devices whose grace ran out.
+  std::set<capacity::InstanceKey> expire(Clock::time_point now);
+
+  // When the next grace period runs out, if any.
+  std::optional<Clock::time_point> next_expiry() const;
+
+  // DeviceCatalog
+  const Device* device(const capacity::InstanceKey& instance) const override;
+  bool offline(const capacity::InstanceKey& instance) const override;
+  std::vector<capacity::InstanceKey> instances_of(const std::string& namespace_name,
+                                                  const std::string& configuration) const override;
+
+  // Instances (from the capacity manager's cache) that list this node.
+  bool visible_here(const store::Instance& instance) const;
+
+ private:
+  struct Seen {
+    ConfigurationKey configuration;
+    Device device;
+    std::optional<Clock::time_point> offline_until;  // set while a shared device is missing
+  };
+
+  void adopt_stored(const ConfigurationKey& configuration);
+  void join(const store::Instance& wanted);
+  void withdraw(const capacity::InstanceKey& key);
+
+  store::InstanceStore& store_;
+  capacity::CapacityManager& capacity_;
+  std::string node_;
+  std::string domain_;
+  std::map<capacity::InstanceKey, Seen> seen_;
+};
+
+}  // namespace dowser::reconcile

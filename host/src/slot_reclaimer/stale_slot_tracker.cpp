@@ -1,0 +1,45 @@
+#include "slot_reclaimer.hpp"
+
+namespace dowser::reclaim {
+
+HeldSlot instance_level_slot(std::string_view domain, const capacity::InstanceKey& instance,
+                             uint32_t slot, const std::string& node) {
+  // The IL plugin's device ids are bare slot names: the kubelet reports them
+  // without the domain, so neither may carry it here.
+  return {naming::resource_name(domain, instance.second), naming::slot_name(instance.second, slot),
+          instance, slot, naming::SlotUsage::instance_level(node)};
+}
+
+HeldSlot configuration_level_slot(std::string_view domain, std::string_view configuration,
+                                  const std::string& vdev, const capacity::InstanceKey& instance,
+                                  uint32_t slot, const std::string& node) {
+  return {naming::resource_name(domain, configuration), vdev, instance, slot,
+          naming::SlotUsage::configuration_level(vdev, node)};
+}
+
+StaleSlotTracker::SlotKey StaleSlotTracker::key_of(const HeldSlot& slot) {
+  return {slot.resource, slot.device_id, slot.instance, slot.slot};
+}
+
+std::vector<HeldSlot> StaleSlotTracker::due(const std::vector<HeldSlot>& held,
+                                            const DevicesInUse& in_use, Clock::time_point now) {
+  std::map<SlotKey, Clock::time_point> still_unused;
+  std::vector<HeldSlot> stale;
+  for (const HeldSlot& slot : held) {
+    if (in_use.count({slot.resource, slot.device_id}) > 0) continue;
+    SlotKey key = key_of(slot);
+    auto known = unused_since_.find(key);
+    Clock::time_point since = known == unused_since_.end() ? now : known->second;
+    if (now - since >= grace_) {
+      stale.push_back(slot);
+    } else {
+      still_unused.emplace(std::move(key), since);
+    }
+  }
+  // Rebuilt from this pass alone: slots in use again, no longer held or
+  // returned now are forgotten.
+  unused_since_ = std::move(still_unused);
+  return stale;
+}
+
+}  // namespace dowser::reclaim

@@ -1,0 +1,209 @@
+// Runs dowserd as a real process against the test kit's kubelet simulator
+// (real gRPC on unix sockets), with its own configuration, handler, state
+// and kubelet directories under a temporary directory.
+#pragma once
+
+#include "instance_store.hpp"
+
+#include <dowser/kubelet_sim.hpp>
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dowser::it {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+inline fs::path make_temp_dir(const std::string& prefix) {
+  // Short: unix socket paths must stay under 108 bytes.
+  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
+  return ::mkdtemp(pattern.data());
+}
+
+inline void write_file(const fs::path& path, const std::string& text) {
+  fs::path temp = path.string() + ".tmp";
+  { std::ofstream(temp) << text; }
+  fs::rename(temp, path);  // atomic, as editors and tests should write
+}
+
+// One node: a kubelet simulator and a dowserd process.
+class Node {
+ public:
+  Node(fs::path root, std::string name, fs::path state_dir, fs::path config_dir,
+       fs::path handler_dir, std::vector<std::string> extra_args = {})
+      : root_(std::move(root)),
+        name_(std::move(name)),
+        state_dir_(std::move(state_dir)),
+        config_dir_(std::move(config_dir)),
+        handler_dir_(std::move(handler_dir)),
+        extra_args_(std::move(extra_args)) {
+    fs::create_directories(root_ / name_);
+    testkit::KubeletSimulatorConfig config;
+    config.device_plugin_dir = root_ / name_ / "dp";
+    config.podresources_socket = root_ / name_ / "podres.sock";
+    kubelet = std::make_unique<testkit::KubeletSimulator>(config);
+    start();
+  }
+  ~Node() { stop(SIGTERM); }
+
+  void start() {
+    std::vector<std::string> args = {
+        DOWSERD,
+        "--node-name=" + name_,
+        "--config-dir=" + config_dir_.string(),
+        "--handler-dir=" + handler_dir_.string(),
+        "--state-dir=" + state_dir_.string(),
+        "--kubelet-dir=" + (root_ / name_ / "dp").string(),
+        "--podresources-socket=" + (root_ / name_ / "podres.sock").string(),
+        "--log-level=debug"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    fs::path log = root_ / (name_ + ".log");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log.c_str(), "a", stderr);
+      (void)out;
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+
+  // Stops dowserd: SIGTERM (clean) or SIGKILL (crash). Returns its exit status.
+  int stop(int signal) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+  // Waits for the simulator's status to satisfy predicate.
+  bool wait(const std::function<bool(const testkit::SimulatorStatus&)>& predicate,
+            std::chrono::milliseconds timeout = 10s) {
+    return kubelet->wait_for(predicate, timeout);
+  }
+
+  // Waits until `resource` is registered with exactly these healthy ids count.
+  bool wait_allocatable(const std::string& resource, size_t allocatable,
+                        std::chrono::milliseconds timeout = 10s) {
+    return wait(
+        [&](const testkit::SimulatorStatus& status) {
+          const auto* r = status.resource(resource);
+          return r && r->streaming && r->allocatable() == allocatable;
+        },
+        timeout);
+  }
+
+  // Waits until `resource` offers exactly `free` devices the kubelet could
+  // still hand out: healthy and not allocated to a container.
+  bool wait_free(const std::string& resource, size_t free,
+                 std::chrono::milliseconds timeout = 10s) {
+    return wait(
+        [&](const auto& status) { return free_count(status, resource) == static_cast<long>(free); },
+        timeout);
+  }
+
+  // Healthy devices of resource not allocated to a container (-1: not streaming).
+  static long free_count(const testkit::SimulatorStatus& status, const std::string& resource) {
+    const auto* r = status.resource(resource);
+    if (!r || !r->streaming) return -1;
+    std::set<std::string> ids;
+    for (const auto& id : r->healthy_ids()) ids.insert(id);
+    for (const auto& allocation : status.allocations)
+      if (allocation.resource == resource)
+        for (const auto& id : allocation.device_ids) ids.erase(id);
+    return static_cast<long>(ids.size());
+  }
+
+  std::string log() const {
+    std::ifstream in(root_ / (name_ + ".log"));
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+
+  const std::string& name() const { return name_; }
+  std::unique_ptr<testkit::KubeletSimulator> kubelet;
+
+ private:
+  fs::path root_;
+  std::string name_;
+  fs::path state_dir_, config_dir_, handler_dir_;
+  std::vector<std::string> extra_args_;
+  pid_t pid_ = -1;
+};
+
+// A test case's world: directories, handlers, and helpers to write manifests.
+class DaemonTest : public ::testing::Test {
+ protected:
+  DaemonTest()
+      : root_(make_temp_dir("dowser-it")),
+        config_dir_(root_ / "configs"),
+        handler_dir_(root_ / "handlers"),
+        state_dir_(root_ / "state") {
+    fs::create_directories(config_dir_);
+    fs::create_directories(handler_dir_);
+    fs::copy_file(DEBUG_ECHO_SO, handler_dir_ / "libdowser-handler-debug-echo.so");
+    fs::copy_file(TEST_DEVICES_SO, handler_dir_ / "libfixture-test-devices.so");
+  }
+  ~DaemonTest() override {
+    nodes_.clear();
+    if (HasFailure()) {
+      std::cerr << "test files kept in " << root_ << "\n";
+    } else {
+      fs::remove_all(root_);
+    }
+  }
+
+  Node& add_node(const std::string& name, std::vector<std::string> extra_args = {}) {
+    nodes_.push_back(std::make_unique<Node>(root_, name, state_dir_, config_dir_, handler_dir_,
+                                            std::move(extra_args)));
+    return *nodes_.back();
+  }
+
+  // A debugEcho Configuration.
+  void echo_configuration(const std::string& name, const std::vector<std::string>& descriptions,
+                          int capacity, bool shared = false, const std::string& extra_spec = "") {
+    std::string list;
+    for (const auto& d : descriptions) list += (list.empty() ? "" : ", ") + d;
+    write_file(config_dir_ / (name + ".yaml"),
+               "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata:\n  name: " + name +
+                   "\nspec:\n  capacity: " + std::to_string(capacity) +
+                   "\n  discoveryHandler:\n    name: debugEcho\n    discoveryDetails: "
+                   "'descriptions: [" +
+                   list +
+                   "]'\n    discoveryProperties:\n      - name: DEBUG_ECHO_INSTANCES_SHARED\n"
+                   "        value: \"" +
+                   (shared ? "true" : "false") +
+                   "\"\n      - name: DEBUG_ECHO_AVAILABILITY_FILE\n        value: " +
+                   (root_ / (name + "-availability")).string() + "\n" + extra_spec);
+  }
+
+  void set_availability(const std::string& configuration, const std::string& text) {
+    write_file(root_ / (configuration + "-availability"), text);
+  }
+
+  std::vector<store::StoredInstance> instances() {
+    return store::FileInstanceStore(state_dir_ / "instances").list();
+  }
+
+  fs::path root_, config_dir_, handler_dir_, state_dir_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+}  // namespace dowser::it

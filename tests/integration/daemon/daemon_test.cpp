@@ -1,0 +1,314 @@
+// dowserd as a process, driven by the kubelet simulator over real gRPC on
+// unix sockets: the scenarios the daemon issue asks for.
+#include "daemon_harness.hpp"
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+namespace dowser::it {
+namespace {
+
+const testkit::PodRef pod_a{"default", "pod-a"};
+const testkit::PodRef pod_b{"default", "pod-b"};
+
+// The upper-case digest suffix of an Instance or IL resource name.
+std::string hash_of(const std::string& name) {
+  std::string hash = name.substr(name.rfind('-') + 1);
+  for (auto& c : hash) c = static_cast<char>(std::toupper(c));
+  return hash;
+}
+
+// The names of the IL resources of a Configuration, from the store.
+std::vector<std::string> il_resources(const std::vector<store::StoredInstance>& instances,
+                                      const std::string& configuration) {
+  std::vector<std::string> names;
+  for (const auto& stored : instances)
+    if (stored.instance.configuration_name == configuration)
+      names.push_back("akri.sh/" + stored.instance.name);
+  return names;
+}
+
+size_t claims(const std::vector<store::StoredInstance>& instances) {
+  size_t count = 0;
+  for (const auto& stored : instances) count += stored.instance.device_usage.size();
+  return count;
+}
+
+TEST_F(DaemonTest, TwoDevicesOfCapacityTwo) {
+  echo_configuration("cams", {"cam0", "cam1"}, 2);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+  auto stored = instances();
+  ASSERT_EQ(stored.size(), 2u);
+  auto il = il_resources(stored, "cams");
+  for (const auto& resource : il) ASSERT_TRUE(node.wait_allocatable(resource, 2)) << resource;
+
+  // Two CL devices: two distinct Instances.
+  auto two = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 2);
+  ASSERT_TRUE(two.ok()) << two.status.error_message();
+  ASSERT_EQ(two.response.container_responses_size(), 1) << "one response per container request";
+  const auto& envs = two.response.container_responses(0).envs();
+  std::set<std::string> described;
+  for (const auto& [key, value] : envs)
+    if (key.rfind("DEBUG_ECHO_DESCRIPTION_", 0) == 0) described.insert(value);
+  EXPECT_EQ(described, (std::set<std::string>{"cam0", "cam1"})) << "two distinct devices";
+  EXPECT_FALSE(envs.contains("DEBUG_ECHO_DESCRIPTION")) << "unsuffixed only for one device";
+  EXPECT_EQ(two.response.container_responses(0).annotations_size(), 2);
+
+  // Each camera now has one CL claim: every IL plugin shows that slot Unhealthy.
+  for (const auto& resource : il) EXPECT_TRUE(node.wait_allocatable(resource, 1)) << resource;
+  // The CL plugin lists its two claimed vdevs plus one placeholder per
+  // camera that still has a free slot.
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 4));
+  EXPECT_TRUE(node.wait_free("akri.sh/cams", 2));
+
+  // Asking for three distinct cameras fails and claims nothing.
+  size_t before = claims(instances());
+  auto three = node.kubelet->allocate("akri.sh/cams", pod_b, "c", 3);
+  EXPECT_FALSE(three.ok());
+  EXPECT_EQ(claims(instances()), before);
+
+  // An IL claim of the last slot of one camera: the CL list shrinks to one.
+  auto il_claim = node.kubelet->allocate(il[0], pod_b, "c", 1);
+  ASSERT_TRUE(il_claim.ok()) << il_claim.status.error_message();
+  const auto& il_envs = il_claim.response.container_responses(0).envs();
+  EXPECT_EQ(il_envs.at("DEBUG_ECHO_DESCRIPTION"),
+            il_envs.at("DEBUG_ECHO_DESCRIPTION_" + hash_of(il[0])))
+      << "one device: suffixed and plain";
+  EXPECT_TRUE(node.wait_free("akri.sh/cams", 1));
+  EXPECT_TRUE(node.wait_free(il[0], 0));
+  EXPECT_TRUE(node.wait_allocatable(il[0], 1)) << "its own IL claim stays Healthy";
+  EXPECT_EQ(claims(instances()), 3u);
+}
+
+TEST_F(DaemonTest, PreferredLetsOneContainerTakeTwoSlotsOfOneDevice) {
+  echo_configuration("solo", {"only"}, 2, false, "  uniqueInstances: Preferred\n");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/solo", 2)) << node.log();
+  auto result = node.kubelet->allocate("akri.sh/solo", pod_a, "c", 2);
+  ASSERT_TRUE(result.ok()) << result.status.error_message();
+  auto stored = instances();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].instance.device_usage.size(), 2u);
+}
+
+TEST_F(DaemonTest, RequiredRefusesTwoSlotsOfOneDevice) {
+  echo_configuration("solo", {"only"}, 2);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/solo", 1)) << node.log();
+  EXPECT_FALSE(node.kubelet->allocate("akri.sh/solo", pod_a, "c", 2).ok());
+  EXPECT_EQ(claims(instances()), 0u);
+}
+
+TEST_F(DaemonTest, ReallocationAndReclaimingForBothPluginKinds) {
+  echo_configuration("cams", {"cam0"}, 2);
+  auto& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  auto il = il_resources(instances(), "cams").at(0);
+  ASSERT_TRUE(node.wait_allocatable(il, 2));
+
+  auto cl = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
+  ASSERT_TRUE(cl.ok()) << cl.status.error_message();
+  // The same container asks again (pod restart): same vdev, accepted.
+  auto again = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
+  ASSERT_TRUE(again.ok()) << again.status.error_message();
+  EXPECT_EQ(again.device_ids, cl.device_ids);
+  ASSERT_TRUE(node.kubelet->allocate(il, pod_b, "c", 1).ok());
+  EXPECT_EQ(claims(instances()), 2u);
+
+  // Claims of running pods are kept across many reclaim passes...
+  ASSERT_FALSE(node.wait([](const auto&) { return false; }, 600ms));
+  EXPECT_EQ(claims(instances()), 2u);
+  // ...and freed once their pods are gone, IL and CL alike.
+  node.kubelet->delete_pod(pod_a);
+  node.kubelet->delete_pod(pod_b);
+  EXPECT_TRUE(node.wait_allocatable(il, 2, 5s)) << node.log();
+  EXPECT_EQ(claims(instances()), 0u);
+}
+
+TEST_F(DaemonTest, KubeletRestartReRegistersEveryPlugin) {
+  echo_configuration("cams", {"cam0", "cam1"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+  auto il = il_resources(instances(), "cams");
+  for (const auto& resource : il) ASSERT_TRUE(node.wait_allocatable(resource, 1));
+  node.kubelet->restart();
+  std::map<std::string, size_t> expected = {{"akri.sh/cams", 2}, {il[0], 1}, {il[1], 1}};
+  EXPECT_TRUE(node.wait(
+      [&](const testkit::SimulatorStatus& status) {
+        for (const auto& [resource, allocatable] : expected) {
+          const auto* r = status.resource(resource);
+          if (!r || r->registrations < 2 || !r->streaming || r->allocatable() != allocatable)
+            return false;
+        }
+        return true;
+      },
+      5s))
+      << node.log();
+}
+
+TEST_F(DaemonTest, LocalDeviceGoesAtOnceSharedOneAfterItsGrace) {
+  echo_configuration("local", {"l0"}, 1);
+  echo_configuration("shared", {"s0"}, 1, true, "  sharedOfflineGraceSeconds: 2\n");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/local", 1)) << node.log();
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/shared", 1)) << node.log();
+  auto shared_il = il_resources(instances(), "shared").at(0);
+  ASSERT_TRUE(node.wait_allocatable(shared_il, 1));
+
+  set_availability("local", "OFFLINE");
+  set_availability("shared", "OFFLINE");
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/local", 0));
+  EXPECT_TRUE(il_resources(instances(), "local").empty()) << "a local device goes at once";
+  // The shared one stays, every slot Unhealthy, for its grace period.
+  EXPECT_TRUE(node.wait_allocatable(shared_il, 0));
+  EXPECT_EQ(il_resources(instances(), "shared").size(), 1u);
+  EXPECT_TRUE(node.wait(
+      [&](const testkit::SimulatorStatus& status) {
+        const auto* r = status.resource(shared_il);
+        return r && !r->streaming;  // its plugin stopped: the Instance is gone
+      },
+      6s))
+      << node.log();
+  EXPECT_TRUE(il_resources(instances(), "shared").empty());
+
+  // Back online: both come back.
+  set_availability("local", "ONLINE");
+  set_availability("shared", "ONLINE");
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/local", 1));
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/shared", 1));
+}
+
+TEST_F(DaemonTest, AllocateResponseCarriesMountsDeviceNodesAndSuffixedEnvs) {
+  write_file(config_dir_ / "devs.yaml", R"(apiVersion: akri.sh/v0
+kind: Configuration
+metadata: {name: devs}
+spec:
+  capacity: 1
+  brokerProperties: {RESOLUTION: "800", URL: overridden}
+  discoveryHandler:
+    name: testDevices
+    discoveryDetails: |
+      devices:
+        - id: cam-1
+          properties: {URL: "rtsp://cam-1", MODEL: x}
+          mounts: [{containerPath: /in, hostPath: /tmp/in, readOnly: true}]
+          deviceNodes: [{containerPath: /dev/video0, hostPath: /dev/null, permissions: rw}]
+)");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/devs", 1)) << node.log();
+  auto result = node.kubelet->allocate("akri.sh/devs", pod_a, "c", 1);
+  ASSERT_TRUE(result.ok()) << result.status.error_message();
+  const auto& response = result.response.container_responses(0);
+  auto instance = instances().at(0).instance.name;
+  std::string hash = hash_of(instance);
+  EXPECT_EQ(response.envs().at("URL"), "overridden") << "the Configuration's properties win";
+  EXPECT_EQ(response.envs().at("URL_" + hash), "overridden");
+  EXPECT_EQ(response.envs().at("MODEL_" + hash), "x");
+  EXPECT_EQ(response.envs().at("RESOLUTION"), "800");
+  ASSERT_EQ(response.mounts_size(), 1);
+  EXPECT_EQ(response.mounts(0).container_path(), "/in");
+  EXPECT_TRUE(response.mounts(0).read_only());
+  ASSERT_EQ(response.devices_size(), 1);
+  EXPECT_EQ(response.devices(0).host_path(), "/dev/null");
+  EXPECT_EQ(response.devices(0).permissions(), "rw");
+  EXPECT_EQ(response.annotations().at("akri.agent.slot-" + instance + "-0"),
+            "C:" + result.device_ids.at(0) + ":node-a");
+}
+
+TEST_F(DaemonTest, KillNineDuringAllocationsLosesAndDuplicatesNothing) {
+  echo_configuration("cams", {"cam0", "cam1", "cam2", "cam3"}, 3);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 4)) << node.log();
+  std::atomic<bool> done{false};
+  std::atomic<int> granted{0};
+  std::thread allocations([&] {
+    for (int i = 0; !done && i < 200; ++i) {
+      auto result = node.kubelet->allocate("akri.sh/cams", {"default", "pod-" + std::to_string(i)},
+                                           "c", 1 + i % 2);
+      if (result.ok()) ++granted;
+    }
+  });
+  ASSERT_TRUE(node.wait([&](const auto&) { return granted >= 3; }, 10s));
+  node.stop(SIGKILL);
+  done = true;
+  allocations.join();
+  // Every grant the kubelet saw is a claim in the store, and no slot twice.
+  auto status = node.kubelet->status();
+  size_t granted_devices = 0;
+  for (const auto& allocation : status.allocations) granted_devices += allocation.device_ids.size();
+  size_t stored = claims(instances());
+  EXPECT_GE(stored, granted_devices) << "a granted claim was lost";
+  EXPECT_LE(stored, granted_devices + 2) << "at most the call in flight may leave a claim";
+
+  node.start();
+  ASSERT_TRUE(node.wait([](const testkit::SimulatorStatus& s) {
+    const auto* r = s.resource("akri.sh/cams");
+    return r && r->registrations >= 2 && r->streaming;
+  })) << node.log();
+  EXPECT_EQ(claims(instances()), stored) << "the restart keeps every claim";
+}
+
+// Two daemons share one store as two nodes; both plugin kinds allocate
+// concurrently on both nodes. No slot is ever granted twice.
+TEST_F(DaemonTest, TwoNodesNeverHoldASlotTwice) {
+  echo_configuration("cams", {"cam0", "cam1"}, 3, true);
+  // Pods come and go; the reclaimer frees what they held, so slots cycle.
+  std::vector<std::string> fast_reclaim = {"--reclaim-interval-ms=20", "--reclaim-grace-ms=100"};
+  auto& a = add_node("node-a", fast_reclaim);
+  auto& b = add_node("node-b", fast_reclaim);
+  ASSERT_TRUE(a.wait_allocatable("akri.sh/cams", 2)) << a.log();
+  ASSERT_TRUE(b.wait_allocatable("akri.sh/cams", 2)) << b.log();
+  auto il = il_resources(instances(), "cams");
+  ASSERT_EQ(il.size(), 2u) << "a shared device is one Instance for both nodes";
+  for (const auto& resource : il) {
+    ASSERT_TRUE(a.wait_allocatable(resource, 3));
+    ASSERT_TRUE(b.wait_allocatable(resource, 3));
+  }
+  std::atomic<int> granted{0}, refused{0};
+  auto hammer = [&](Node& node, int seed) {
+    for (int i = 0; i < 60; ++i) {
+      testkit::PodRef pod{"default", node.name() + "-" + std::to_string(i)};
+      const std::string& resource = (i + seed) % 3 == 0 ? "akri.sh/cams" : il[(i + seed) % 2];
+      // Try when this node's kubelet sees something free (the other node
+      // may take it first: that race is the point).
+      node.wait([&](const auto& status) { return Node::free_count(status, resource) > 0; }, 2s);
+      ++(node.kubelet->allocate(resource, pod, "c", 1).ok() ? granted : refused);
+      // Each pod lives for two rounds, then goes; the reclaimer frees its slot.
+      node.kubelet->delete_pod({"default", node.name() + "-" + std::to_string(i - 2)});
+    }
+  };
+  std::thread ta([&] { hammer(a, 0); });
+  std::thread tb([&] { hammer(b, 1); });
+  ta.join();
+  tb.join();
+  // Slots are few (2 x 3) and pods come and go: both outcomes happen a lot.
+  EXPECT_GT(granted.load(), 20);
+  EXPECT_GT(refused.load(), 20);
+
+  // Every device id a kubelet holds maps to one slot, held for that node.
+  std::map<std::string, std::string> usage;
+  for (const auto& stored : instances())
+    for (const auto& [slot, value] : stored.instance.device_usage) usage[slot] = value;
+  std::set<std::string> il_slots_held;
+  for (Node* node : {&a, &b}) {
+    for (const auto& allocation : node->kubelet->status().allocations) {
+      for (const auto& id : allocation.device_ids) {
+        if (allocation.resource == "akri.sh/cams") {
+          size_t found = 0;
+          for (const auto& [slot, value] : usage)
+            found += value == "C:" + id + ":" + node->name() ? 1 : 0;
+          EXPECT_EQ(found, 1u) << node->name() << " vdev " << id;
+        } else {
+          EXPECT_TRUE(il_slots_held.insert(id).second) << id << " granted to two containers";
+          EXPECT_EQ(usage[id], node->name()) << id;
+        }
+      }
+    }
+  }
+  for (const auto& stored : instances()) EXPECT_LE(stored.instance.device_usage.size(), 3u);
+}
+
+}  // namespace
+}  // namespace dowser::it

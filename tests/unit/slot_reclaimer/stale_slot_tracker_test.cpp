@@ -1,0 +1,109 @@
+#include "slot_reclaimer.hpp"
+
+#include <gtest/gtest.h>
+
+namespace dowser::reclaim {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = StaleSlotTracker::Clock;
+
+const capacity::InstanceKey kCamera{"default", "camera-a1b2c3"};
+
+HeldSlot il_slot(uint32_t index) {
+  return instance_level_slot("akri.sh", kCamera, index, "node-a");
+}
+
+HeldSlot cl_slot(const std::string& vdev, uint32_t index) {
+  return configuration_level_slot("akri.sh", "camera", vdev, kCamera, index, "node-a");
+}
+
+class StaleSlotTrackerTest : public ::testing::Test {
+ protected:
+  StaleSlotTracker tracker{20s};
+  Clock::time_point t0 = Clock::now();
+};
+
+TEST(HeldSlotTest, InstanceLevelSlotIsNamedLikeTheKubeletReportsIt) {
+  HeldSlot slot = il_slot(1);
+  EXPECT_EQ(slot.resource, "akri.sh/camera-a1b2c3");
+  EXPECT_EQ(slot.device_id, "camera-a1b2c3-1");  // no domain: Akri's defect
+  EXPECT_EQ(slot.instance, kCamera);
+  EXPECT_EQ(slot.slot, 1u);
+  EXPECT_EQ(slot.usage, naming::SlotUsage::instance_level("node-a"));
+}
+
+TEST(HeldSlotTest, ConfigurationLevelSlotIsNamedByItsVirtualDevice) {
+  HeldSlot slot = cl_slot("3", 0);
+  EXPECT_EQ(slot.resource, "akri.sh/camera");
+  EXPECT_EQ(slot.device_id, "3");
+  EXPECT_EQ(slot.usage, naming::SlotUsage::configuration_level("3", "node-a"));
+}
+
+TEST_F(StaleSlotTrackerTest, NotDueBeforeGrace) {
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0).empty());
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 19s).empty());
+}
+
+TEST_F(StaleSlotTrackerTest, DueOnceGraceHasPassed) {
+  tracker.due({il_slot(0)}, {}, t0);
+  EXPECT_EQ(tracker.due({il_slot(0)}, {}, t0 + 20s), std::vector<HeldSlot>{il_slot(0)});
+}
+
+TEST_F(StaleSlotTrackerTest, ReturnedOnlyOnce) {
+  tracker.due({il_slot(0)}, {}, t0);
+  ASSERT_EQ(tracker.due({il_slot(0)}, {}, t0 + 20s).size(), 1u);
+  // Still held (the release may not have landed yet): a fresh grace starts.
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 30s).empty());
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 49s).empty());
+}
+
+TEST_F(StaleSlotTrackerTest, UseAgainRestartsTheGrace) {
+  const DevicesInUse in_use{{"akri.sh/camera-a1b2c3", "camera-a1b2c3-0"}};
+  tracker.due({il_slot(0)}, {}, t0);
+  tracker.due({il_slot(0)}, in_use, t0 + 10s);
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 20s).empty());
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 39s).empty());
+  EXPECT_EQ(tracker.due({il_slot(0)}, {}, t0 + 40s).size(), 1u);
+}
+
+TEST_F(StaleSlotTrackerTest, ForgetsSlotsNoLongerHeld) {
+  tracker.due({il_slot(0)}, {}, t0);
+  tracker.due({}, {}, t0 + 10s);  // released by someone else meanwhile
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 20s).empty());
+  EXPECT_EQ(tracker.due({il_slot(0)}, {}, t0 + 40s).size(), 1u);
+}
+
+TEST_F(StaleSlotTrackerTest, InstanceLevelSlotReportedByTheKubeletIsNeverDue) {
+  // What the kubelet reports for an IL device: the bare slot name.
+  const DevicesInUse kubelet{{"akri.sh/camera-a1b2c3", "camera-a1b2c3-1"}};
+  for (auto t = 0s; t <= 60s; t += 10s) {
+    EXPECT_TRUE(tracker.due({il_slot(1)}, kubelet, t0 + t).empty()) << "at " << t.count() << " s";
+  }
+}
+
+TEST_F(StaleSlotTrackerTest, MatchesResourceAndDeviceTogether) {
+  // The same vdev id under another Configuration is another device.
+  const DevicesInUse elsewhere{{"akri.sh/microphone", "3"}};
+  tracker.due({cl_slot("3", 0)}, elsewhere, t0);
+  EXPECT_EQ(tracker.due({cl_slot("3", 0)}, elsewhere, t0 + 20s).size(), 1u);
+}
+
+TEST_F(StaleSlotTrackerTest, TracksEachSlotOnItsOwn) {
+  const DevicesInUse in_use{{"akri.sh/camera", "1"}};
+  tracker.due({il_slot(0), cl_slot("1", 1)}, in_use, t0);
+  tracker.due({il_slot(0), cl_slot("1", 1), cl_slot("2", 2)}, in_use, t0 + 10s);
+  EXPECT_EQ(tracker.due({il_slot(0), cl_slot("1", 1), cl_slot("2", 2)}, in_use, t0 + 20s),
+            std::vector<HeldSlot>{il_slot(0)});
+  EXPECT_EQ(tracker.due({cl_slot("1", 1), cl_slot("2", 2)}, in_use, t0 + 30s),
+            std::vector<HeldSlot>{cl_slot("2", 2)});
+}
+
+TEST_F(StaleSlotTrackerTest, ReclaimingAVirtualDeviceForAnotherSlotStartsAfresh) {
+  tracker.due({cl_slot("1", 0)}, {}, t0);
+  // vdev 1 was freed and claimed again, now backed by slot 2.
+  EXPECT_TRUE(tracker.due({cl_slot("1", 2)}, {}, t0 + 20s).empty());
+}
+
+}  // namespace
+}  // namespace dowser::reclaim
