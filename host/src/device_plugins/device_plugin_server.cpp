@@ -260,7 +260,8 @@ void DevicePluginServer::publish() {
 void DevicePluginServer::stop_server() {
   if (!server_) return;
   shared_->hub->close();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  // Streams were just ended; whatever call is still open is cancelled now.
+  server_->Shutdown(std::chrono::system_clock::now());
   server_.reset();
   service_.reset();
   std::error_code ignored;

@@ -22,7 +22,7 @@ Daemon::Daemon(DaemonOptions options)
       reconciler_(store_, capacity_, options_.node_name, options_.resource_domain),
       plugins_(core_, plugins::PluginManagerOptions{options_.kubelet_dir}),
       discovery_(
-          core_, discovery::DiscoveryOptions{options_.handler_dir},
+          core_, discovery::DiscoveryOptions{options_.handler_dir, options_.handler_rescan},
           discovery::DiscoveryManager::Events{[this](const auto& key, host::Snapshot snapshot) {
                                                 snapshot_arrived(key, std::move(snapshot));
                                               },

@@ -33,6 +33,7 @@ struct DaemonOptions {
   std::string resource_domain = "akri.sh";
   std::chrono::milliseconds reclaim_interval = std::chrono::seconds(10);
   std::chrono::milliseconds reclaim_grace = std::chrono::seconds(20);
+  std::chrono::milliseconds handler_rescan = std::chrono::seconds(5);
 };
 
 class Daemon {

@@ -1,6 +1,7 @@
 // dowserd: exposes the devices discovery handlers find to the kubelet.
 #include "daemon.hpp"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   long reclaim_interval_ms = options.reclaim_interval.count();
   long reclaim_grace_ms = options.reclaim_grace.count();
+  long handler_rescan_ms = options.handler_rescan.count();
 
   CLI::App app{"dowserd: discovers leaf devices and exposes them to the kubelet"};
   app.add_option("--node-name", options.node_name,
@@ -52,14 +54,27 @@ int main(int argc, char** argv) {
                  "how long a claim no container holds is kept")
       ->capture_default_str()
       ->check(CLI::Range(0L, 86400000L));
+  app.add_option("--handler-rescan-ms", handler_rescan_ms,
+                 "how often to look for new handlers in the handler directory")
+      ->capture_default_str()
+      ->check(CLI::Range(10L, 3600000L));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
 
+  spdlog::set_default_logger(spdlog::stderr_color_mt("dowserd"));  // logs go to stderr
   spdlog::set_level(spdlog::level::from_str(log_level));
   options.reclaim_interval = std::chrono::milliseconds(reclaim_interval_ms);
   options.reclaim_grace = std::chrono::milliseconds(reclaim_grace_ms);
+  options.handler_rescan = std::chrono::milliseconds(handler_rescan_ms);
+  // Checked once here, so no invalid resource name ever reaches the kubelet.
+  if (auto problem = dowser::naming::extended_resource_name_problem(options.resource_domain + "/x");
+      !problem.empty()) {
+    spdlog::error("--resource-domain '{}' cannot prefix resource names: {}",
+                  options.resource_domain, problem);
+    return 2;
+  }
   if (options.node_name.empty()) {
     spdlog::error("no node name: pass --node-name or set NODE_NAME");
     return 2;

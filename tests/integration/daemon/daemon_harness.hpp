@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,8 +74,8 @@ class Node {
     fs::path log = root_ / (name_ + ".log");
     pid_ = ::fork();
     if (pid_ == 0) {
-      FILE* out = std::freopen(log.c_str(), "a", stderr);
-      (void)out;
+      if (std::freopen(log.c_str(), "a", stderr) == nullptr) ::_exit(126);
+      ::dup2(STDERR_FILENO, STDOUT_FILENO);
       std::vector<char*> argv;
       for (auto& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);
@@ -130,6 +132,28 @@ class Node {
       if (allocation.resource == resource)
         for (const auto& id : allocation.device_ids) ids.erase(id);
     return static_cast<long>(ids.size());
+  }
+
+  // Waits until dowserd's log contains text, woken by inotify on the log.
+  bool wait_for_log(const std::string& text, std::chrono::milliseconds timeout = 10s) const {
+    fs::path file = root_ / (name_ + ".log");
+    int fd = ::inotify_init1(IN_CLOEXEC);
+    // The directory, not the file: the log may not exist yet.
+    ::inotify_add_watch(fd, file.parent_path().c_str(), IN_MODIFY | IN_CREATE);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool found = false;
+    while (!(found = log().find(text) != std::string::npos)) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, static_cast<int>(left.count())) > 0) {
+        char buffer[4096];
+        [[maybe_unused]] auto n = ::read(fd, buffer, sizeof buffer);
+      }
+    }
+    ::close(fd);
+    return found;
   }
 
   std::string log() const {

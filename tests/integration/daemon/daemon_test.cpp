@@ -312,3 +312,70 @@ TEST_F(DaemonTest, TwoNodesNeverHoldASlotTwice) {
 
 }  // namespace
 }  // namespace dowser::it
+
+namespace dowser::it {
+namespace {
+
+TEST_F(DaemonTest, ChangedDiscoveryDetailsRestartDiscovery) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  echo_configuration("cams", {"cam0", "cam1", "cam2"}, 1);
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 3)) << node.log();
+  EXPECT_EQ(il_resources(instances(), "cams").size(), 3u);
+  // Capacity alone changes the Instances without new discovery results.
+  echo_configuration("cams", {"cam0", "cam1", "cam2"}, 2, false, "  uniqueInstances: Preferred\n");
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 6)) << node.log();
+  for (const auto& stored : instances()) EXPECT_EQ(stored.instance.capacity, 2u);
+}
+
+TEST_F(DaemonTest, ABadManifestIsReportedAndTheOthersKeepRunning) {
+  echo_configuration("good", {"g0"}, 1);
+  write_file(config_dir_ / "bad.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: bad}\n"
+             "spec:\n  capacity: -3\n  discoveryHandler: {name: debugEcho}\n");
+  write_file(config_dir_ / "refused.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: refused}\n"
+             "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: '{{{'}\n");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/good", 1)) << node.log();
+  // Reported with file, field path and reason; the handler refuses bad details at load.
+  EXPECT_TRUE(node.wait_for_log("bad.yaml: spec.capacity: must be an integer")) << node.log();
+  EXPECT_TRUE(node.wait_for_log(
+      "Configuration default/refused: refused by handler debugEcho: discovery details are not "
+      "valid YAML"))
+      << node.log();
+  auto status = node.kubelet->status();
+  EXPECT_EQ(status.resource("akri.sh/bad"), nullptr);
+  EXPECT_EQ(status.resource("akri.sh/refused"), nullptr);
+  EXPECT_TRUE(node.running());
+}
+
+TEST_F(DaemonTest, AConfigurationWaitsForItsHandlerToAppear) {
+  fs::remove(handler_dir_ / "libfixture-test-devices.so");
+  write_file(config_dir_ / "late.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: late}\n"
+             "spec:\n  discoveryHandler:\n    name: testDevices\n"
+             "    discoveryDetails: 'devices: [{id: d1}]'\n");
+  auto& node = add_node("node-a", {"--handler-rescan-ms=100"});
+  ASSERT_TRUE(node.wait_for_log("no discovery handler named 'testDevices' is loaded"))
+      << node.log();
+  fs::copy_file(TEST_DEVICES_SO, handler_dir_ / "libfixture-test-devices.so");
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
+}
+
+TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
+  echo_configuration("cams", {"cam0", "cam1"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+  int status = node.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << node.log();
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(root_ / "node-a" / "dp"))
+    if (entry.path().filename() != "kubelet.sock") left.push_back(entry.path().filename());
+  EXPECT_TRUE(left.empty()) << "sockets left behind: " << left.size();
+  EXPECT_EQ(instances().size(), 2u) << "Instances stay for the next start";
+}
+
+}  // namespace
+}  // namespace dowser::it
