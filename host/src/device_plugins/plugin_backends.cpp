@@ -43,6 +43,7 @@ void respond(const capacity::CapacityManager& capacity, const capacity::DeviceCa
              v1beta1::AllocateResponse& response) {
   for (const auto& container : claims) {
     std::vector<SlotGrant> grants;
+    grants.reserve(container.size());
     for (const auto& [instance, slot] : container)
       grants.push_back(grant_for(capacity, catalog, namespace_name, instance, slot));
     fill_container_response(grants, *response.add_container_responses());
@@ -77,7 +78,9 @@ void fill_container_response(const std::vector<SlotGrant>& grants,
     std::transform(hash.begin(), hash.end(), hash.begin(),
                    [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
     for (const auto& [key, value] : grant.environment) {
-      (*response.mutable_envs())[key + "_" + hash] = value;
+      std::string suffixed = key;
+      suffixed.append("_").append(hash);
+      (*response.mutable_envs())[suffixed] = value;
       if (grants.size() == 1) (*response.mutable_envs())[key] = value;
     }
     for (const auto& mount : grant.mounts) {

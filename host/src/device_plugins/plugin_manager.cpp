@@ -180,7 +180,7 @@ void PluginManager::send_registration(const std::string& resource_name, uint64_t
   call->request.mutable_options()->set_get_preferred_allocation_available(true);
   call->stub->async()->Register(
       &call->context, &call->request, &call->response,
-      [this, alive = alive_, call, resource_name, generation](grpc::Status status) {
+      [this, alive = alive_, call, resource_name, generation](const grpc::Status& status) {
         boost::asio::post(core_, [this, alive, call, resource_name, generation, status] {
           if (*alive) registration_done(resource_name, generation, status);
         });

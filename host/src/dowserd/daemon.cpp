@@ -21,15 +21,15 @@ Daemon::Daemon(DaemonOptions options)
       capacity_(store_, options_.node_name),
       reconciler_(store_, capacity_, options_.node_name, options_.resource_domain),
       plugins_(core_, plugins::PluginManagerOptions{options_.kubelet_dir}),
-      discovery_(
-          core_, discovery::DiscoveryOptions{options_.handler_dir, options_.handler_rescan},
-          discovery::DiscoveryManager::Events{[this](const auto& key, host::Snapshot snapshot) {
-                                                snapshot_arrived(key, std::move(snapshot));
-                                              },
-                                              [](const auto& key, const std::string& reason) {
-                                                spdlog::error("Configuration {}/{}: discovery: {}",
-                                                              key.first, key.second, reason);
-                                              }}),
+      discovery_(core_, discovery::DiscoveryOptions{options_.handler_dir, options_.handler_rescan},
+                 discovery::DiscoveryManager::Events{
+                     [this](const ConfigurationKey& key, host::Snapshot snapshot) {
+                       snapshot_arrived(key, std::move(snapshot));
+                     },
+                     [](const ConfigurationKey& key, const std::string& reason) {
+                       spdlog::error("Configuration {}/{}: discovery: {}", key.first, key.second,
+                                     reason);
+                     }}),
       expiry_timer_(core_) {}
 
 Daemon::~Daemon() { shutdown(); }
