@@ -1,0 +1,529 @@
+// dowser-bench: measures dowserd against the kubelet simulator, next to the
+// physical limit of the same gRPC build on the same machine, in one run.
+//
+//   dowser-bench --dowserd PATH --handlers DIR [--events N] [--scale 1000,5000] [--json FILE]
+//
+// Prints a table (and JSON): gRPC baselines; discovery-to-kubelet latency for
+// IL (new plugin, registration included) and CL (list update); Allocate round
+// trips; scale (registration time, memory, threads, fds, idle CPU); startup.
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+
+#include <dowser/kubelet_sim.hpp>
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// ---- figures ------------------------------------------------------------------
+
+struct Latency {
+  double p50 = 0, p99 = 0, max = 0;  // microseconds
+  size_t samples = 0;
+};
+
+Latency summarize(std::vector<double> us) {
+  Latency result;
+  if (us.empty()) return result;
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) {
+    return us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))];
+  };
+  return {at(0.50), at(0.99), us.back(), us.size()};
+}
+
+double micros_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+json to_json(const Latency& l) {
+  return {{"p50_us", l.p50}, {"p99_us", l.p99}, {"max_us", l.max}, {"samples", l.samples}};
+}
+
+// ---- the physical limit: one gRPC server and client over a unix socket ---------
+
+class BaselinePlugin : public v1beta1::DevicePlugin::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* context,
+                                                   const v1beta1::Empty*,
+                                                   v1beta1::DevicePluginOptions*) override {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  class Stream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse> {
+   public:
+    void send() {
+      {
+        std::unique_lock lock(mutex_);
+        idle_.wait(lock, [this] { return !writing_; });  // one write at a time
+        writing_ = true;
+      }
+      message_.clear_devices();
+      message_.add_devices()->set_id("x");
+      StartWrite(&message_);
+    }
+    void OnWriteDone(bool) override {
+      std::lock_guard lock(mutex_);
+      writing_ = false;
+      idle_.notify_all();
+    }
+    void OnCancel() override { Finish(grpc::Status::OK); }
+    void OnDone() override { delete this; }
+    v1beta1::ListAndWatchResponse message_;
+    std::mutex mutex_;
+    std::condition_variable idle_;
+    bool writing_ = false;
+  };
+
+  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
+      grpc::CallbackServerContext*, const v1beta1::Empty*) override {
+    std::lock_guard lock(mutex);
+    stream = new Stream();
+    opened.notify_all();
+    return stream;
+  }
+
+  std::mutex mutex;
+  std::condition_variable opened;
+  Stream* stream = nullptr;
+};
+
+std::pair<Latency, Latency> grpc_baseline(const fs::path& dir, int samples) {
+  fs::path socket = dir / "baseline.sock";
+  BaselinePlugin service;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket.string(), grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  auto stub = v1beta1::DevicePlugin::NewStub(
+      grpc::CreateChannel("unix:" + socket.string(), grpc::InsecureChannelCredentials()));
+
+  std::vector<double> unary;
+  for (int i = 0; i < samples + 100; ++i) {
+    grpc::ClientContext context;
+    v1beta1::Empty empty;
+    v1beta1::DevicePluginOptions options;
+    auto start = Clock::now();
+    stub->GetDevicePluginOptions(&context, empty, &options);
+    if (i >= 100) unary.push_back(micros_since(start));  // first 100 warm up
+  }
+
+  grpc::ClientContext context;
+  auto reader = stub->ListAndWatch(&context, v1beta1::Empty());
+  {
+    std::unique_lock lock(service.mutex);
+    service.opened.wait(lock, [&] { return service.stream != nullptr; });
+  }
+  std::vector<double> stream;
+  v1beta1::ListAndWatchResponse message;
+  for (int i = 0; i < samples; ++i) {
+    auto start = Clock::now();
+    service.stream->send();
+    reader->Read(&message);
+    stream.push_back(micros_since(start));
+  }
+  context.TryCancel();
+  server->Shutdown(std::chrono::system_clock::now());
+  return {summarize(unary), summarize(stream)};
+}
+
+// ---- dowserd as a process ------------------------------------------------------
+
+struct ProcessFigures {
+  double rss_mb = 0;
+  int threads = 0;
+  int fds = 0;
+};
+
+ProcessFigures figures_of(pid_t pid) {
+  ProcessFigures figures;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) figures.rss_mb = std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind("Threads:", 0) == 0) figures.threads = std::stoi(line.substr(8));
+  }
+  for ([[maybe_unused]] const auto& fd :
+       fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    ++figures.fds;
+  return figures;
+}
+
+double cpu_seconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stol(field);  // utime + stime
+  return static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+class Node {
+ public:
+  Node(const fs::path& root, const fs::path& dowserd, const fs::path& handlers) : root_(root) {
+    fs::create_directories(root / "configs");
+    dowser::testkit::KubeletSimulatorConfig config;
+    config.device_plugin_dir = root / "dp";
+    config.podresources_socket = root / "podres.sock";
+    kubelet = std::make_unique<dowser::testkit::KubeletSimulator>(config);
+    dowserd_ = dowserd;
+    handlers_ = handlers;
+  }
+  ~Node() { stop(); }
+
+  void start() {
+    started = Clock::now();
+    pid = ::fork();
+    if (pid == 0) {
+      if (std::freopen((root_ / "dowserd.log").c_str(), "w", stderr) == nullptr) ::_exit(126);
+      std::vector<std::string> args = {dowserd_.string(),
+                                       "--node-name=bench-node",
+                                       "--config-dir=" + (root_ / "configs").string(),
+                                       "--handler-dir=" + handlers_.string(),
+                                       "--state-dir=" + state_dir().string(),
+                                       "--kubelet-dir=" + (root_ / "dp").string(),
+                                       "--podresources-socket=" + (root_ / "podres.sock").string(),
+                                       "--log-level=warn"};
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  void stop() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+
+  void configuration(const std::string& name, int capacity, const std::string& handler,
+                     const std::string& properties = "") {
+    std::ofstream(root_ / "configs" / (name + ".yaml"))
+        << "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: " << name
+        << "}\nspec:\n  capacity: " << capacity << "\n  discoveryHandler:\n    name: " << handler
+        << "\n"
+        << properties;
+  }
+
+  std::unique_ptr<dowser::testkit::KubeletSimulator> kubelet;
+  pid_t pid = -1;
+  Clock::time_point started;
+  static inline fs::path state_base;  // where state dirs go (--state-base)
+
+ private:
+  fs::path state_dir() const {
+    return state_base.empty() ? root_ / "state" : state_base / root_.filename();
+  }
+
+  fs::path root_, dowserd_, handlers_;
+};
+
+void send_devices(const fs::path& socket, const std::vector<std::string>& ids) {
+  std::string text;
+  for (const auto& id : ids) text += id + "\n";
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strcpy(address.sun_path, socket.c_str());
+  ::sendto(fd, text.data(), text.size(), 0, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::close(fd);
+}
+
+std::string bench_properties(const fs::path& socket) {
+  return "    discoveryProperties:\n      - name: BENCH_SOCKET\n        value: " + socket.string() +
+         "\n";
+}
+
+bool wait_until(const dowser::testkit::KubeletSimulator& kubelet,
+                const std::function<bool(const dowser::testkit::SimulatorStatus&)>& predicate,
+                std::chrono::milliseconds timeout = 30s) {
+  return kubelet.wait_for(predicate, timeout);
+}
+
+// Polls instead of re-checking on every change: with thousands of plugins,
+// copying the simulator's status per list would dominate what is measured.
+bool poll_until(const dowser::testkit::KubeletSimulator& kubelet,
+                const std::function<bool(const dowser::testkit::SimulatorStatus&)>& predicate,
+                std::chrono::seconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (predicate(kubelet.status())) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+bool streaming_with(const dowser::testkit::SimulatorStatus& status, const std::string& resource,
+                    size_t devices) {
+  const auto* r = status.resource(resource);
+  return r && r->streaming && r->devices.size() == devices;
+}
+
+// IL: a new device's plugin registered and listing its slot. CL: the list
+// that has one more placeholder.
+std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::path& dowserd,
+                                              const fs::path& handlers, int events) {
+  Node node(root, dowserd, handlers);
+  fs::path socket = root / "bench.sock";
+  node.configuration("lat", 1, "benchHandler", bench_properties(socket));
+  node.start();
+  if (!wait_until(*node.kubelet, [](const auto& s) { return streaming_with(s, "akri.sh/lat", 0); }))
+    throw std::runtime_error("the CL plugin never registered; see " +
+                             (root / "dowserd.log").string());
+  std::vector<double> il, cl;
+  for (int i = 0; i < events; ++i) {
+    std::string id = "dev-" + std::to_string(i);
+    std::mutex mutex;
+    std::optional<double> il_at, cl_at;
+    auto start = Clock::now();
+    send_devices(socket, {id});
+    wait_until(*node.kubelet, [&](const dowser::testkit::SimulatorStatus& status) {
+      if (!cl_at && streaming_with(status, "akri.sh/lat", 1)) cl_at = micros_since(start);
+      if (!il_at) {
+        for (const auto& [name, resource] : status.resources)
+          if (name != "akri.sh/lat" && resource.streaming && resource.devices.size() == 1 &&
+              resource.devices[0].healthy())
+            il_at = micros_since(start);
+      }
+      return il_at && cl_at;
+    });
+    if (il_at) il.push_back(*il_at);
+    if (cl_at) cl.push_back(*cl_at);
+    send_devices(socket, {});  // the local device goes at once: wait for a clean slate
+    wait_until(*node.kubelet, [](const dowser::testkit::SimulatorStatus& status) {
+      if (!streaming_with(status, "akri.sh/lat", 0)) return false;
+      for (const auto& [name, resource] : status.resources)
+        if (name != "akri.sh/lat" && resource.streaming) return false;
+      return true;
+    });
+  }
+  return {summarize(il), summarize(cl)};
+}
+
+// A plugin's stub, dialled like the kubelet does.
+std::unique_ptr<v1beta1::DevicePlugin::Stub> plugin_stub(const fs::path& dir,
+                                                         const dowser::testkit::SimulatorStatus& s,
+                                                         const std::string& resource) {
+  return v1beta1::DevicePlugin::NewStub(
+      grpc::CreateChannel("unix:" + (dir / s.resource(resource)->endpoint).string(),
+                          grpc::InsecureChannelCredentials()));
+}
+
+// One Allocate RPC for one device id; microseconds, or nullopt if refused.
+std::optional<double> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const std::string& id) {
+  v1beta1::AllocateRequest request;
+  request.add_container_requests()->add_devices_ids(id);
+  v1beta1::AllocateResponse response;
+  grpc::ClientContext context;
+  auto start = Clock::now();
+  auto status = stub.Allocate(&context, request, &response);
+  double us = micros_since(start);
+  if (!status.ok()) return std::nullopt;
+  return us;
+}
+
+// Allocate RPCs straight to the plugins (what the kubelet's Allocate costs),
+// with `instances` Instances of capacity 4 in one Configuration.
+std::pair<Latency, Latency> allocate_latency(const fs::path& root, const fs::path& dowserd,
+                                             const fs::path& handlers, int instances, int calls) {
+  Node node(root, dowserd, handlers);
+  fs::path socket = root / "bench.sock";
+  node.configuration("alloc", 4, "benchHandler", bench_properties(socket));
+  node.start();
+  wait_until(*node.kubelet, [](const auto& s) { return streaming_with(s, "akri.sh/alloc", 0); });
+  std::vector<std::string> ids;
+  for (int i = 0; i < instances; ++i) ids.push_back("dev-" + std::to_string(i));
+  send_devices(socket, ids);
+  if (!poll_until(
+          *node.kubelet,
+          [&](const auto& s) {
+            return s.resources.size() == static_cast<size_t>(instances) + 1 &&
+                   streaming_with(s, "akri.sh/alloc", instances);
+          },
+          120s))
+    throw std::runtime_error("not every plugin registered for the Allocate benchmark");
+  auto status = node.kubelet->status();
+  fs::path dp = root / "dp";
+  std::vector<double> cl, il;
+  // CL: each call takes a placeholder; the next one is taken once listed.
+  auto cl_stub = plugin_stub(dp, status, "akri.sh/alloc");
+  std::set<std::string> used;
+  for (int i = 0; i < calls; ++i) {
+    std::string id;
+    wait_until(*node.kubelet, [&](const dowser::testkit::SimulatorStatus& s) {
+      for (const auto& device : s.resource("akri.sh/alloc")->devices)
+        if (device.healthy() && !used.count(device.id)) id = device.id;
+      return !id.empty();
+    });
+    used.insert(id);
+    if (auto us = timed_allocate(*cl_stub, id)) cl.push_back(*us);
+  }
+  // IL: slot 3 of Instances the CL calls left alone (they take slot 0 first).
+  int done = 0;
+  for (const auto& [name, resource] : status.resources) {
+    if (name == "akri.sh/alloc" || done++ >= calls) continue;
+    auto stub = plugin_stub(dp, status, name);
+    std::string instance = name.substr(name.find('/') + 1);
+    if (auto us = timed_allocate(*stub, instance + "-3")) il.push_back(*us);
+  }
+  return {summarize(il), summarize(cl)};
+}
+
+json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handlers, int instances) {
+  Node node(root, dowserd, handlers);
+  fs::path socket = root / "bench.sock";
+  node.configuration("scale", 4, "benchHandler", bench_properties(socket));
+  node.start();
+  wait_until(*node.kubelet, [](const auto& s) { return streaming_with(s, "akri.sh/scale", 0); });
+  std::vector<std::string> ids;
+  for (int i = 0; i < instances; ++i) ids.push_back("dev-" + std::to_string(i));
+  auto start = Clock::now();
+  send_devices(socket, ids);
+  bool all = poll_until(
+      *node.kubelet,
+      [&](const dowser::testkit::SimulatorStatus& s) {
+        size_t ready = 0;
+        for (const auto& [name, resource] : s.resources)
+          ready += resource.streaming && resource.devices.size() == 4 ? 1 : 0;
+        return ready == static_cast<size_t>(instances);
+      },
+      600s);
+  double seconds = micros_since(start) / 1e6;
+  auto figures = figures_of(node.pid);
+  double cpu_before = cpu_seconds(node.pid);
+  std::this_thread::sleep_for(10s);
+  double idle_cpu = (cpu_seconds(node.pid) - cpu_before) / 10.0 * 100.0;
+  return {{"instances", instances},      {"all_registered", all},      {"registration_s", seconds},
+          {"rss_mb", figures.rss_mb},    {"threads", figures.threads}, {"fds", figures.fds},
+          {"idle_cpu_percent", idle_cpu}};
+}
+
+json startup(const fs::path& root, const fs::path& dowserd, const fs::path& handlers) {
+  Node node(root, dowserd, handlers);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(handlers))
+    names.push_back(entry.path().filename());
+  // One empty Configuration per handler kind we can name without devices.
+  node.configuration("start-bench", 1, "benchHandler");
+  node.configuration("start-echo", 1, "debugEcho", "    discoveryDetails: 'descriptions: []'\n");
+  node.start();
+  bool ready = wait_until(*node.kubelet, [](const dowser::testkit::SimulatorStatus& s) {
+    return streaming_with(s, "akri.sh/start-bench", 0) &&
+           streaming_with(s, "akri.sh/start-echo", 0);
+  });
+  double ms = micros_since(node.started) / 1000.0;
+  auto figures = figures_of(node.pid);
+  return {{"handlers", names.size()},
+          {"ready", ready},
+          {"ready_ms", ms},
+          {"rss_mb", figures.rss_mb},
+          {"threads", figures.threads}};
+}
+
+std::string row(const std::string& what, const Latency& l, double baseline_p99) {
+  std::ostringstream out;
+  out << std::left << std::setw(44) << what << std::right << std::fixed << std::setprecision(0)
+      << std::setw(9) << l.p50 << std::setw(9) << l.p99 << std::setw(10) << l.max
+      << std::setprecision(1) << std::setw(9) << (baseline_p99 > 0 ? l.p99 / baseline_p99 : 0)
+      << std::setw(8) << l.samples;
+  return out.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path dowserd, handlers, json_out;
+  int events = 1000, calls = 500, allocate_instances = 1000;
+  std::vector<int> scales = {1000, 5000};
+  CLI::App app{"dowser-bench: dowserd latency and scale against the kubelet simulator"};
+  app.add_option("--dowserd", dowserd, "the dowserd binary")->required()->check(CLI::ExistingFile);
+  app.add_option("--handlers", handlers, "directory with benchHandler and debugEcho")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--events", events, "discovery events to time")->capture_default_str();
+  app.add_option("--calls", calls, "Allocate calls to time per kind")->capture_default_str();
+  app.add_option("--allocate-instances", allocate_instances, "Instances in the Allocate run")
+      ->capture_default_str();
+  app.add_option("--scale", scales, "Instance counts for the scale runs")->delimiter(',');
+  app.add_option("--json", json_out, "also write the figures as JSON here");
+  app.add_option("--state-base", Node::state_base,
+                 "put dowserd's state (the file store) here instead, e.g. /dev/shm, to see "
+                 "what fsync costs");
+  CLI11_PARSE(app, argc, argv);
+  ::signal(SIGPIPE, SIG_IGN);
+  spdlog::set_level(spdlog::level::warn);  // the simulator's per-list lines would swamp the table
+
+  std::string pattern = "/tmp/dowser-bench-XXXXXX";
+  fs::path root = ::mkdtemp(pattern.data());
+  auto stage = [&](const std::string& name) {
+    std::cerr << "... " << name << std::endl;
+    fs::path dir = root / name;
+    fs::create_directories(dir);
+    return dir;
+  };
+  json report;
+  report["cores"] = std::thread::hardware_concurrency();
+  auto [unary, stream] = grpc_baseline(stage("baseline"), 2000);
+  auto [il_discovery, cl_discovery] =
+      discovery_latency(stage("discovery"), dowserd, handlers, events);
+  auto [il_allocate, cl_allocate] =
+      allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls);
+  report["baseline"] = {{"unary", to_json(unary)}, {"stream", to_json(stream)}};
+  report["discovery_to_kubelet"] = {{"il", to_json(il_discovery)}, {"cl", to_json(cl_discovery)}};
+  report["allocate"] = {{"il", to_json(il_allocate)},
+                        {"cl", to_json(cl_allocate)},
+                        {"instances", allocate_instances}};
+
+  std::cout << std::left << std::setw(44) << "latency (microseconds)" << std::right << std::setw(9)
+            << "p50" << std::setw(9) << "p99" << std::setw(10) << "max" << std::setw(9)
+            << "p99/base" << std::setw(8) << "n"
+            << "\n"
+            << row("baseline: gRPC unary call (UDS)", unary, unary.p99) << "\n"
+            << row("baseline: gRPC stream message (UDS)", stream, stream.p99) << "\n"
+            << row("discovery -> kubelet, CL list update", cl_discovery, stream.p99) << "\n"
+            << row("discovery -> kubelet, IL new plugin", il_discovery, stream.p99) << "\n"
+            << row("Allocate RPC, IL (file store)", il_allocate, unary.p99) << "\n"
+            << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n";
+
+  for (int count : scales) {
+    auto figures = scale(stage("scale-" + std::to_string(count)), dowserd, handlers, count);
+    report["scale"].push_back(figures);
+    std::cout << "scale " << count << " Instances (capacity 4): " << figures.dump() << "\n";
+  }
+  report["startup"] = startup(stage("startup"), dowserd, handlers);
+  std::cout << "startup: " << report["startup"].dump() << "\n";
+  if (!json_out.empty()) std::ofstream(json_out) << report.dump(2) << "\n";
+  fs::remove_all(root);
+  return 0;
+}
