@@ -44,7 +44,7 @@ DiscoverRequest request_for(const configuration::Configuration& configuration) {
     if (!reference) {
       request.properties[property.name] = std::nullopt;  // present, without a value
     } else if (!reference->optional) {
-      throw std::runtime_error("discovery property " + property.name +
+      throw std::invalid_argument("discovery property " + property.name +
                                " takes its value from a Secret or ConfigMap, which needs the "
                                "Kubernetes backend");
     }
@@ -262,8 +262,8 @@ void DiscoveryManager::open_session(Session& session) {
   DiscoverRequest request;
   try {
     request = request_for(configuration);
-  } catch (const std::runtime_error& e) {
-    events_.failed(key, e.what());
+  } catch (const std::invalid_argument& e) {
+    events_.failed(key, e.what());  // nothing to retry: the Configuration must change
     return;
   }
   session.owner = loaded;

@@ -56,7 +56,8 @@ class DiscoveryManager {
   // Loads the handler directory and keeps rescanning it for new handlers.
   void start();
   // Checks a Configuration with its handler's validate entry. Throws
-  // host::HandlerCallError (bad details) or std::runtime_error (no handler).
+  // host::HandlerCallError (bad details), std::invalid_argument (a request
+  // this backend cannot build) or std::runtime_error (no handler loaded).
   // Blocks on the handler's control thread: for load time, not hot paths.
   void validate(const configuration::Configuration& configuration);
   // Starts (or restarts, when its discovery changed) the session.

@@ -335,8 +335,9 @@ class Reporter {
   Reporter(const dowser_host_api* api, Host host, dowser_session_host* session)
       : state_(std::make_shared<State>(api, host, session)) {}
 
-  // Reports the full list of devices seen now. Returns false once the
-  // session is stopping: the caller should stop producing.
+  // Reports the full list of devices seen now. Returns false when the host
+  // did not take it: the session is stopping (stop producing), or the
+  // snapshot was malformed (duplicate ids; the host logs why).
   bool report(const std::vector<Device>& devices) const {
     abi::DeviceViews views(devices);
     std::shared_lock lock(state_->mutex);

@@ -241,6 +241,20 @@ TEST_F(CapacityManagerTest, InstanceLevelClaimsAsAkriScenarioEight) {
       AllocationError);
 }
 
+TEST_F(CapacityManagerTest, ConfigurationLevelClaimTakesTheFirstFreeSlotAsAkriScenarioTwelve) {
+  add(instance("instance-a", 4,
+               {{"instance-a-0", "C:akri.sh/config-a-1:node-a"},
+                {"instance-a-1", "node-a"},
+                {"instance-a-2", "node-b"}}));
+  auto table = table_of(*node_a_, {"instance-a"});
+  ASSERT_TRUE(table.is_placeholder("0"));
+  auto claims = node_a_->allocate_configuration_level(
+      "default", {{"0"}}, table, instances_of(*node_a_, {"instance-a"}), UniqueInstances::required);
+  ASSERT_EQ(claims.size(), 1u) << "one response per container request";
+  EXPECT_EQ(claims[0], (ContainerClaims{{"instance-a", 3}}));
+  EXPECT_EQ(usage("instance-a").at("instance-a-3"), "C:0:node-a");
+}
+
 TEST_F(CapacityManagerTest, AFailedInstanceLevelCallClaimsNothing) {
   add(instance("inst", 3, {{"inst-2", "node-b"}}));
   EXPECT_THROW(node_a_->allocate_instance_level({"default", "inst"},
