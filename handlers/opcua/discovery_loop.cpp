@@ -1,0 +1,59 @@
+#include "discovery_loop.hpp"
+
+#include "ua_client.hpp"
+
+namespace opcua {
+
+ServicesFactory network_services(const ClientOptions& options) {
+  return [options](const Cancellation& cancellation) {
+    DiscoveryServices services;
+    services.find_servers = [options, &cancellation](const std::string& url) {
+      return find_servers(url, options, cancellation);
+    };
+    services.get_endpoints = [options, &cancellation](const std::string& url) {
+      return get_endpoints(url, options, cancellation);
+    };
+    services.resolves = resolves_with_getaddrinfo;
+    return services;
+  };
+}
+
+DiscoveryLoop::DiscoveryLoop(Settings settings, const ServicesFactory& services, Report report,
+                             StateLog::Sink log)
+    : settings_(std::move(settings)),
+      services_(services(cancellation_)),
+      report_(std::move(report)),
+      log_(std::move(log)),
+      latest_(settings_.discovery_urls.size()) {
+  threads_.reserve(settings_.discovery_urls.size());
+  for (size_t i = 0; i < settings_.discovery_urls.size(); ++i)
+    threads_.emplace_back([this, i] { scan_repeatedly(i); });
+}
+
+DiscoveryLoop::~DiscoveryLoop() {
+  cancellation_.cancel();
+  for (auto& thread : threads_) thread.join();
+}
+
+void DiscoveryLoop::scan_repeatedly(size_t url_index) {
+  const std::string& url = settings_.discovery_urls[url_index];
+  do {
+    try {
+      auto devices = scan_url(url, settings_, services_, log_);
+      if (cancellation_.cancelled()) return;  // a cancelled scan saw nothing real
+      publish(url_index, std::move(devices));
+    } catch (const std::exception& e) {  // out of memory, or a report that failed
+      log_.failed(url, std::string("scan failed: ") + e.what());
+    }
+  } while (cancellation_.sleep_for(settings_.discovery_interval));
+}
+
+void DiscoveryLoop::publish(size_t url_index, std::vector<dowser::Device> devices) {
+  std::lock_guard lock(mutex_);
+  latest_[url_index] = std::move(devices);
+  auto merged = merge_unique(latest_);
+  if (reported_ == merged) return;
+  if (report_(merged)) reported_ = std::move(merged);
+}
+
+}  // namespace opcua

@@ -1,0 +1,59 @@
+// A discovery session's threads: one per configured URL, each scanning its
+// URL every interval, so a URL that hangs until its timeout never delays
+// the others. Their results are merged, and reported only when the merged
+// snapshot changes.
+#ifndef DOWSER_HANDLERS_OPCUA_DISCOVERY_LOOP_HPP
+#define DOWSER_HANDLERS_OPCUA_DISCOVERY_LOOP_HPP
+
+#include "cancellation.hpp"
+#include "opcua_discovery.hpp"
+#include "opcua_settings.hpp"
+#include "state_log.hpp"
+
+#include <dowser/handler.hpp>
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace opcua {
+
+// The services a session uses, bound to its cancellation.
+using ServicesFactory = std::function<DiscoveryServices(const Cancellation&)>;
+
+// The real network: UA-TCP calls with the settings' client options.
+ServicesFactory network_services(const ClientOptions& options);
+
+class DiscoveryLoop {
+ public:
+  // Returns false once the session is stopping.
+  using Report = std::function<bool(const std::vector<dowser::Device>&)>;
+
+  // Starts the threads at once; the first scans begin immediately.
+  DiscoveryLoop(Settings settings, const ServicesFactory& services, Report report,
+                StateLog::Sink log);
+  // Cancels every wait, including network I/O in progress, and joins.
+  ~DiscoveryLoop();
+  DiscoveryLoop(const DiscoveryLoop&) = delete;
+  DiscoveryLoop& operator=(const DiscoveryLoop&) = delete;
+
+ private:
+  void scan_repeatedly(size_t url_index);
+  void publish(size_t url_index, std::vector<dowser::Device> devices);
+
+  Settings settings_;
+  Cancellation cancellation_;
+  DiscoveryServices services_;
+  Report report_;
+  StateLog log_;
+  std::mutex mutex_;  // guards the two members below and orders reports
+  std::vector<std::vector<dowser::Device>> latest_;  // per URL: its last scan
+  std::optional<std::vector<dowser::Device>> reported_;
+  std::vector<std::thread> threads_;  // last: started once the rest is ready
+};
+
+}  // namespace opcua
+
+#endif  // DOWSER_HANDLERS_OPCUA_DISCOVERY_LOOP_HPP

@@ -1,0 +1,128 @@
+// A session's threads: one per URL, merged reports, reports only on change,
+// and a stop that interrupts whatever is waiting.
+#include "discovery_loop.hpp"
+#include "fake_network.hpp"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+
+namespace opcua::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ua::ApplicationType;
+
+// The snapshots a loop reported, in order.
+class Reports {
+ public:
+  DiscoveryLoop::Report callback() {
+    return [this](const std::vector<dowser::Device>& devices) {
+      std::lock_guard lock(mutex_);
+      snapshots_.push_back(devices);
+      changed_.notify_all();
+      return true;
+    };
+  }
+  bool wait_for(const std::function<bool(const std::vector<dowser::Device>&)>& predicate,
+                std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout,
+                             [&] { return !snapshots_.empty() && predicate(snapshots_.back()); });
+  }
+  size_t count() {
+    std::lock_guard lock(mutex_);
+    return snapshots_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::vector<dowser::Device>> snapshots_;
+};
+
+std::vector<std::string> ids(const std::vector<dowser::Device>& devices) {
+  std::vector<std::string> result;
+  for (const auto& device : devices) result.push_back(device.id);
+  return result;
+}
+
+auto has_ids(std::vector<std::string> expected) {
+  return
+      [expected](const std::vector<dowser::Device>& devices) { return ids(devices) == expected; };
+}
+
+class OpcuaLoop : public ::testing::Test {
+ protected:
+  OpcuaLoop() { network_.resolvable("10.0.0.7"); }
+
+  void serve(const std::string& lds, const std::vector<std::string>& server_urls) {
+    std::vector<ua::ApplicationDescription> apps;
+    for (const auto& url : server_urls) {
+      apps.push_back(application(url, ApplicationType::server, {url}));
+      network_.set_endpoints(url, {});
+    }
+    network_.set_find_servers(lds, apps);
+  }
+
+  std::unique_ptr<DiscoveryLoop> start(std::vector<std::string> urls,
+                                       std::chrono::milliseconds interval = 10ms) {
+    Settings settings;
+    settings.discovery_urls = std::move(urls);
+    settings.discovery_interval = interval;
+    return std::make_unique<DiscoveryLoop>(
+        settings, [this](const Cancellation& c) { return network_.services(c); },
+        reports_.callback(), logs_.sink());
+  }
+
+  FakeNetwork network_;
+  Reports reports_;
+  LogRecorder logs_;
+};
+
+TEST_F(OpcuaLoop, AHangingUrlDoesNotDelayTheOthers) {
+  network_.hang("opc.tcp://10.0.0.1:4840");
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:1"});
+  auto loop = start({"opc.tcp://10.0.0.1:4840", "opc.tcp://10.0.0.2:4840"}, 1h);
+  // The hanging call never returns before the loop stops, so a report
+  // now cannot have waited for it.
+  ASSERT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
+  ASSERT_TRUE(network_.wait_for_calls(2, 10s));
+  EXPECT_EQ(network_.hanging_calls(), 1u) << "the first URL still hangs";
+  loop.reset();  // must interrupt the hanging call
+  EXPECT_EQ(network_.hanging_calls(), 0u);
+}
+
+TEST_F(OpcuaLoop, ReportsOnlyWhenTheMergedSnapshotChanges) {
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:1"});
+  auto loop = start({"opc.tcp://10.0.0.2:4840"});
+  ASSERT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
+  // Several more scans find the same: none of them reports.
+  ASSERT_TRUE(network_.wait_for_calls(network_.find_servers_calls() + 5, 10s));
+  EXPECT_EQ(reports_.count(), 1u);
+
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2"});
+  EXPECT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2"})));
+  EXPECT_EQ(reports_.count(), 2u);
+}
+
+TEST_F(OpcuaLoop, AServerTwoLdsesNameIsOneDevice) {
+  serve("opc.tcp://10.0.0.1:4840", {"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2"});
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:3", "opc.tcp://10.0.0.7:1"});
+  auto loop = start({"opc.tcp://10.0.0.1:4840", "opc.tcp://10.0.0.2:4840"});
+  EXPECT_TRUE(reports_.wait_for(
+      has_ids({"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2", "opc.tcp://10.0.0.7:3"})));
+}
+
+TEST_F(OpcuaLoop, AServerThatGoesAwayIsReportedGone) {
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2"});
+  auto loop = start({"opc.tcp://10.0.0.2:4840"});
+  ASSERT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2"})));
+  network_.remove_endpoints("opc.tcp://10.0.0.7:2");  // still registered, no longer answering
+  EXPECT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
+  network_.remove_find_servers("opc.tcp://10.0.0.2:4840");  // the LDS itself goes
+  EXPECT_TRUE(reports_.wait_for(has_ids({})));
+}
+
+}  // namespace
+}  // namespace opcua::test

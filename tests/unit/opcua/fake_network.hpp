@@ -1,0 +1,135 @@
+// DiscoveryServices over a table instead of sockets, for the discovery
+// logic tests: which URL answers FindServers with what, which server answers
+// GetEndpoints, which host names resolve. Thread-safe; changes between scans.
+#pragma once
+
+#include "cancellation.hpp"
+#include "opcua_discovery.hpp"
+#include "tcp_stream.hpp"
+#include "ua_test_peer.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace opcua::test {
+
+class FakeNetwork {
+ public:
+  void set_find_servers(const std::string& url, std::vector<ua::ApplicationDescription> answer) {
+    std::lock_guard lock(mutex_);
+    find_servers_[url] = std::move(answer);
+  }
+  void remove_find_servers(const std::string& url) {
+    std::lock_guard lock(mutex_);
+    find_servers_.erase(url);
+  }
+  void set_endpoints(const std::string& url, std::vector<ua::EndpointDescription> answer) {
+    std::lock_guard lock(mutex_);
+    endpoints_[url] = std::move(answer);
+  }
+  void remove_endpoints(const std::string& url) {
+    std::lock_guard lock(mutex_);
+    endpoints_.erase(url);
+  }
+  // FindServers on url waits until the session is cancelled, like a peer
+  // that accepted the connection and never answers.
+  void hang(const std::string& url) {
+    std::lock_guard lock(mutex_);
+    hanging_.insert(url);
+  }
+  void resolvable(const std::string& host) {
+    std::lock_guard lock(mutex_);
+    resolvable_.insert(host);
+  }
+
+  size_t find_servers_calls() const { return find_servers_calls_; }
+  // Waits until FindServers has been called `count` times in all.
+  bool wait_for_calls(size_t count, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return called_.wait_for(lock, timeout, [&] { return find_servers_calls_ >= count; });
+  }
+  // Calls to a hanging URL that are waiting right now.
+  size_t hanging_calls() const { return hanging_calls_; }
+
+  DiscoveryServices services(const Cancellation& cancellation) {
+    DiscoveryServices services;
+    services.find_servers = [this, &cancellation](const std::string& url) {
+      return find_servers(url, cancellation);
+    };
+    services.get_endpoints = [this](const std::string& url) { return endpoints(url); };
+    services.resolves = [this](const std::string& host) {
+      std::lock_guard lock(mutex_);
+      return resolvable_.contains(host);
+    };
+    return services;
+  }
+
+ private:
+  std::vector<ua::ApplicationDescription> find_servers(const std::string& url,
+                                                       const Cancellation& cancellation) {
+    bool hangs = false;
+    {
+      std::lock_guard lock(mutex_);
+      ++find_servers_calls_;
+      hangs = hanging_.contains(url);
+      if (hangs) ++hanging_calls_;  // counted before anyone can see the call
+    }
+    called_.notify_all();
+    if (hangs) {
+      while (cancellation.sleep_for(std::chrono::hours(1))) {
+      }
+      --hanging_calls_;
+      throw Cancelled();
+    }
+    std::lock_guard lock(mutex_);
+    auto found = find_servers_.find(url);
+    if (found == find_servers_.end()) throw TransportError("connect to " + url + ": refused");
+    return found->second;
+  }
+
+  std::vector<ua::EndpointDescription> endpoints(const std::string& url) {
+    std::lock_guard lock(mutex_);
+    auto found = endpoints_.find(url);
+    if (found == endpoints_.end()) throw TransportError("connect to " + url + ": refused");
+    return found->second;
+  }
+
+  std::mutex mutex_;
+  std::condition_variable called_;
+  std::map<std::string, std::vector<ua::ApplicationDescription>> find_servers_;
+  std::map<std::string, std::vector<ua::EndpointDescription>> endpoints_;
+  std::set<std::string> hanging_;
+  std::set<std::string> resolvable_;
+  std::atomic<size_t> find_servers_calls_{0};
+  std::atomic<size_t> hanging_calls_{0};
+};
+
+// Log lines a StateLog wrote.
+class LogRecorder {
+ public:
+  StateLog::Sink sink() {
+    return [this](dowser::LogLevel level, const std::string& line) {
+      std::lock_guard lock(mutex_);
+      lines_.push_back({level, line});
+    };
+  }
+  size_t count(dowser::LogLevel level, const std::string& containing) const {
+    std::lock_guard lock(mutex_);
+    size_t n = 0;
+    for (const auto& [l, line] : lines_)
+      if (l == level && line.find(containing) != std::string::npos) ++n;
+    return n;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<dowser::LogLevel, std::string>> lines_;
+};
+
+}  // namespace opcua::test

@@ -1,0 +1,153 @@
+// One discovery pass, over a table of answers instead of sockets.
+#include "fake_network.hpp"
+
+#include <gtest/gtest.h>
+
+namespace opcua::test {
+namespace {
+
+using dowser::LogLevel;
+using ua::ApplicationType;
+using ua::MessageSecurityMode;
+
+const std::string kLds = "opc.tcp://10.0.0.5:4840";
+
+class OpcuaScan : public ::testing::Test {
+ protected:
+  OpcuaScan() : log_(recorder_.sink()) {
+    settings_.discovery_urls = {kLds};
+    network_.resolvable("10.0.0.7");
+    network_.resolvable("localhost");
+  }
+
+  // A server the LDS lists that answers GetEndpoints.
+  void add_server(const std::string& name, ApplicationType type, const std::string& url) {
+    servers_.push_back(application(name, type, {url}));
+    network_.set_find_servers(kLds, servers_);
+    network_.set_endpoints(url, endpoints_for({{MessageSecurityMode::none, "None"}}));
+  }
+
+  std::vector<std::string> scanned_ids() {
+    std::vector<std::string> ids;
+    for (const auto& device : scan_url(kLds, settings_, network_.services(cancellation_), log_))
+      ids.push_back(device.id);
+    return ids;
+  }
+
+  Settings settings_;
+  FakeNetwork network_;
+  Cancellation cancellation_;
+  LogRecorder recorder_;
+  StateLog log_;
+  std::vector<ua::ApplicationDescription> servers_;
+};
+
+TEST_F(OpcuaScan, KeepsServersAndClientAndServersOnly) {
+  add_server("S", ApplicationType::server, "opc.tcp://10.0.0.7:1");
+  add_server("CS", ApplicationType::client_and_server, "opc.tcp://10.0.0.7:2");
+  add_server("C", ApplicationType::client, "opc.tcp://10.0.0.7:3");
+  add_server("LDS", ApplicationType::discovery_server, "opc.tcp://10.0.0.7:4");
+  EXPECT_EQ(scanned_ids(),
+            (std::vector<std::string>{"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2"}));
+}
+
+TEST_F(OpcuaScan, IncludeAndExcludeFilterByApplicationName) {
+  add_server("Pump", ApplicationType::server, "opc.tcp://10.0.0.7:1");
+  add_server("Valve", ApplicationType::server, "opc.tcp://10.0.0.7:2");
+  settings_.application_names = NameFilter{NameFilter::Action::include, {"Valve"}};
+  EXPECT_EQ(scanned_ids(), std::vector<std::string>{"opc.tcp://10.0.0.7:2"});
+  settings_.application_names = NameFilter{NameFilter::Action::exclude, {"Valve"}};
+  EXPECT_EQ(scanned_ids(), std::vector<std::string>{"opc.tcp://10.0.0.7:1"});
+}
+
+TEST_F(OpcuaScan, TheFirstOpcTcpDiscoveryUrlIsUsed) {
+  servers_.push_back(
+      application("S", ApplicationType::server,
+                  {"https://10.0.0.7:443", "opc.tcp://10.0.0.7:1/a", "opc.tcp://10.0.0.7:2"}));
+  network_.set_find_servers(kLds, servers_);
+  network_.set_endpoints("opc.tcp://10.0.0.7:1/a", {});
+  EXPECT_EQ(scanned_ids(), std::vector<std::string>{"opc.tcp://10.0.0.7:1/a"});
+}
+
+TEST_F(OpcuaScan, AServerWithoutAnOpcTcpUrlIsSkippedAndLoggedOnce) {
+  servers_.push_back(application("Web", ApplicationType::server, {"https://10.0.0.7:443"}));
+  network_.set_find_servers(kLds, servers_);
+  EXPECT_TRUE(scanned_ids().empty());
+  EXPECT_TRUE(scanned_ids().empty());
+  EXPECT_EQ(recorder_.count(LogLevel::warn, "no opc.tcp discovery URL"), 1u);
+}
+
+TEST_F(OpcuaScan, UrlsThisNodeCannotUseAreRewrittenToTheLdsHost) {
+  add_server("Remote", ApplicationType::server, "opc.tcp://localhost:4841/x");
+  add_server("Unknown", ApplicationType::server, "opc.tcp://plc.invalid:4842");
+  add_server("Fine", ApplicationType::server, "opc.tcp://10.0.0.7:4843");
+  network_.set_endpoints("opc.tcp://10.0.0.5:4841/x", {});
+  network_.set_endpoints("opc.tcp://10.0.0.5:4842", {});
+  EXPECT_EQ(scanned_ids(),
+            (std::vector<std::string>{"opc.tcp://10.0.0.5:4841/x", "opc.tcp://10.0.0.5:4842",
+                                      "opc.tcp://10.0.0.7:4843"}));
+}
+
+TEST_F(OpcuaScan, DevicesCarryTheServersIdentityAndSecurity) {
+  servers_.push_back(application("Pump", ApplicationType::server, {"opc.tcp://10.0.0.7:1"}));
+  network_.set_find_servers(kLds, servers_);
+  network_.set_endpoints(
+      "opc.tcp://10.0.0.7:1",
+      endpoints_for({{MessageSecurityMode::none, "None"},
+                     {MessageSecurityMode::sign, "Basic256Sha256"},
+                     {MessageSecurityMode::sign, "Aes128_Sha256_RsaOaep"},
+                     {MessageSecurityMode::sign_and_encrypt, "Basic256Sha256"}}));
+  auto devices = scan_url(kLds, settings_, network_.services(cancellation_), log_);
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].id, "opc.tcp://10.0.0.7:1");
+  EXPECT_EQ(devices[0].sharing, dowser::Sharing::shared);
+  EXPECT_EQ(devices[0].properties,
+            (dowser::Properties{
+                {"OPCUA_DISCOVERY_URL", "opc.tcp://10.0.0.7:1"},
+                {"OPCUA_APPLICATION_NAME", "Pump"},
+                {"OPCUA_APPLICATION_URI", "urn:test:Pump"},
+                {"OPCUA_SECURITY_POLICIES", "None,Basic256Sha256,Aes128_Sha256_RsaOaep"},
+                {"OPCUA_SECURITY_MODES", "None,Sign,SignAndEncrypt"},
+            }));
+}
+
+TEST_F(OpcuaScan, AServerThatDoesNotAnswerIsLeftOutAndLoggedOncePerChange) {
+  add_server("A", ApplicationType::server, "opc.tcp://10.0.0.7:1");
+  add_server("B", ApplicationType::server, "opc.tcp://10.0.0.7:2");
+  network_.remove_endpoints("opc.tcp://10.0.0.7:2");
+  EXPECT_EQ(scanned_ids(), std::vector<std::string>{"opc.tcp://10.0.0.7:1"});
+  EXPECT_EQ(scanned_ids(), std::vector<std::string>{"opc.tcp://10.0.0.7:1"});
+  EXPECT_EQ(recorder_.count(LogLevel::warn, "opc.tcp://10.0.0.7:2: connect"), 1u);
+
+  network_.set_endpoints("opc.tcp://10.0.0.7:2", {});
+  EXPECT_EQ(scanned_ids().size(), 2u);
+  EXPECT_EQ(recorder_.count(LogLevel::info, "opc.tcp://10.0.0.7:2: answers again"), 1u);
+}
+
+TEST_F(OpcuaScan, AnUnreachableUrlYieldsNothingAndIsLoggedOncePerChange) {
+  EXPECT_TRUE(scanned_ids().empty());
+  EXPECT_TRUE(scanned_ids().empty());
+  EXPECT_EQ(recorder_.count(LogLevel::warn, kLds + ": connect"), 1u);
+  add_server("A", ApplicationType::server, "opc.tcp://10.0.0.7:1");
+  EXPECT_EQ(scanned_ids().size(), 1u);
+  EXPECT_EQ(recorder_.count(LogLevel::info, kLds + ": answers again"), 1u);
+}
+
+TEST(OpcuaMerge, DuplicatesAcrossListsAreOneDeviceAndTheFirstWins) {
+  auto device = [](const std::string& id, const std::string& name) {
+    dowser::Device d;
+    d.id = id;
+    d.properties["OPCUA_APPLICATION_NAME"] = name;
+    return d;
+  };
+  auto merged = merge_unique({{device("b", "from-1"), device("a", "from-1")},
+                              {device("c", "from-2")},
+                              {device("a", "from-3"), device("b", "from-3")}});
+  ASSERT_EQ(merged.size(), 3u);
+  EXPECT_EQ(merged[0], device("a", "from-1"));
+  EXPECT_EQ(merged[1], device("b", "from-1"));
+  EXPECT_EQ(merged[2], device("c", "from-2"));
+}
+
+}  // namespace
+}  // namespace opcua::test

@@ -1,0 +1,97 @@
+// opc.tcp URL parsing and the rewriting rule for advertised URLs.
+#include "opcua_url.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace opcua {
+namespace {
+
+OpcTcpUrl parsed(const std::string& text) {
+  auto url = parse_opc_tcp_url(text);
+  if (!url) throw std::invalid_argument(text);
+  return *url;
+}
+
+TEST(OpcuaUrl, ParsesHostPortAndPath) {
+  EXPECT_EQ(parsed("opc.tcp://10.0.0.5:4841/UA/Server"),
+            (OpcTcpUrl{"10.0.0.5", 4841, "/UA/Server"}));
+  EXPECT_EQ(parsed("OPC.TCP://Host"), (OpcTcpUrl{"Host", 4840, ""})) << "default port 4840";
+  EXPECT_EQ(parsed("opc.tcp://localhost:4840/"), (OpcTcpUrl{"localhost", 4840, "/"}));
+  EXPECT_EQ(parsed("opc.tcp://[::1]:48010"), (OpcTcpUrl{"::1", 48010, ""}));
+}
+
+TEST(OpcuaUrl, RefusesWhatIsNotAnOpcTcpUrl) {
+  std::string why;
+  for (const char* bad : {"http://h:80", "opc.tcp://", "opc.tcp://:4840", "opc.tcp://h:0",
+                          "opc.tcp://h:65536", "opc.tcp://h:12ab", "opc.tcp://u@h:4840",
+                          "opc.tcp://[::1", "opc.tcp://[::1]x", "opc.tcp://h:"}) {
+    EXPECT_FALSE(parse_opc_tcp_url(bad, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
+}
+
+TEST(OpcuaUrl, PrintsCanonically) {
+  EXPECT_EQ(to_string(OpcTcpUrl{"h", 4840, ""}), "opc.tcp://h:4840");
+  EXPECT_EQ(to_string(OpcTcpUrl{"fe80::1", 4841, "/x"}), "opc.tcp://[fe80::1]:4841/x");
+}
+
+TEST(OpcuaUrl, KnowsLoopbackHosts) {
+  for (const char* host :
+       {"localhost", "LOCALHOST", "localhost.", "app.localhost", "127.0.0.1", "127.1.2.3", "::1"})
+    EXPECT_TRUE(is_loopback_host(host)) << host;
+  for (const char* host : {"10.0.0.1", "128.0.0.1", "localhostx", "::2", "example.com"})
+    EXPECT_FALSE(is_loopback_host(host)) << host;
+}
+
+TEST(OpcuaUrl, ResolvesNumericAddressesAndNotInvalidNames) {
+  EXPECT_TRUE(resolves_with_getaddrinfo("127.0.0.1"));
+  EXPECT_FALSE(resolves_with_getaddrinfo("no-such-host.invalid"));
+}
+
+// Resolves only the names given; nothing here touches DNS.
+HostResolves resolves_only(std::set<std::string> names) {
+  return [names](const std::string& host) { return names.contains(host); };
+}
+
+std::string rewritten(const std::string& advertised, const std::string& queried,
+                      const HostResolves& resolves) {
+  return reachable_url(advertised, parsed(advertised), parsed(queried), resolves);
+}
+
+TEST(OpcuaUrl, AResolvableUrlIsKeptAsSent) {
+  auto all = resolves_only({"plc1.factory", "10.0.0.9", "localhost"});
+  EXPECT_EQ(rewritten("opc.tcp://plc1.factory:4841/", "opc.tcp://10.0.0.5:4840", all),
+            "opc.tcp://plc1.factory:4841/");
+  EXPECT_EQ(rewritten("opc.tcp://10.0.0.9:4841", "opc.tcp://10.0.0.5:4840", all),
+            "opc.tcp://10.0.0.9:4841");
+}
+
+TEST(OpcuaUrl, AnUnresolvableHostTakesTheQueriedHostKeepingPortAndPath) {
+  auto none = resolves_only({});
+  EXPECT_EQ(rewritten("opc.tcp://OPCTest.invalid:50000/OPCUA/Simulation",
+                      "opc.tcp://192.168.0.1:50000", none),
+            "opc.tcp://192.168.0.1:50000/OPCUA/Simulation");
+  EXPECT_EQ(rewritten("opc.tcp://box:4842", "opc.tcp://lds.site:4840/", none),
+            "opc.tcp://lds.site:4842");
+}
+
+TEST(OpcuaUrl, LocalhostFromARemoteLdsMeansTheLdsMachine) {
+  auto all = resolves_only({"localhost", "127.0.0.1"});
+  EXPECT_EQ(rewritten("opc.tcp://localhost:4841/a", "opc.tcp://10.0.0.5:4840", all),
+            "opc.tcp://10.0.0.5:4841/a");
+  EXPECT_EQ(rewritten("opc.tcp://127.0.0.1:4841", "opc.tcp://lds.site:4840", all),
+            "opc.tcp://lds.site:4841");
+}
+
+TEST(OpcuaUrl, LocalhostFromALocalLdsStaysLocal) {
+  auto all = resolves_only({"localhost", "127.0.0.1"});
+  EXPECT_EQ(rewritten("opc.tcp://localhost:4841/a", "opc.tcp://127.0.0.1:4840", all),
+            "opc.tcp://localhost:4841/a");
+  EXPECT_EQ(rewritten("opc.tcp://127.0.0.1:4841", "opc.tcp://localhost:4840/", all),
+            "opc.tcp://127.0.0.1:4841");
+}
+
+}  // namespace
+}  // namespace opcua
