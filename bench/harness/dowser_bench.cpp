@@ -212,7 +212,8 @@ class Node {
                                        "--state-dir=" + state_dir().string(),
                                        "--kubelet-dir=" + (root_ / "dp").string(),
                                        "--podresources-socket=" + (root_ / "podres.sock").string(),
-                                       "--log-level=warn"};
+                                       "--log-level=warn",
+                                       "--http-listen=127.0.0.1:0"};
       std::vector<char*> argv;
       for (auto& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);

@@ -180,9 +180,11 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
                                                              const ChooseSlot& choose,
                                                              const SlotUsage& wanted) {
   std::optional<Claim> result;
+  int attempts = 0;
   auto stored = store::update_with_retry(
       store_, instance.first, instance.second,
       [&](const store::Instance& current) -> std::optional<store::Instance> {
+        ++attempts;
         result.reset();  // re-decided on every attempt
         auto slots = InstanceSlots::decode(current);
         auto index = choose(slots);
@@ -194,6 +196,8 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
         next.device_usage[naming::slot_name(current.name, *index)] = naming::format_usage(wanted);
         return next;
       });
+  bool claimed = stored && result && result->newly_claimed;
+  observe(claimed ? std::optional(SlotEvent::claimed) : std::nullopt, wanted, attempts);
   if (!stored) return std::nullopt;
   apply(*stored);
   return result;
@@ -305,9 +309,11 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
 bool CapacityManager::release(const InstanceKey& instance, uint32_t slot,
                               const SlotUsage& expected) {
   bool released = false;
+  int attempts = 0;
   auto stored = store::update_with_retry(
       store_, instance.first, instance.second,
       [&](const store::Instance& current) -> std::optional<store::Instance> {
+        ++attempts;
         released = false;
         auto slots = InstanceSlots::decode(current);
         if (slot >= slots.capacity || slots.unreadable[slot] || slots.slots[slot] != expected)
@@ -318,7 +324,16 @@ bool CapacityManager::release(const InstanceKey& instance, uint32_t slot,
         return next;
       });
   if (stored) apply(*stored);
-  return released && stored.has_value();
+  released = released && stored.has_value();
+  observe(released ? std::optional(SlotEvent::released) : std::nullopt, expected, attempts);
+  return released;
+}
+
+void CapacityManager::observe(std::optional<SlotEvent> event, const SlotUsage& usage,
+                              int attempts) {
+  if (!slot_observer_) return;
+  for (int lost = 1; lost < attempts; ++lost) slot_observer_(SlotEvent::lost_race, usage);
+  if (event) slot_observer_(*event, usage);
 }
 
 void CapacityManager::rollback(const std::vector<Claim>& claims) {

@@ -123,6 +123,10 @@ class CapacityManager {
  public:
   // Called after a cached Instance changed (claim, release, store watch).
   using ChangeListener = std::function<void(const store::StoredInstance& now)>;
+  // What the pool wrote, for metrics: a slot claimed or released, or a
+  // compare-and-swap lost to another writer (and retried).
+  enum class SlotEvent { claimed, released, lost_race };
+  using SlotObserver = std::function<void(SlotEvent, const naming::SlotUsage& usage)>;
 
   CapacityManager(store::InstanceStore& store, std::string node);
 
@@ -135,6 +139,7 @@ class CapacityManager {
   const store::StoredInstance* find(const InstanceKey& key) const;
   const std::map<InstanceKey, store::StoredInstance>& instances() const { return cache_; }
   void set_change_listener(ChangeListener listener) { listener_ = std::move(listener); }
+  void set_slot_observer(SlotObserver observer) { slot_observer_ = std::move(observer); }
 
   // IL Allocate: claims the named slots (ids "<instance>-<i>") for this
   // node, per container request; a slot this node's IL already holds is
@@ -174,11 +179,14 @@ class CapacityManager {
                                       const ContainerPlan& plan, std::set<std::string>& used,
                                       UniqueInstances policy);
   void rollback(const std::vector<Claim>& claims);
+  // Reports `event` (unless nullopt) and the races lost before it.
+  void observe(std::optional<SlotEvent> event, const naming::SlotUsage& usage, int attempts);
 
   store::InstanceStore& store_;
   std::string node_;
   std::map<InstanceKey, store::StoredInstance> cache_;
   ChangeListener listener_;
+  SlotObserver slot_observer_;
 };
 
 }  // namespace dowser::capacity

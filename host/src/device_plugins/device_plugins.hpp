@@ -59,6 +59,7 @@ struct PluginStats {
   uint64_t registrations = 0;
   bool registered = false;
   std::string last_error;
+  std::string socket_name;  // the plugin's current socket in the kubelet directory
 };
 
 // Where plugins live and how they reach the kubelet.
@@ -92,6 +93,13 @@ class PluginManager {
   bool has(const std::string& resource_name) const;
   std::vector<std::string> resources() const;
   std::optional<PluginStats> stats(const std::string& resource_name) const;
+  // Called on the core thread after every answer to a registration (its
+  // stats say whether it succeeded), for metrics.
+  using RegistrationObserver =
+      std::function<void(const std::string& resource_name, const PluginStats& stats)>;
+  void set_registration_observer(RegistrationObserver observer) {
+    registration_observer_ = std::move(observer);
+  }
   // Stops every plugin (removing sockets).
   void stop_all();
 
@@ -110,6 +118,7 @@ class PluginManager {
   std::map<std::string, std::unique_ptr<Entry>> plugins_;
   std::unique_ptr<Watcher> watcher_;
   std::shared_ptr<bool> alive_;  // posted callbacks check it before touching this
+  RegistrationObserver registration_observer_;
 };
 
 // The IL plugin of one Instance: its devices are the Instance's slots.

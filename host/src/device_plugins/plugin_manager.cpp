@@ -136,6 +136,7 @@ std::optional<PluginStats> PluginManager::stats(const std::string& resource_name
   if (it == plugins_.end()) return std::nullopt;
   PluginStats stats = it->second->stats;
   stats.lists_sent = it->second->server->lists_sent();
+  stats.socket_name = it->second->server->socket_name();
   return stats;
 }
 
@@ -199,10 +200,12 @@ void PluginManager::registration_done(const std::string& resource_name, uint64_t
     entry.retry_delay = kFirstRetryDelay;
     spdlog::info("{}: registered with the kubelet ({})", resource_name,
                  entry.server->socket_name());
+    if (registration_observer_) registration_observer_(resource_name, entry.stats);
     return;
   }
   entry.stats.registered = false;
   entry.stats.last_error = status.error_message();
+  if (registration_observer_) registration_observer_(resource_name, entry.stats);
   spdlog::warn("{}: kubelet registration failed: {}; retrying in {} ms", resource_name,
                status.error_message(), entry.retry_delay.count());
   auto delay = entry.retry_delay;

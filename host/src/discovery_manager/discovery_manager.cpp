@@ -45,8 +45,8 @@ DiscoverRequest request_for(const configuration::Configuration& configuration) {
       request.properties[property.name] = std::nullopt;  // present, without a value
     } else if (!reference->optional) {
       throw std::invalid_argument("discovery property " + property.name +
-                               " takes its value from a Secret or ConfigMap, which needs the "
-                               "Kubernetes backend");
+                                  " takes its value from a Secret or ConfigMap, which needs the "
+                                  "Kubernetes backend");
     }
   }
   return request;

@@ -16,6 +16,7 @@ capacity::UniqueInstances policy_of(const configuration::Configuration& configur
 
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
+      metrics_(metrics_registry_, options_.version),
       signals_(core_, SIGTERM, SIGINT),
       store_(options_.state_dir / "instances"),
       capacity_(store_, options_.node_name),
@@ -26,9 +27,8 @@ Daemon::Daemon(DaemonOptions options)
                      [this](const ConfigurationKey& key, host::Snapshot snapshot) {
                        snapshot_arrived(key, std::move(snapshot));
                      },
-                     [](const ConfigurationKey& key, const std::string& reason) {
-                       spdlog::error("Configuration {}/{}: discovery: {}", key.first, key.second,
-                                     reason);
+                     [this](const ConfigurationKey& key, const std::string& reason) {
+                       discovery_failed(key, reason);
                      }}),
       expiry_timer_(core_) {}
 
@@ -53,6 +53,7 @@ void Daemon::start() {
   capacity_.set_change_listener([this](const store::StoredInstance& now) {
     mark_dirty(capacity::InstanceKey{now.instance.namespace_name, now.instance.name});
   });
+  start_observing();
   // Watch first, then list: nothing written in between is missed.
   store_watch_ = store_.watch([this](const store::WatchEvent& event) {
     boost::asio::post(core_, [this, event] { store_event(event); });
@@ -87,10 +88,12 @@ void Daemon::start() {
       core_, options_.podresources_socket, options_.reclaim_interval, options_.reclaim_grace,
       [this] { return held_slots(); }, [this](const reclaim::HeldSlot& slot) { release(slot); });
   reclaimer_->start();
+  start_status_server();
 }
 
 void Daemon::shutdown() {
   if (!configurations_source_) return;
+  if (status_server_) status_server_->stop();
   configurations_source_->stop();
   configurations_source_.reset();
   if (reclaimer_) reclaimer_->stop();
@@ -110,11 +113,10 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
     resource = naming::resource_name(options_.resource_domain, configuration.name);
     discovery_.validate(configuration);
   } catch (const host::HandlerCallError& e) {
-    spdlog::error("Configuration {}/{}: refused by handler {}: {}", key.first, key.second,
-                  configuration.handler_name, e.message());
+    refused(configuration, "refused by handler " + configuration.handler_name + ": " + e.message());
     return;
   } catch (const std::invalid_argument& e) {
-    spdlog::error("Configuration {}/{}: {}", key.first, key.second, e.what());
+    refused(configuration, e.what());
     return;
   } catch (const std::runtime_error& e) {
     // No handler yet: the session waits for it and validates by starting.
@@ -122,13 +124,15 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   }
   bool known = configurations_.count(key) > 0;
   configurations_[key] = configuration;
+  refused_.erase(key);
   spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
                known ? "changed" : "added", configuration.handler_name, configuration.capacity);
 
   auto& backend = configuration_backends_[key];
   if (!backend) {
-    backend = std::make_unique<plugins::ConfigurationPluginBackend>(
-        capacity_, reconciler_, key.first, key.second, policy_of(configuration));
+    backend = std::make_unique<Observed<plugins::ConfigurationPluginBackend>>(
+        backend_hooks("configuration", resource), capacity_, reconciler_, key.first, key.second,
+        policy_of(configuration));
     try {
       plugins_.add(resource, *backend);
     } catch (const std::exception& e) {
@@ -143,10 +147,13 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
 }
 
 void Daemon::configuration_removed(const ConfigurationKey& key) {
+  refused_.erase(key);
   if (!configurations_.erase(key)) return;
   spdlog::info("Configuration {}/{} removed", key.first, key.second);
   discovery_.stop(key);
   last_snapshots_.erase(key);
+  discovery_records_.erase(key);
+  kubelet_pending_.erase(configuration_resource(key));
   mark_dirty(reconciler_.withdraw_all(key));
   plugins_.remove(options_.resource_domain + "/" + key.second);
   configuration_backends_.erase(key);
@@ -157,6 +164,7 @@ void Daemon::configuration_removed(const ConfigurationKey& key) {
 void Daemon::snapshot_arrived(const ConfigurationKey& key, host::Snapshot snapshot) {
   if (!configurations_.count(key)) return;
   spdlog::debug("Configuration {}/{}: {} devices", key.first, key.second, snapshot.size());
+  record_snapshot(key, snapshot.size());
   last_snapshots_[key] = std::move(snapshot);
   reconcile(key);
 }
@@ -165,8 +173,10 @@ void Daemon::reconcile(const ConfigurationKey& key) {
   auto configuration = configurations_.find(key);
   auto snapshot = last_snapshots_.find(key);
   if (configuration == configurations_.end() || snapshot == last_snapshots_.end()) return;
-  mark_dirty(
-      reconciler_.reconcile(configuration->second, snapshot->second, reconcile::Clock::now()));
+  auto now = reconcile::Clock::now();
+  auto changed = reconciler_.reconcile(configuration->second, snapshot->second, now);
+  await_kubelet(key, changed, now);
+  mark_dirty(changed);
   schedule_expiry();
 }
 
@@ -222,11 +232,13 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {
   if (!usable) {
     plugins_.remove(resource);
     instance_backends_.erase(key);
+    kubelet_pending_.erase(resource);
     return;
   }
   auto& backend = instance_backends_[key];
   if (!backend) {
-    backend = std::make_unique<plugins::InstancePluginBackend>(capacity_, reconciler_, key);
+    backend = std::make_unique<Observed<plugins::InstancePluginBackend>>(
+        backend_hooks("instance", resource), capacity_, reconciler_, key);
     try {
       plugins_.add(naming::resource_name(options_.resource_domain, key.second), *backend);
     } catch (const std::exception& e) {
@@ -260,7 +272,7 @@ std::vector<reclaim::HeldSlot> Daemon::held_slots() const {
 
 void Daemon::release(const reclaim::HeldSlot& slot) {
   try {
-    capacity_.release(slot.instance, slot.slot, slot.usage);
+    if (capacity_.release(slot.instance, slot.slot, slot.usage)) metrics_.slot_reclaims.inc();
   } catch (const store::StoreError& e) {
     spdlog::error("cannot free slot {} of {}: {}", slot.slot, slot.instance.second, e.what());
   }

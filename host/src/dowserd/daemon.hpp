@@ -4,11 +4,13 @@
 
 #include "capacity_manager.hpp"
 #include "configuration.hpp"
+#include "daemon_metrics.hpp"
 #include "device_plugins.hpp"
 #include "discovery_manager.hpp"
 #include "instance_reconciler.hpp"
 #include "instance_store.hpp"
 #include "slot_reclaimer.hpp"
+#include "status_api.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -18,6 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -34,6 +37,8 @@ struct DaemonOptions {
   std::chrono::milliseconds reclaim_interval = std::chrono::seconds(10);
   std::chrono::milliseconds reclaim_grace = std::chrono::seconds(20);
   std::chrono::milliseconds handler_rescan = std::chrono::seconds(5);
+  std::string http_listen = "127.0.0.1:8080";  // the status API; empty: none
+  std::string version;
 };
 
 class Daemon {
@@ -69,7 +74,46 @@ class Daemon {
   std::vector<reclaim::HeldSlot> held_slots() const;
   void release(const reclaim::HeldSlot& slot);
 
+  // ---- observability (daemon_status.cpp) ----
+  // What discovery did for one Configuration, for the status API.
+  struct DiscoveryRecord {
+    uint64_t snapshots = 0;
+    uint64_t errors = 0;
+    uint64_t devices = 0;
+    bool failing = false;  // the last event was an error
+    std::string last_error;
+    std::optional<std::chrono::system_clock::time_point> last_snapshot;
+  };
+  // A change waiting to reach the kubelet through one plugin.
+  struct KubeletPending {
+    std::chrono::steady_clock::time_point since;
+    bool list_ready = false;  // computed, but the plugin was not registered yet
+  };
+
+  void start_observing();
+  void start_status_server();
+  void discovery_failed(const ConfigurationKey& key, const std::string& reason);
+  void record_snapshot(const ConfigurationKey& key, size_t devices);
+  void refused(const configuration::Configuration& configuration, const std::string& reason);
+  void await_kubelet(const ConfigurationKey& configuration,
+                     const std::set<capacity::InstanceKey>& changed,
+                     std::chrono::steady_clock::time_point since);
+  void list_computed(const std::string& resource);
+  void registration_answered(const std::string& resource, const plugins::PluginStats& stats);
+  BackendHooks backend_hooks(const std::string& kind, const std::string& resource);
+  std::string instance_resource(const capacity::InstanceKey& key) const;
+  std::string configuration_resource(const ConfigurationKey& key) const;
+  status_api::DaemonStatus status();
+  status_api::Readiness readiness();  // not const: it reads the store
+  std::vector<status_api::ConfigurationStatus> configuration_statuses() const;
+  std::vector<status_api::InstanceStatus> instance_statuses() const;
+  std::vector<status_api::PluginStatus> plugin_statuses() const;
+  void refresh_metrics();
+
   DaemonOptions options_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  metrics::Registry metrics_registry_;  // before everything that reports into it
+  DaemonMetrics metrics_;
   boost::asio::io_context core_;
   boost::asio::signal_set signals_;
   store::FileInstanceStore store_;
@@ -84,12 +128,19 @@ class Daemon {
 
   std::map<ConfigurationKey, configuration::Configuration> configurations_;
   std::map<ConfigurationKey, host::Snapshot> last_snapshots_;
-  std::map<capacity::InstanceKey, std::unique_ptr<plugins::InstancePluginBackend>>
+  std::map<capacity::InstanceKey, std::unique_ptr<Observed<plugins::InstancePluginBackend>>>
       instance_backends_;
-  std::map<ConfigurationKey, std::unique_ptr<plugins::ConfigurationPluginBackend>>
+  std::map<ConfigurationKey, std::unique_ptr<Observed<plugins::ConfigurationPluginBackend>>>
       configuration_backends_;
   std::set<capacity::InstanceKey> dirty_;
   bool refresh_posted_ = false;
+
+  std::map<ConfigurationKey, DiscoveryRecord> discovery_records_;
+  // Configurations their handler refused, with why (a running older
+  // version of one, if any, stays in configurations_).
+  std::map<ConfigurationKey, std::pair<configuration::Configuration, std::string>> refused_;
+  std::map<std::string, KubeletPending> kubelet_pending_;    // by resource name
+  std::unique_ptr<status_api::StatusServer> status_server_;  // last: stops first
 };
 
 }  // namespace dowser::daemon

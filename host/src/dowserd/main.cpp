@@ -1,5 +1,6 @@
 // dowserd: exposes the devices discovery handlers find to the kubelet.
 #include "daemon.hpp"
+#include "status_api.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   long handler_rescan_ms = options.handler_rescan.count();
 
   CLI::App app{"dowserd: discovers leaf devices and exposes them to the kubelet"};
+  app.set_version_flag("--version", DOWSER_VERSION);
+  options.version = DOWSER_VERSION;
   app.add_option("--node-name", options.node_name,
                  "this node's name (default $NODE_NAME, else hostname)")
       ->capture_default_str();
@@ -58,6 +61,10 @@ int main(int argc, char** argv) {
                  "how often to look for new handlers in the handler directory")
       ->capture_default_str()
       ->check(CLI::Range(10L, 3600000L));
+  app.add_option("--http-listen", options.http_listen,
+                 "address of /healthz, /readyz, /metrics and the status API (HOST:PORT, port 0: "
+                 "any free port; empty: none)")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -74,6 +81,14 @@ int main(int argc, char** argv) {
     spdlog::error("--resource-domain '{}' cannot prefix resource names: {}",
                   options.resource_domain, problem);
     return 2;
+  }
+  if (!options.http_listen.empty()) {
+    try {
+      dowser::status_api::parse_listen_address(options.http_listen);
+    } catch (const std::invalid_argument& e) {
+      spdlog::error("--http-listen: {}", e.what());
+      return 2;
+    }
   }
   if (options.node_name.empty()) {
     spdlog::error("no node name: pass --node-name or set NODE_NAME");

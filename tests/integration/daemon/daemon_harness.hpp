@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -71,6 +72,9 @@ class Node {
         "--podresources-socket=" + (root_ / name_ / "podres.sock").string(),
         "--log-level=debug"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    bool listens = std::any_of(extra_args_.begin(), extra_args_.end(),
+                               [](const auto& arg) { return arg.rfind("--http-listen", 0) == 0; });
+    if (!listens) args.push_back("--http-listen=127.0.0.1:0");  // several daemons: no fixed port
     fs::path log = root_ / (name_ + ".log");
     pid_ = ::fork();
     if (pid_ == 0) {

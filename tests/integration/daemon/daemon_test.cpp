@@ -114,6 +114,8 @@ TEST_F(DaemonTest, ReallocationAndReclaimingForBothPluginKinds) {
   auto again = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
   ASSERT_TRUE(again.ok()) << again.status.error_message();
   EXPECT_EQ(again.device_ids, cl.device_ids);
+  // The IL list shows the CL-held slot Unhealthy before the kubelet picks one.
+  ASSERT_TRUE(node.wait_allocatable(il, 1));
   ASSERT_TRUE(node.kubelet->allocate(il, pod_b, "c", 1).ok());
   EXPECT_EQ(claims(instances()), 2u);
 

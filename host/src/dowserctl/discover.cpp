@@ -1,0 +1,118 @@
+// dowserctl discover: one discovery pass with a handler, printing the
+// Instances dowserd would make of what it finds (the dry run for writing
+// discovery details and rules).
+#include "dowserctl.hpp"
+#include "instance_reconciler.hpp"
+#include "local_discovery.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace dowser::ctl {
+namespace {
+
+configuration::Configuration dry_run_configuration(const DiscoverOptions& options,
+                                                   std::string details) {
+  configuration::Configuration configuration;
+  configuration.name = options.configuration;
+  configuration.handler_name = options.handler;
+  configuration.discovery_details = std::move(details);
+  configuration.capacity = options.capacity;
+  for (const auto& property : options.properties) {
+    auto equals = property.find('=');
+    configuration::DiscoveryProperty entry;
+    entry.name = property.substr(0, equals);
+    if (equals != std::string::npos) entry.value = property.substr(equals + 1);
+    configuration.discovery_properties.push_back(std::move(entry));
+  }
+  return configuration;
+}
+
+nlohmann::json device_json(const store::Instance& instance, const Device& device) {
+  auto mounts = nlohmann::json::array();
+  for (const auto& m : device.mounts)
+    mounts.push_back({{"container_path", m.container_path},
+                      {"host_path", m.host_path},
+                      {"read_only", m.read_only}});
+  auto nodes = nlohmann::json::array();
+  for (const auto& n : device.device_nodes)
+    nodes.push_back({{"container_path", n.container_path},
+                     {"host_path", n.host_path},
+                     {"permissions", n.permissions}});
+  return {{"instance", instance.name},
+          {"device_id", device.id},
+          {"shared", instance.shared},
+          {"capacity", instance.capacity},
+          {"properties", instance.broker_properties},
+          {"mounts", mounts},
+          {"device_nodes", nodes}};
+}
+
+std::string joined_properties(const std::map<std::string, std::string>& properties) {
+  std::string text;
+  for (const auto& [key, value] : properties) {
+    if (!text.empty()) text += ' ';
+    text.append(key).append("=").append(value);
+  }
+  return text;
+}
+
+}  // namespace
+
+int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Output& output) {
+  std::ifstream in(options.details_file);
+  if (!in) {
+    std::cerr << "dowserctl: cannot read " << options.details_file.string() << "\n";
+    return kProblems;
+  }
+  std::ostringstream details;
+  details << in.rdbuf();
+  auto configuration = dry_run_configuration(options, details.str());
+
+  LocalDiscovery handlers(setup.handler_dir);
+  try {
+    handlers.validate(configuration);
+  } catch (const host::HandlerCallError& e) {
+    std::cerr << "dowserctl: refused by handler " << options.handler << ": " << e.message() << "\n";
+    return kProblems;
+  } catch (const std::runtime_error& e) {
+    std::cerr << "dowserctl: " << e.what() << " (handler directory " << setup.handler_dir.string()
+              << ")\n";
+    return kProblems;
+  }
+  auto pass = handlers.discover_once(configuration, options.timeout);
+  if (!pass.snapshot) {
+    std::cerr << "dowserctl: discovery failed: " << pass.error << "\n";
+    return kProblems;
+  }
+
+  std::vector<std::pair<store::Instance, Device>> found;
+  for (const auto& device : *pass.snapshot)
+    found.emplace_back(
+        reconcile::instance_for(configuration, device, options.node, setup.resource_domain),
+        device);
+  if (output.format == Format::json) {
+    auto list = nlohmann::json::array();
+    for (const auto& [instance, device] : found) list.push_back(device_json(instance, device));
+    std::cout << nlohmann::json{{"handler", options.handler},
+                                {"configuration", options.configuration},
+                                {"node", options.node},
+                                {"instances", list}}
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+    return kOk;
+  }
+  Table table({"INSTANCE", "DEVICE ID", "SHARED", "PROPERTIES"});
+  for (const auto& [instance, device] : found)
+    table.add({instance.name, device.id, instance.shared ? "yes" : "no",
+               joined_properties(instance.broker_properties)});
+  table.print(std::cout, output.colour);
+  std::cout << found.size() << (found.size() == 1 ? " device" : " devices") << " found by "
+            << options.handler << " on node " << options.node << "\n";
+  return kOk;
+}
+
+}  // namespace dowser::ctl

@@ -1,0 +1,48 @@
+#include "local_discovery.hpp"
+
+namespace dowser::ctl {
+namespace {
+
+// The manager retries failed sessions; a single pass does not.
+std::string without_retry_note(std::string reason) {
+  auto note = reason.rfind(" (retrying in ");
+  if (note != std::string::npos && reason.back() == ')') reason.erase(note);
+  return reason;
+}
+
+}  // namespace
+
+LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)
+    : manager_(io_, discovery::DiscoveryOptions{handler_dir},
+               discovery::DiscoveryManager::Events{
+                   [this](const discovery::ConfigurationKey&, host::Snapshot snapshot) {
+                     snapshot_ = std::move(snapshot);
+                     io_.stop();
+                   },
+                   [this](const discovery::ConfigurationKey&, const std::string& reason) {
+                     error_ = without_retry_note(reason);
+                     io_.stop();
+                   }}) {
+  manager_.start();  // scans the directory now; the rescan timer never runs
+}
+
+LocalDiscovery::~LocalDiscovery() { manager_.shutdown(); }
+
+void LocalDiscovery::validate(const configuration::Configuration& configuration) {
+  manager_.validate(configuration);
+}
+
+LocalDiscovery::Pass LocalDiscovery::discover_once(
+    const configuration::Configuration& configuration, std::chrono::milliseconds timeout) {
+  snapshot_.reset();
+  error_.clear();
+  manager_.run(configuration);
+  io_.restart();
+  io_.run_for(timeout);
+  manager_.stop({configuration.namespace_name, configuration.name});
+  if (!snapshot_ && error_.empty())
+    error_ = "no snapshot within " + std::to_string(timeout.count()) + " ms";
+  return {snapshot_, error_};
+}
+
+}  // namespace dowser::ctl

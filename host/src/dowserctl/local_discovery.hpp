@@ -1,0 +1,42 @@
+// Handlers loaded from a directory and driven exactly as dowserd does it (the
+// daemon's own DiscoveryManager), without a daemon: for validate and discover.
+#pragma once
+
+#include "configuration.hpp"
+#include "discovery_manager.hpp"
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace dowser::ctl {
+
+class LocalDiscovery {
+ public:
+  explicit LocalDiscovery(const std::filesystem::path& handler_dir);
+  ~LocalDiscovery();
+
+  // The daemon's check of a Configuration by its handler: throws
+  // host::HandlerCallError (refused) or std::runtime_error (no such handler,
+  // or a property only the Kubernetes backend can resolve).
+  void validate(const configuration::Configuration& configuration);
+
+  struct Pass {
+    std::optional<host::Snapshot> snapshot;
+    std::string error;  // when discovery failed
+  };
+  // One discovery pass: until the first snapshot, a failure or the timeout.
+  Pass discover_once(const configuration::Configuration& configuration,
+                     std::chrono::milliseconds timeout);
+
+ private:
+  boost::asio::io_context io_;  // runs only inside discover_once
+  std::optional<host::Snapshot> snapshot_;
+  std::string error_;
+  discovery::DiscoveryManager manager_;
+};
+
+}  // namespace dowser::ctl

@@ -1,0 +1,149 @@
+// dowserctl: reads a running dowserd's status API, and checks manifests and
+// handlers without one. Exit codes: see dowserctl.hpp and docs/dowserctl.md.
+#include "dowserctl.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <climits>
+#include <cstdlib>
+#include <functional>
+
+namespace {
+
+using namespace dowser::ctl;
+
+std::string default_node_name() {
+  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host);
+  return host;
+}
+
+bool use_colour(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_colour = std::getenv("NO_COLOR");
+  return ::isatty(STDOUT_FILENO) && (no_colour == nullptr || *no_colour == '\0');
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dowserctl: inspect dowserd, validate Configurations, try discovery handlers"};
+  app.set_version_flag("--version", DOWSER_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may follow the command
+
+  Remote remote;
+  long timeout_ms = remote.timeout.count();
+  std::string format = "table";
+  std::string colour = "auto";
+  bool verbose = false;
+  HandlerSetup setup;
+  app.add_option("--server", remote.server, "dowserd's status API")->capture_default_str();
+  app.add_option("--timeout-ms", timeout_ms, "how long to wait for the daemon")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 600000L));
+  app.add_option("-o,--output", format, "table or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
+  app.add_option("--color", colour, "auto (on a terminal, unless NO_COLOR is set), always, never")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  app.add_flag("-v,--verbose", verbose, "log what handlers say (to stderr)");
+
+  std::function<int(const Output&)> command;
+  auto remote_command = [&](const std::string& name, const std::string& help, auto show) {
+    app.add_subcommand(name, help)->callback([&, show] {
+      command = [&, show](const Output& output) { return show(remote, output); };
+    });
+  };
+  remote_command("status", "the daemon's readiness and counts (exit 1 when not ready)",
+                 show_status);
+  remote_command("handlers", "loaded discovery handlers and refused files", show_handlers);
+  remote_command("configs", "Configurations and their discovery state", show_configurations);
+  remote_command("plugins", "device plugins and their kubelet registration", show_plugins);
+
+  std::string configuration_filter;
+  auto* instances = app.add_subcommand("instances", "Instances, their nodes and slot usage");
+  instances->add_option("-c,--configuration", configuration_filter, "only this Configuration");
+  instances->callback([&] {
+    command = [&](const Output& output) {
+      return show_instances(remote, output, configuration_filter);
+    };
+  });
+
+  std::string instance_name;
+  auto* slots = app.add_subcommand("slots", "the slots of one Instance and who holds them");
+  slots->add_option("INSTANCE", instance_name, "Instance name")->required();
+  slots->callback([&] {
+    command = [&](const Output& output) { return show_slots(remote, output, instance_name); };
+  });
+
+  auto add_handler_options = [&](CLI::App* sub) {
+    sub->add_option("--handler-dir", setup.handler_dir, "where the handler .so files are")
+        ->capture_default_str();
+    sub->add_option("--resource-domain", setup.resource_domain, "domain of resource names")
+        ->capture_default_str();
+  };
+
+  ValidateOptions validate_options;
+  auto* validate_command =
+      app.add_subcommand("validate", "check Configuration manifests (no daemon needed)");
+  validate_command->add_option("FILE", validate_options.files, "manifests")->required();
+  validate_command->add_flag("--skip-handlers", validate_options.skip_handlers,
+                             "only parse the manifests; do not ask their handlers");
+  add_handler_options(validate_command);
+  validate_command->callback([&] {
+    command = [&](const Output& output) { return validate(setup, validate_options, output); };
+  });
+
+  DiscoverOptions discover_options;
+  discover_options.node = default_node_name();
+  long discover_timeout_ms = discover_options.timeout.count();
+  auto* discover_command = app.add_subcommand(
+      "discover", "run one discovery pass and print the Instances it would make");
+  discover_command->add_option("--handler", discover_options.handler, "handler name")->required();
+  discover_command
+      ->add_option("--details", discover_options.details_file,
+                   "file with the discoveryDetails text")
+      ->required();
+  discover_command->add_option("-p,--property", discover_options.properties,
+                               "discovery property KEY=VALUE (repeatable)");
+  discover_command
+      ->add_option("--name", discover_options.configuration,
+                   "Configuration name the Instances are named after")
+      ->capture_default_str();
+  discover_command->add_option("--node", discover_options.node, "node name for local devices")
+      ->capture_default_str();
+  discover_command->add_option("--capacity", discover_options.capacity, "slots per Instance")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  discover_command->add_option("--wait-ms", discover_timeout_ms, "how long to wait for devices")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 600000L));
+  add_handler_options(discover_command);
+  discover_command->callback([&] {
+    command = [&](const Output& output) {
+      discover_options.timeout = std::chrono::milliseconds(discover_timeout_ms);
+      return discover(setup, discover_options, output);
+    };
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);  // prints help, the version or the error
+    return code == 0 ? kOk : kUsage;
+  }
+
+  // Handlers log through spdlog: keep stdout for the command's output.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("dowserctl"));
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
+  remote.timeout = std::chrono::milliseconds(timeout_ms);
+  Output output{format == "json" ? Format::json : Format::table, use_colour(colour)};
+  return command(output);
+}

@@ -1,0 +1,219 @@
+// The commands that read a running dowserd's status API.
+#include "dowserctl.hpp"
+#include "naming.hpp"
+#include "status_api.hpp"
+
+#include <iostream>
+#include <optional>
+
+namespace dowser::ctl {
+namespace {
+
+using nlohmann::json;
+
+// A failure that decides the exit code; its message goes to stderr.
+struct Failure {
+  int code;
+  std::string message;
+};
+
+// GETs path and parses the JSON answer. Throws Failure.
+json fetch(const Remote& remote, const std::string& path) {
+  status_api::Response response;
+  try {
+    response = status_api::http_get(remote.server + path, remote.timeout);
+  } catch (const status_api::Unreachable& e) {
+    throw Failure{kUnreachable, e.what()};
+  } catch (const std::invalid_argument& e) {
+    throw Failure{kUsage, std::string("--server: ") + e.what()};
+  }
+  json body = json::parse(response.body, nullptr, false);
+  if (body.is_discarded())
+    throw Failure{kUnreachable, remote.server + path + " did not answer JSON (HTTP " +
+                                    std::to_string(response.status) + ")"};
+  if (response.status == 404) throw Failure{kProblems, body.value("error", "not found")};
+  if (response.status != 200)
+    throw Failure{kUnreachable, remote.server + path + ": HTTP " + std::to_string(response.status) +
+                                    ": " + body.value("error", "")};
+  return body;
+}
+
+template <typename Item>
+std::vector<Item> items(const json& body) {
+  return body.value("items", json::array()).get<std::vector<Item>>();
+}
+
+// Runs a command body, turning a Failure into its message and exit code.
+template <typename Body>
+int run(Body&& body) {
+  try {
+    return body();
+  } catch (const Failure& failure) {
+    std::cerr << "dowserctl: " << failure.message << "\n";
+    return failure.code;
+  } catch (const json::exception& e) {
+    std::cerr << "dowserctl: unexpected answer from the daemon: " << e.what() << "\n";
+    return kUnreachable;
+  }
+}
+
+void print_json(const json& body) { std::cout << body.dump(2) << "\n"; }
+
+Cell yes_no(bool value, Colour when_no = Colour::red) {
+  return value ? Cell("yes", Colour::green) : Cell("no", when_no);
+}
+
+std::string duration(double seconds) {
+  auto total = static_cast<long>(seconds);
+  std::string text;
+  if (total >= 86400) text += std::to_string(total / 86400) + "d ";
+  if (total >= 3600) text += std::to_string(total / 3600 % 24) + "h ";
+  if (total >= 60) text += std::to_string(total / 60 % 60) + "m ";
+  return text + std::to_string(total % 60) + "s";
+}
+
+Colour state_colour(const std::string& state) {
+  if (state == "discovering" || state == "loaded") return Colour::green;
+  if (state == "starting") return Colour::yellow;
+  return Colour::red;
+}
+
+// "free", "node-a (IL)" or "node-a (CL, virtual device 0)".
+std::string holder(const std::string& usage) {
+  if (usage.empty()) return "free";
+  try {
+    auto parsed = naming::parse_usage(usage);
+    if (parsed.kind == naming::SlotUsage::Kind::instance) return parsed.node + " (instance-level)";
+    return parsed.node + " (configuration-level, virtual device " + parsed.vdev + ")";
+  } catch (const naming::UsageParseError&) {
+    return "unreadable";
+  }
+}
+
+}  // namespace
+
+int show_status(const Remote& remote, const Output& output) {
+  return run([&]() -> int {
+    auto body = fetch(remote, "/api/v1/status");
+    auto summary = body.get<status_api::Summary>();
+    int code = summary.readiness.ready ? kOk : kProblems;
+    if (output.format == Format::json) {
+      print_json(body);
+      return code;
+    }
+    Table table({"FIELD", "VALUE"});
+    table.add({"node", summary.node});
+    table.add({"version", summary.version});
+    table.add({"uptime", duration(summary.uptime_seconds)});
+    table.add({"ready", yes_no(summary.readiness.ready)});
+    for (const auto& check : summary.readiness.checks)
+      table.add(
+          {"  " + check.name, Cell((check.ok ? "ok" : "FAILING") +
+                                       std::string(check.detail.empty() ? "" : ": ") + check.detail,
+                                   check.ok ? Colour::green : Colour::red)});
+    table.add({"handlers", std::to_string(summary.handlers)});
+    table.add({"configurations", std::to_string(summary.configurations)});
+    table.add({"instances here", std::to_string(summary.instances)});
+    table.add({"plugins", std::to_string(summary.plugins)});
+    table.print(std::cout, output.colour);
+    return code;
+  });
+}
+
+int show_handlers(const Remote& remote, const Output& output) {
+  return run([&]() -> int {
+    auto body = fetch(remote, "/api/v1/handlers");
+    if (output.format == Format::json) {
+      print_json(body);
+      return kOk;
+    }
+    Table table({"NAME", "VERSION", "STATE", "SHARED", "PATH", "ERROR"});
+    for (const auto& h : items<status_api::HandlerStatus>(body))
+      table.add({h.name.empty() ? "-" : h.name, h.version, Cell(h.state, state_colour(h.state)),
+                 h.state == "loaded" ? (h.shares_devices ? "yes" : "no") : "", h.path, h.error});
+    table.print(std::cout, output.colour);
+    return kOk;
+  });
+}
+
+int show_configurations(const Remote& remote, const Output& output) {
+  return run([&]() -> int {
+    auto body = fetch(remote, "/api/v1/configurations");
+    if (output.format == Format::json) {
+      print_json(body);
+      return kOk;
+    }
+    Table table({"NAMESPACE", "NAME", "HANDLER", "STATE", "DEVICES", "INSTANCES", "CAPACITY",
+                 "LAST ERROR"});
+    for (const auto& c : items<status_api::ConfigurationStatus>(body))
+      table.add({c.namespace_name, c.name, c.handler, Cell(c.state, state_colour(c.state)),
+                 std::to_string(c.devices), std::to_string(c.instances), std::to_string(c.capacity),
+                 c.last_error});
+    table.print(std::cout, output.colour);
+    return kOk;
+  });
+}
+
+int show_instances(const Remote& remote, const Output& output, const std::string& configuration) {
+  return run([&]() -> int {
+    // Configuration names are DNS labels: nothing to escape in the query.
+    auto body = fetch(remote, "/api/v1/instances" +
+                                  (configuration.empty() ? "" : "?configuration=" + configuration));
+    if (output.format == Format::json) {
+      print_json(body);
+      return kOk;
+    }
+    Table table({"NAME", "CONFIGURATION", "SHARED", "HERE", "USED", "NODES", "OFFLINE"});
+    for (const auto& i : items<status_api::InstanceStatus>(body)) {
+      size_t used = 0;
+      for (const auto& slot : i.slots) used += slot.usage.empty() ? 0 : 1;
+      std::string nodes;
+      for (const auto& node : i.nodes) nodes += (nodes.empty() ? "" : ",") + node;
+      table.add({i.name, i.configuration, i.shared ? "yes" : "no", i.here ? "yes" : "no",
+                 std::to_string(used) + "/" + std::to_string(i.capacity), nodes,
+                 i.offline ? Cell("yes", Colour::red) : Cell("no")});
+    }
+    table.print(std::cout, output.colour);
+    return kOk;
+  });
+}
+
+int show_slots(const Remote& remote, const Output& output, const std::string& instance) {
+  return run([&]() -> int {
+    auto body = fetch(remote, "/api/v1/instances/" + instance);
+    if (output.format == Format::json) {
+      print_json(body);
+      return kOk;
+    }
+    auto status = body.get<status_api::InstanceStatus>();
+    Table table({"SLOT", "USAGE", "HELD BY"});
+    for (const auto& slot : status.slots)
+      table.add({slot.name, slot.usage.empty() ? "-" : slot.usage,
+                 Cell(holder(slot.usage), slot.usage.empty() ? Colour::green : Colour::none)});
+    table.print(std::cout, output.colour);
+    return kOk;
+  });
+}
+
+int show_plugins(const Remote& remote, const Output& output) {
+  return run([&]() -> int {
+    auto body = fetch(remote, "/api/v1/plugins");
+    if (output.format == Format::json) {
+      print_json(body);
+      return kOk;
+    }
+    Table table({"RESOURCE", "KIND", "REGISTERED", "REGISTRATIONS", "HEALTHY", "LISTS SENT",
+                 "SOCKET", "LAST ERROR"});
+    for (const auto& p : items<status_api::PluginStatus>(body)) {
+      size_t healthy = 0;
+      for (const auto& device : p.devices) healthy += device.healthy ? 1 : 0;
+      table.add({p.resource, p.kind, yes_no(p.registered), std::to_string(p.registrations),
+                 std::to_string(healthy) + "/" + std::to_string(p.devices.size()),
+                 std::to_string(p.lists_sent), p.socket, p.last_error});
+    }
+    table.print(std::cout, output.colour);
+    return kOk;
+  });
+}
+
+}  // namespace dowser::ctl

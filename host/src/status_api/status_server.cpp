@@ -1,0 +1,302 @@
+// The HTTP server: one thread of its own, Boost.Beast sessions with
+// keep-alive and per-request timeouts; every answer about the daemon comes
+// from the core thread.
+#include "status_api.hpp"
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/ip/address.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <charconv>
+#include <map>
+
+namespace dowser::status_api {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = boost::asio::ip::tcp;
+
+constexpr std::string_view kText = "text/plain; charset=utf-8";
+constexpr size_t kBodyLimit = size_t{8} << 10;  // a GET carries no body worth reading
+
+Response text(int status, std::string body) {
+  return {status, std::string(kText), std::move(body)};
+}
+
+Response json(int status, const nlohmann::json& value) {
+  // Device properties may hold anything: never fail on invalid UTF-8.
+  return {status, "application/json",
+          value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+}
+
+Response error(int status, const std::string& message) {
+  return json(status, {{"error", message}});
+}
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned value = 0;
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ptr ==
+            text.data() + i + 3) {
+      out += static_cast<char>(value);
+      i += 2;
+    } else {
+      out += text[i] == '+' ? ' ' : text[i];
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_query(std::string_view query) {
+  std::map<std::string, std::string> values;
+  while (!query.empty()) {
+    auto end = query.find('&');
+    auto pair = query.substr(0, end);
+    auto equals = pair.find('=');
+    values[percent_decode(pair.substr(0, equals))] =
+        equals == std::string_view::npos ? "" : percent_decode(pair.substr(equals + 1));
+    query = end == std::string_view::npos ? std::string_view{} : query.substr(end + 1);
+  }
+  return values;
+}
+
+std::string readiness_text(const Readiness& readiness) {
+  std::string body;
+  for (const auto& check : readiness.checks) {
+    body.append(check.ok ? "[+]" : "[-]").append(check.name);
+    if (!check.detail.empty()) body.append(": ").append(check.detail);
+    body += '\n';
+  }
+  body += readiness.ready ? "ready\n" : "not ready\n";
+  return body;
+}
+
+template <typename Item>
+nlohmann::json items(const std::vector<Item>& list) {
+  return {{"items", list}};
+}
+
+}  // namespace
+
+tcp::endpoint parse_listen_address(std::string_view text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size())
+    throw std::invalid_argument("'" + std::string(text) + "' is not HOST:PORT");
+  auto host = text.substr(0, colon);
+  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  auto port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  auto [end, failure] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (failure != std::errc() || end != port_text.data() + port_text.size() || port > 65535)
+    throw std::invalid_argument("'" + std::string(port_text) + "' is not a port number");
+  boost::system::error_code bad;
+  auto address = boost::asio::ip::make_address(std::string(host), bad);
+  if (bad) throw std::invalid_argument("'" + std::string(host) + "' is not an IP address");
+  return {address, static_cast<unsigned short>(port)};
+}
+
+// ---- sessions and the acceptor ----------------------------------------------------
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const StatusServer& server, std::chrono::milliseconds timeout)
+      : stream_(std::move(socket)), server_(server), timeout_(timeout) {}
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(kBodyLimit);
+    parser_->body_limit(kBodyLimit);
+    stream_.expires_after(timeout_);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code error, size_t) {
+                       if (!error) self->answer();
+                     });
+  }
+
+ private:
+  void answer() {
+    const auto& request = parser_->get();
+    Response result;
+    if (request.method() != http::verb::get && request.method() != http::verb::head) {
+      result = text(405, "only GET and HEAD are supported\n");
+    } else {
+      result = server_.handle(std::string_view(request.target().data(), request.target().size()));
+    }
+    response_ = {};
+    response_.version(request.version());
+    response_.result(static_cast<unsigned>(result.status));
+    response_.set(http::field::server, "dowserd");
+    response_.set(http::field::content_type, result.content_type);
+    if (result.status == 405) response_.set(http::field::allow, "GET, HEAD");
+    response_.keep_alive(request.keep_alive());
+    response_.body() = std::move(result.body);
+    response_.prepare_payload();
+    if (request.method() == http::verb::head) response_.body().clear();  // length stays
+    stream_.expires_after(timeout_);
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](beast::error_code error, size_t) {
+                        if (error) return;
+                        if (self->response_.keep_alive()) {
+                          self->read();
+                        } else {
+                          beast::error_code ignored;
+                          self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                        }
+                      });
+  }
+
+  beast::tcp_stream stream_;
+  const StatusServer& server_;
+  std::chrono::milliseconds timeout_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;
+};
+
+class StatusServer::Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  Listener(boost::asio::io_context& io, const tcp::endpoint& endpoint, const StatusServer& server,
+           std::chrono::milliseconds timeout)
+      : acceptor_(io), server_(server), timeout_(timeout) {
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen();
+  }
+
+  tcp::endpoint endpoint() const { return acceptor_.local_endpoint(); }
+
+  void accept() {
+    acceptor_.async_accept(
+        [self = shared_from_this()](beast::error_code error, tcp::socket socket) {
+          if (error == boost::asio::error::operation_aborted) return;
+          if (!error)
+            std::make_shared<Session>(std::move(socket), self->server_, self->timeout_)->read();
+          self->accept();
+        });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+  }
+
+ private:
+  tcp::acceptor acceptor_;
+  const StatusServer& server_;
+  std::chrono::milliseconds timeout_;
+};
+
+// ---- the server -----------------------------------------------------------------------
+
+StatusServer::StatusServer(boost::asio::io_context& core, metrics::Registry& registry,
+                           CoreViews views, ServerOptions options)
+    : core_(core), registry_(registry), views_(std::move(views)), options_(std::move(options)) {}
+
+StatusServer::~StatusServer() { stop(); }
+
+void StatusServer::start() {
+  auto endpoint = parse_listen_address(options_.listen);
+  try {
+    listener_ = std::make_shared<Listener>(io_, endpoint, *this, options_.io_timeout);
+  } catch (const boost::system::system_error& e) {
+    throw std::runtime_error("cannot listen on " + options_.listen + ": " + e.code().message());
+  }
+  bound_ = listener_->endpoint();
+  listener_->accept();
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+void StatusServer::stop() {
+  if (!thread_.joinable()) return;
+  io_.stop();  // sessions in flight are dropped with the io_context
+  thread_.join();
+  listener_->close();  // no more connections from now on
+}
+
+std::string StatusServer::address() const {
+  auto host = bound_.address().to_string();
+  if (bound_.address().is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(bound_.port());
+}
+
+Response StatusServer::handle(std::string_view target) const {
+  auto question = target.find('?');
+  auto path = target.substr(0, question);
+  auto query =
+      question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
+  try {
+    if (path == "/healthz") return health();
+    if (path == "/readyz") return ready();
+    if (path == "/metrics") return metrics();
+    if (path.rfind("/api/v1/", 0) == 0) return api(path.substr(8), query);
+    if (path == "/")
+      return text(200,
+                  "dowserd: /healthz /readyz /metrics /api/v1/status /api/v1/handlers "
+                  "/api/v1/configurations /api/v1/instances /api/v1/plugins\n");
+    return text(404, "not found\n");
+  } catch (const std::exception& e) {
+    spdlog::error("status API {}: {}", path, e.what());
+    return error(500, e.what());
+  }
+}
+
+Response StatusServer::health() const {
+  auto alive = call_on_core<bool>(
+      core_, [] { return true; }, options_.core_timeout);
+  if (!alive)
+    return text(503, "the core loop did not answer within " +
+                         std::to_string(options_.core_timeout.count()) + " ms\n");
+  return text(200, "ok\n");
+}
+
+Response StatusServer::ready() const {
+  auto readiness = call_on_core<Readiness>(core_, views_.readiness, options_.core_timeout);
+  if (!readiness) return text(503, "the core loop did not answer\nnot ready\n");
+  return text(readiness->ready ? 200 : 503, readiness_text(*readiness));
+}
+
+Response StatusServer::metrics() const {
+  // State-derived gauges are refreshed on the core first; if it does not
+  // answer, the last values are still worth serving.
+  auto refreshed = call_on_core<bool>(
+      core_,
+      [refresh = views_.refresh_metrics] {
+        refresh();
+        return true;
+      },
+      options_.core_timeout);
+  if (!refreshed) spdlog::warn("/metrics: the core loop did not answer; gauges may be stale");
+  return {200, std::string(metrics::kContentType), registry_.expose()};
+}
+
+Response StatusServer::api(std::string_view path, std::string_view query) const {
+  auto status = call_on_core<DaemonStatus>(core_, views_.status, options_.core_timeout);
+  if (!status) return error(503, "the core loop did not answer");
+  if (path == "status") return json(200, status->summary);
+  if (path == "handlers") return json(200, items(status->handlers));
+  if (path == "configurations") return json(200, items(status->configurations));
+  if (path == "plugins") return json(200, items(status->plugins));
+  if (path == "instances") {
+    auto wanted = parse_query(query)["configuration"];
+    std::vector<InstanceStatus> selected;
+    for (auto& instance : status->instances)
+      if (wanted.empty() || instance.configuration == wanted)
+        selected.push_back(std::move(instance));
+    return json(200, items(selected));
+  }
+  if (path.rfind("instances/", 0) == 0) {
+    auto name = percent_decode(path.substr(10));
+    for (const auto& instance : status->instances)
+      if (instance.name == name) return json(200, instance);
+    return error(404, "no Instance named " + name);
+  }
+  return error(404, "no such resource: /api/v1/" + std::string(path));
+}
+
+}  // namespace dowser::status_api

@@ -1,0 +1,234 @@
+// dowserctl: each command's output and exit code, against a running dowserd
+// and without one (validate, discover).
+#include "operability_harness.hpp"
+
+#include <gmock/gmock.h>
+
+namespace dowser::it {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class DowserctlTest : public DaemonTest {
+ protected:
+  CommandResult ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), DOWSERCTL);
+    return run_command(root_, std::move(args));
+  }
+
+  // dowserctl against this test's daemon.
+  CommandResult remote(std::vector<std::string> args) {
+    args.push_back("--server=" + url_);
+    return ctl(std::move(args));
+  }
+
+  Node& cams_node() {
+    echo_configuration("cams", {"cam0", "cam1"}, 2);
+    auto& node = add_node("node-a", {"--http-listen=127.0.0.1:0"});
+    EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+    url_ = status_url(node);
+    EXPECT_TRUE(eventually([&] { return http(url_, "/readyz").status == 200; }));
+    return node;
+  }
+
+  std::string manifest(const std::string& name, const std::string& text) {
+    auto path = root_ / name;
+    write_file(path, text);
+    return path.string();
+  }
+
+  std::string url_;
+};
+
+// Lines of text that contain `word`.
+size_t lines_with(const std::string& text, const std::string& word) {
+  std::istringstream lines(text);
+  size_t count = 0;
+  for (std::string line; std::getline(lines, line);) count += line.find(word) != std::string::npos;
+  return count;
+}
+
+TEST_F(DowserctlTest, StatusAndListsAsTablesAndJson) {
+  auto& node = cams_node();
+  auto status = remote({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("node            node-a"));
+  EXPECT_THAT(status.out, HasSubstr("ready           yes"));
+  EXPECT_THAT(status.out, HasSubstr("instances here  2"));
+  EXPECT_THAT(status.out, Not(HasSubstr("\033["))) << "no colours when not on a terminal";
+
+  auto handlers = remote({"handlers"});
+  EXPECT_EQ(handlers.exit_code, 0);
+  EXPECT_THAT(handlers.out, HasSubstr("NAME"));
+  EXPECT_EQ(lines_with(handlers.out, "loaded"), 2u) << handlers.out;
+
+  auto configs = remote({"configs"});
+  EXPECT_EQ(configs.exit_code, 0);
+  EXPECT_THAT(configs.out,
+              HasSubstr("default    cams  debugEcho  discovering  2        2          2"));
+
+  auto stored = instances();
+  auto table = remote({"instances", "-c", "cams"});
+  EXPECT_EQ(table.exit_code, 0);
+  for (const auto& s : stored) EXPECT_EQ(lines_with(table.out, s.instance.name), 1u) << table.out;
+  EXPECT_EQ(lines_with(table.out, "0/2"), 2u);
+
+  auto json = remote({"instances", "-o", "json"});
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(json.out)["items"].size(), 2u);
+
+  auto plugins = remote({"plugins"});
+  EXPECT_EQ(plugins.exit_code, 0);
+  EXPECT_EQ(lines_with(plugins.out, "akri.sh/"), 3u);
+  EXPECT_THAT(plugins.out, HasSubstr("akri.sh/cams"));
+  EXPECT_EQ(lines_with(plugins.out, " yes "), 3u) << plugins.out;
+
+  // A claim, as `slots` shows it.
+  auto claim = node.kubelet->allocate("akri.sh/cams", {"default", "pod-a"}, "c", 1);
+  ASSERT_TRUE(claim.ok());
+  size_t configuration_level = 0, free = 0;
+  for (const auto& s : stored) {
+    auto slots = remote({"slots", s.instance.name});
+    EXPECT_EQ(slots.exit_code, 0);
+    configuration_level += lines_with(
+        slots.out, "node-a (configuration-level, virtual device " + claim.device_ids.at(0) + ")");
+    free += lines_with(slots.out, "free");
+  }
+  EXPECT_EQ(configuration_level, 1u);
+  EXPECT_EQ(free, 3u);
+}
+
+TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
+  cams_node();
+  auto missing = remote({"slots", "nope"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no Instance named nope"));
+
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  auto closed = "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  acceptor.close();
+  auto unreachable = ctl({"status", "--server", closed});
+  EXPECT_EQ(unreachable.exit_code, 3);
+  EXPECT_THAT(unreachable.err, HasSubstr("cannot reach " + closed));
+
+  EXPECT_EQ(ctl({}).exit_code, 2);
+  EXPECT_EQ(ctl({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(ctl({"status", "-o", "yaml"}).exit_code, 2);
+  EXPECT_EQ(ctl({"slots"}).exit_code, 2);
+  EXPECT_EQ(ctl({"--help"}).exit_code, 0);
+  auto version = ctl({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_FALSE(version.out.empty());
+
+  auto coloured = remote({"status", "--color", "always"});
+  EXPECT_THAT(coloured.out, HasSubstr("\033[32myes\033[0m"));
+}
+
+TEST_F(DowserctlTest, StatusExitsOneWhenTheDaemonIsNotReady) {
+  write_file(config_dir_ / "ghost.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
+             "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
+  auto& node = add_node("node-a", {"--http-listen=127.0.0.1:0"});
+  url_ = status_url(node);
+  ASSERT_TRUE(node.wait_for_log("no discovery handler named 'nope'")) << node.log();
+  auto status = remote({"status"});
+  EXPECT_EQ(status.exit_code, 1) << status.out;
+  EXPECT_THAT(status.out, HasSubstr("FAILING: missing: nope"));
+}
+
+// The manifests of the daemon test ABadManifestIsReportedAndTheOthersKeepRunning:
+// validate reports them with the daemon's messages.
+TEST_F(DowserctlTest, ValidateCatchesWhatTheDaemonRefuses) {
+  auto good = manifest("good.yaml",
+                       "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: good}\n"
+                       "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+                       "'descriptions: [g0]'}\n");
+  auto bad = manifest("bad.yaml",
+                      "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: bad}\n"
+                      "spec:\n  capacity: -3\n  discoveryHandler: {name: debugEcho}\n");
+  auto refused =
+      manifest("refused.yaml",
+               "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: refused}\n"
+               "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: '{{{'}\n");
+  auto again = manifest("again.yaml",
+                        "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: good}\n"
+                        "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+                        "'descriptions: [x]'}\n");
+  auto ghost = manifest("ghost.yaml",
+                        "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
+                        "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
+  auto handlers = "--handler-dir=" + handler_dir_.string();
+
+  auto ok = ctl({"validate", handlers, good});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr(good + ": Configuration default/good: valid (handler debugEcho)"));
+  EXPECT_THAT(ok.out, HasSubstr("0 problems in 1 file"));
+
+  auto all = ctl({"validate", handlers, good, bad, refused, again, ghost});
+  EXPECT_EQ(all.exit_code, 1);
+  EXPECT_THAT(all.out, HasSubstr(bad + ": spec.capacity: must be an integer"));
+  EXPECT_THAT(all.out,
+              HasSubstr(refused + ": Configuration default/refused: refused by handler debugEcho: "
+                                  "discovery details are not valid YAML"));
+  EXPECT_THAT(all.out, HasSubstr(again + ": Configuration default/good: also defined in " + good));
+  EXPECT_THAT(all.out, HasSubstr(ghost + ": Configuration default/ghost: no discovery handler "
+                                         "named 'nope' is loaded"));
+  EXPECT_THAT(all.out, HasSubstr("4 problems in 5 files"));
+
+  // Without the handlers, only the manifests are checked.
+  auto manifests_only = ctl({"validate", "--skip-handlers", good, refused, ghost});
+  EXPECT_EQ(manifests_only.exit_code, 0) << manifests_only.out;
+
+  auto json = ctl({"validate", handlers, "-o", "json", good, bad});
+  EXPECT_EQ(json.exit_code, 1);
+  auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["problems"], 1);
+  EXPECT_EQ(parsed["results"].size(), 2u);
+
+  auto unreadable = ctl({"validate", handlers, (root_ / "missing.yaml").string()});
+  EXPECT_EQ(unreadable.exit_code, 1);
+  EXPECT_THAT(unreadable.out, HasSubstr("cannot read the file"));
+}
+
+// A dry run names Instances exactly as the daemon does.
+TEST_F(DowserctlTest, DiscoverPrintsTheInstancesTheDaemonMakes) {
+  cams_node();
+  auto details = manifest("details.yaml", "descriptions: [cam0, cam1]\n");
+  auto result = ctl({"discover", "--handler=debugEcho", "--details=" + details, "--name=cams",
+                     "--node=node-a", "--capacity=2", "--handler-dir=" + handler_dir_.string(),
+                     "-o", "json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto parsed = nlohmann::json::parse(result.out);
+  std::set<std::string> dry_run;
+  for (const auto& instance : parsed["instances"]) {
+    dry_run.insert(instance["instance"].get<std::string>());
+    EXPECT_EQ(instance["properties"]["DEBUG_ECHO_DESCRIPTION"], instance["device_id"]);
+    EXPECT_EQ(instance["capacity"], 2);
+  }
+  std::set<std::string> made;
+  for (const auto& stored : instances()) made.insert(stored.instance.name);
+  EXPECT_EQ(dry_run, made);
+
+  auto table = ctl({"discover", "--handler=debugEcho", "--details=" + details, "--node=n1", "-p",
+                    "DEBUG_ECHO_INSTANCES_SHARED=true", "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(lines_with(table.out, "discover-"), 2u) << table.out;
+  EXPECT_EQ(lines_with(table.out, " yes "), 2u) << "shared devices";
+  EXPECT_THAT(table.out, HasSubstr("2 devices found by debugEcho on node n1"));
+
+  auto bad = manifest("bad-details.yaml", "{{{");
+  auto refused = ctl({"discover", "--handler=debugEcho", "--details=" + bad,
+                      "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("refused by handler debugEcho: discovery details are not "
+                                     "valid YAML"));
+  auto missing = ctl({"discover", "--handler=nope", "--details=" + details,
+                      "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no discovery handler named 'nope'"));
+}
+
+}  // namespace
+}  // namespace dowser::it

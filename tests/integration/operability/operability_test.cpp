@@ -1,0 +1,275 @@
+// dowserd's HTTP endpoints against known state: Instances made by debugEcho,
+// claims made through the kubelet simulator; metrics move when things happen.
+#include "operability_harness.hpp"
+
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+
+namespace dowser::it {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kStatusApi = {"--http-listen=127.0.0.1:0"};
+
+std::vector<std::string> with_status_api(std::vector<std::string> args) {
+  args.insert(args.end(), kStatusApi.begin(), kStatusApi.end());
+  return args;
+}
+
+std::set<std::string> store_names(const std::vector<store::StoredInstance>& instances) {
+  std::set<std::string> names;
+  for (const auto& stored : instances) names.insert(stored.instance.name);
+  return names;
+}
+
+// An Allocate straight to a plugin's socket, as a kubelet would send it.
+grpc::Status allocate_directly(const fs::path& socket, const std::string& device_id) {
+  auto channel = grpc::CreateChannel("unix:" + socket.string(), grpc::InsecureChannelCredentials());
+  auto stub = v1beta1::DevicePlugin::NewStub(channel);
+  v1beta1::AllocateRequest request;
+  request.add_container_requests()->add_devices_ids(device_id);
+  v1beta1::AllocateResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return stub->Allocate(&context, request, &response);
+}
+
+std::string cams_series(const std::string& name) {
+  return name + "{namespace=\"default\",configuration=\"cams\"}";
+}
+
+class OperabilityTest : public DaemonTest {
+ protected:
+  // A node serving two debugEcho cameras of capacity 2, with its status API.
+  Node& cams_node(std::vector<std::string> extra = {}) {
+    echo_configuration("cams", {"cam0", "cam1"}, 2);
+    auto& node = add_node("node-a", with_status_api(std::move(extra)));
+    EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+    url_ = status_url(node);
+    EXPECT_FALSE(url_.empty()) << node.log();
+    return node;
+  }
+
+  bool ready() { return http(url_, "/readyz").status == 200; }
+
+  std::string url_;
+};
+
+TEST_F(OperabilityTest, HealthAndReadinessFollowTheDaemon) {
+  auto& node = cams_node();
+  auto health = http(url_, "/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, "ok\n");
+  ASSERT_TRUE(eventually([&] { return ready(); })) << http(url_, "/readyz").body;
+  auto readyz = http(url_, "/readyz").body;
+  EXPECT_THAT(readyz, HasSubstr("[+]handlers: 2 loaded\n"));
+  EXPECT_THAT(readyz, HasSubstr("[+]store\n"));
+  EXPECT_THAT(readyz, HasSubstr("[+]kubelet: 3 of 3 plugins registered\n"));
+
+  // A Configuration whose handler is not there: not ready, and why.
+  write_file(config_dir_ / "ghost.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
+             "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
+  ASSERT_TRUE(eventually([&] { return !ready(); })) << node.log();
+  EXPECT_THAT(http(url_, "/readyz").body, HasSubstr("[-]handlers: missing: nope\n"));
+}
+
+TEST_F(OperabilityTest, StatusApiDescribesHandlersConfigurationsInstancesAndPlugins) {
+  auto& node = cams_node();
+  ASSERT_TRUE(eventually([&] { return ready(); }));
+
+  auto summary = api(url_, "/api/v1/status").get<status_api::Summary>();
+  EXPECT_EQ(summary.node, "node-a");
+  EXPECT_FALSE(summary.version.empty());
+  EXPECT_TRUE(summary.readiness.ready);
+  EXPECT_EQ(summary.configurations, 1u);
+  EXPECT_EQ(summary.instances, 2u);
+  EXPECT_EQ(summary.plugins, 3u);
+
+  auto handlers =
+      api(url_, "/api/v1/handlers")["items"].get<std::vector<status_api::HandlerStatus>>();
+  std::map<std::string, status_api::HandlerStatus> by_name;
+  for (const auto& handler : handlers) by_name[handler.name] = handler;
+  ASSERT_TRUE(by_name.count("debugEcho"));
+  EXPECT_EQ(by_name["debugEcho"].state, "loaded");
+  EXPECT_EQ(by_name["debugEcho"].version, summary.version);
+  EXPECT_TRUE(by_name.count("testDevices"));
+
+  auto configurations = api(url_, "/api/v1/configurations")["items"]
+                            .get<std::vector<status_api::ConfigurationStatus>>();
+  ASSERT_EQ(configurations.size(), 1u);
+  const auto& cams = configurations[0];
+  EXPECT_EQ(cams.name, "cams");
+  EXPECT_EQ(cams.handler, "debugEcho");
+  EXPECT_EQ(cams.resource, "akri.sh/cams");
+  EXPECT_EQ(cams.state, "discovering");
+  EXPECT_EQ(cams.devices, 2u);
+  EXPECT_EQ(cams.instances, 2u);
+  EXPECT_EQ(cams.capacity, 2u);
+  EXPECT_GE(cams.snapshots, 1u);
+  EXPECT_FALSE(cams.last_snapshot.empty());
+
+  auto listed = api(url_, "/api/v1/instances?configuration=cams")["items"]
+                    .get<std::vector<status_api::InstanceStatus>>();
+  std::set<std::string> names;
+  for (const auto& instance : listed) {
+    names.insert(instance.name);
+    EXPECT_EQ(instance.nodes, std::vector<std::string>{"node-a"});
+    EXPECT_TRUE(instance.here);
+    EXPECT_FALSE(instance.shared);
+    EXPECT_EQ(instance.slots.size(), 2u);
+    for (const auto& slot : instance.slots) EXPECT_EQ(slot.usage, "") << slot.name;
+  }
+  EXPECT_EQ(names, store_names(instances()));
+  EXPECT_TRUE(api(url_, "/api/v1/instances?configuration=other")["items"].empty());
+
+  // Each plugin's last list is what the kubelet was sent.
+  auto sim = node.kubelet->status();
+  auto plugins = api(url_, "/api/v1/plugins")["items"].get<std::vector<status_api::PluginStatus>>();
+  ASSERT_EQ(plugins.size(), 3u);
+  for (const auto& plugin : plugins) {
+    EXPECT_TRUE(plugin.registered) << plugin.resource;
+    EXPECT_FALSE(plugin.socket.empty());
+    EXPECT_EQ(plugin.kind, plugin.resource == "akri.sh/cams" ? "configuration" : "instance");
+    const auto* seen = sim.resource(plugin.resource);
+    ASSERT_NE(seen, nullptr) << plugin.resource;
+    std::vector<std::string> ids;
+    for (const auto& device : plugin.devices) ids.push_back(device.id);
+    std::vector<std::string> seen_ids;
+    for (const auto& device : seen->devices) seen_ids.push_back(device.id);
+    EXPECT_EQ(ids, seen_ids) << plugin.resource;
+  }
+}
+
+TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
+  auto& node = cams_node({"--reclaim-interval-ms=50", "--reclaim-grace-ms=100"});
+  ASSERT_TRUE(eventually([&] { return ready(); }));
+  EXPECT_EQ(
+      metric(url_,
+             "dowser_instances{namespace=\"default\",configuration=\"cams\",shared=\"false\"}"),
+      2);
+  EXPECT_EQ(metric(url_, cams_series("dowser_discovered_devices")), 2);
+  EXPECT_GE(metric(url_, "dowser_discovery_snapshots_total{handler=\"debugEcho\"}"), 1);
+  EXPECT_GE(metric(url_, "dowser_discovery_to_kubelet_seconds_count"), 1);
+  EXPECT_EQ(metric(url_, "dowser_plugins{kind=\"instance\",registered=\"true\"}"), 2);
+  EXPECT_EQ(metric(url_, "dowser_plugins{kind=\"configuration\",registered=\"true\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_handlers_loaded"), 2);
+  EXPECT_EQ(metric(url_, "dowser_configurations{state=\"discovering\"}"), 1);
+  EXPECT_GT(metric(url_, "process_resident_memory_bytes"), 0);
+  EXPECT_GT(metric(url_, "process_open_fds"), 0);
+  EXPECT_GT(metric(url_, "process_threads"), 1);
+  EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"configuration\",result=\"ok\"}"), 0)
+      << "no Allocate yet";
+
+  auto cl = node.kubelet->allocate("akri.sh/cams", {"default", "pod-a"}, "c", 1);
+  ASSERT_TRUE(cl.ok()) << cl.status.error_message();
+  EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"configuration\",result=\"ok\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_allocate_duration_seconds_count{kind=\"configuration\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_slot_claims_total{kind=\"configuration\"}"), 1);
+
+  // The claimed slot, as the status API shows it.
+  std::string held_by = "C:" + cl.device_ids.at(0) + ":node-a";
+  std::string claimed_instance;
+  for (const auto& instance :
+       api(url_, "/api/v1/instances")["items"].get<std::vector<status_api::InstanceStatus>>())
+    for (const auto& slot : instance.slots)
+      if (slot.usage == held_by) claimed_instance = instance.name;
+  ASSERT_FALSE(claimed_instance.empty()) << "no slot shows " << held_by;
+  auto one = api(url_, "/api/v1/instances/" + claimed_instance).get<status_api::InstanceStatus>();
+  EXPECT_EQ(one.name, claimed_instance);
+  EXPECT_EQ(http(url_, "/api/v1/instances/nope").status, 404);
+
+  // The simulator, like the kubelet, only sends ids it was offered; a
+  // refusal needs a call of our own, on the plugin's socket.
+  std::string socket;
+  for (const auto& plugin :
+       api(url_, "/api/v1/plugins")["items"].get<std::vector<status_api::PluginStatus>>())
+    if (plugin.resource == "akri.sh/cams") socket = plugin.socket;
+  auto refused = allocate_directly(root_ / "node-a" / "dp" / socket, "no-such-device");
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"configuration\",result=\"refused\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_allocate_duration_seconds_count{kind=\"configuration\"}"), 2);
+
+  auto il = "akri.sh/" + claimed_instance;
+  auto il_claim = node.kubelet->allocate(il, {"default", "pod-c"}, "c", 1);
+  ASSERT_TRUE(il_claim.ok()) << il_claim.status.error_message();
+  EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"instance\",result=\"ok\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_slot_claims_total{kind=\"instance\"}"), 1);
+
+  // Pods gone: the reclaimer frees both claims.
+  node.kubelet->delete_pod({"default", "pod-a"});
+  node.kubelet->delete_pod({"default", "pod-c"});
+  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
+  EXPECT_EQ(metric(url_, "dowser_slot_reclaims_total"), 2);
+  EXPECT_GE(metric(url_, "dowser_slot_releases_total{kind=\"instance\"}"), 1);
+  EXPECT_GE(metric(url_, "dowser_podresources_lists_total"), 1);
+
+  // A kubelet restart: every plugin registers again.
+  node.kubelet->restart();
+  EXPECT_TRUE(eventually([&] { return metric(url_, "dowser_kubelet_reregistrations_total") >= 3; }))
+      << http(url_, "/metrics").body;
+}
+
+TEST_F(OperabilityTest, FailuresAreVisibleWithoutReadingLogs) {
+  { std::ofstream(handler_dir_ / "libbroken.so") << "not a shared object"; }
+  fs::permissions(handler_dir_ / "libbroken.so", fs::perms::owner_read | fs::perms::owner_write |
+                                                     fs::perms::group_read |
+                                                     fs::perms::others_read);
+  write_file(config_dir_ / "refused.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: refused}\n"
+             "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: '{{{'}\n");
+  write_file(config_dir_ / "ghost.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
+             "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
+  auto& node = add_node("node-a", kStatusApi);
+  url_ = status_url(node);
+  ASSERT_FALSE(url_.empty()) << node.log();
+
+  std::map<std::string, status_api::ConfigurationStatus> configurations;
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& c : api(url_, "/api/v1/configurations")["items"]
+                             .get<std::vector<status_api::ConfigurationStatus>>())
+      configurations[c.name] = c;
+    return configurations.count("ghost") && configurations["ghost"].state == "failing";
+  })) << node.log();
+  EXPECT_THAT(configurations["ghost"].last_error,
+              HasSubstr("no discovery handler named 'nope' is loaded"));
+  EXPECT_GE(configurations["ghost"].errors, 1u);
+  ASSERT_TRUE(configurations.count("refused"));
+  EXPECT_EQ(configurations["refused"].state, "refused");
+  EXPECT_THAT(configurations["refused"].last_error,
+              HasSubstr("refused by handler debugEcho: discovery details are not valid YAML"));
+
+  bool broken_listed = false;
+  for (const auto& handler :
+       api(url_, "/api/v1/handlers")["items"].get<std::vector<status_api::HandlerStatus>>()) {
+    if (handler.path.ends_with("libbroken.so")) {
+      broken_listed = true;
+      EXPECT_EQ(handler.state, "failed");
+      EXPECT_THAT(handler.error, HasSubstr("open: "));
+    }
+  }
+  EXPECT_TRUE(broken_listed);
+  EXPECT_EQ(metric(url_, "dowser_handler_load_failures{stage=\"open\"}"), 1);
+  EXPECT_GE(metric(url_, "dowser_discovery_errors_total{handler=\"nope\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_configurations{state=\"failing\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_configurations{state=\"refused\"}"), 1);
+  EXPECT_EQ(http(url_, "/readyz").status, 503);
+}
+
+TEST_F(OperabilityTest, ABusyPortDoesNotStopTheDaemon) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor taken(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  auto address = "127.0.0.1:" + std::to_string(taken.local_endpoint().port());
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a", {"--http-listen=" + address});
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  EXPECT_TRUE(node.wait_for_log("status API: cannot listen on " + address)) << node.log();
+  EXPECT_TRUE(node.running());
+}
+
+}  // namespace
+}  // namespace dowser::it

@@ -1,0 +1,260 @@
+// The status server against a stand-in core loop: routes, status codes,
+// JSON, the core-thread rule and the timeout; and the client.
+#include "status_api.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include <atomic>
+#include <thread>
+
+namespace dowser::status_api {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+DaemonStatus sample_status() {
+  DaemonStatus status;
+  status.summary.node = "node-a";
+  status.summary.version = "1.2.3";
+  status.summary.readiness = {true, {{"handlers", true, "1 loaded"}}};
+  status.summary.instances = 2;
+  status.handlers = {{"debugEcho", "0.1.0", "/h/libecho.so", false, "loaded", ""},
+                     {"", "", "/h/libbad.so", false, "failed", "open: not an ELF file"}};
+  status.configurations = {{"default", "cams", "debugEcho", "akri.sh/cams", 2, "Required",
+                            "discovering", "", 3, 0, 2, 2, "2024-01-01T00:00:00Z"}};
+  status.instances = {{"default",
+                       "cams-aaaaaa",
+                       "cams",
+                       false,
+                       2,
+                       {"node-a"},
+                       true,
+                       false,
+                       {{"cams-aaaaaa-0", 0, "C:0:node-a"}, {"cams-aaaaaa-1", 1, ""}}},
+                      {"default",
+                       "mics-bbbbbb",
+                       "mics",
+                       true,
+                       1,
+                       {"node-a", "node-b"},
+                       true,
+                       true,
+                       {{"mics-bbbbbb-0", 0, "node-b"}}}};
+  status.plugins = {{"akri.sh/cams",
+                     "configuration",
+                     "akri.sh_cams-1.sock",
+                     true,
+                     1,
+                     4,
+                     "",
+                     {{"0", true}, {"1", false}}}};
+  return status;
+}
+
+// A core loop on its own thread, and a server whose views run on it.
+class StatusServerTest : public ::testing::Test {
+ protected:
+  StatusServerTest() : work_(core_.get_executor()) {
+    core_thread_ = std::thread([this] { core_.run(); });
+  }
+  ~StatusServerTest() override {
+    server_.reset();
+    work_.reset();
+    core_.stop();
+    core_thread_.join();
+  }
+
+  void start(ServerOptions options = {}) {
+    options.listen = "127.0.0.1:0";
+    CoreViews views{[this] {
+                      on_core_ = on_core_ && std::this_thread::get_id() == core_thread_.get_id();
+                      return status_;
+                    },
+                    [this] {
+                      on_core_ = on_core_ && std::this_thread::get_id() == core_thread_.get_id();
+                      return status_.summary.readiness;
+                    },
+                    [this] {
+                      on_core_ = on_core_ && std::this_thread::get_id() == core_thread_.get_id();
+                      refreshes_.with().inc();
+                    }};
+    server_ = std::make_unique<StatusServer>(core_, registry_, views, options);
+    server_->start();
+  }
+
+  Response get(const std::string& target) {
+    return http_get("http://" + server_->address() + target, 5s);
+  }
+
+  nlohmann::json get_json(const std::string& target) {
+    auto response = get(target);
+    EXPECT_EQ(response.status, 200) << target << ": " << response.body;
+    EXPECT_EQ(response.content_type, "application/json");
+    return nlohmann::json::parse(response.body);
+  }
+
+  boost::asio::io_context core_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread core_thread_;
+  metrics::Registry registry_;
+  metrics::Family<metrics::Counter>& refreshes_ =
+      registry_.counter("test_refreshes_total", "Refreshes.");
+  DaemonStatus status_ = sample_status();  // read on the core thread only
+  std::atomic<bool> on_core_{true};
+  std::unique_ptr<StatusServer> server_;
+};
+
+TEST_F(StatusServerTest, HealthzAnswersOnceTheCoreLoopDoes) {
+  start();
+  auto response = get("/healthz");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, "ok\n");
+}
+
+TEST_F(StatusServerTest, ReadyzListsEveryCheckAndFailsWhenOneFails) {
+  start();
+  EXPECT_EQ(get("/readyz").status, 200);
+  boost::asio::post(core_, [this] {
+    status_.summary.readiness = {
+        false, {{"handlers", true, "1 loaded"}, {"kubelet", false, "0 of 2 plugins registered"}}};
+  });
+  auto response = get("/readyz");
+  EXPECT_EQ(response.status, 503);
+  EXPECT_EQ(response.body,
+            "[+]handlers: 1 loaded\n[-]kubelet: 0 of 2 plugins registered\nnot ready\n");
+  EXPECT_TRUE(on_core_);
+}
+
+TEST_F(StatusServerTest, MetricsRefreshesOnTheCoreThenExposesTheRegistry) {
+  start();
+  auto first = get("/metrics");
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.content_type, metrics::kContentType);
+  EXPECT_THAT(first.body, HasSubstr("test_refreshes_total 1\n"));
+  EXPECT_THAT(get("/metrics").body, HasSubstr("test_refreshes_total 2\n"));
+  EXPECT_TRUE(on_core_);
+}
+
+TEST_F(StatusServerTest, ApiServesEachPartOfTheStatusAsJson) {
+  start();
+  auto summary = get_json("/api/v1/status").get<Summary>();
+  EXPECT_EQ(summary.node, "node-a");
+  EXPECT_EQ(summary.version, "1.2.3");
+  EXPECT_TRUE(summary.readiness.ready);
+  EXPECT_EQ(summary.instances, 2u);
+
+  auto handlers = get_json("/api/v1/handlers")["items"].get<std::vector<HandlerStatus>>();
+  ASSERT_EQ(handlers.size(), 2u);
+  EXPECT_EQ(handlers[1].error, "open: not an ELF file");
+
+  auto configurations =
+      get_json("/api/v1/configurations")["items"].get<std::vector<ConfigurationStatus>>();
+  ASSERT_EQ(configurations.size(), 1u);
+  EXPECT_EQ(configurations[0].namespace_name, "default");
+  EXPECT_EQ(configurations[0].state, "discovering");
+  EXPECT_EQ(configurations[0].snapshots, 3u);
+
+  auto plugins = get_json("/api/v1/plugins")["items"].get<std::vector<PluginStatus>>();
+  ASSERT_EQ(plugins.size(), 1u);
+  EXPECT_EQ(plugins[0].socket, "akri.sh_cams-1.sock");
+  ASSERT_EQ(plugins[0].devices.size(), 2u);
+  EXPECT_FALSE(plugins[0].devices[1].healthy);
+  EXPECT_TRUE(on_core_);
+}
+
+TEST_F(StatusServerTest, InstancesFilterByConfigurationAndOneInstanceHasItsSlots) {
+  start();
+  auto all = get_json("/api/v1/instances")["items"].get<std::vector<InstanceStatus>>();
+  EXPECT_EQ(all.size(), 2u);
+  auto mics =
+      get_json("/api/v1/instances?configuration=mics")["items"].get<std::vector<InstanceStatus>>();
+  ASSERT_EQ(mics.size(), 1u);
+  EXPECT_EQ(mics[0].name, "mics-bbbbbb");
+  EXPECT_EQ(mics[0].nodes, (std::vector<std::string>{"node-a", "node-b"}));
+  EXPECT_TRUE(mics[0].offline);
+
+  auto cams = get_json("/api/v1/instances/cams-aaaaaa").get<InstanceStatus>();
+  ASSERT_EQ(cams.slots.size(), 2u);
+  EXPECT_EQ(cams.slots[0].usage, "C:0:node-a");
+  EXPECT_EQ(cams.slots[1].usage, "");
+
+  auto missing = get("/api/v1/instances/nope");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_THAT(missing.body, HasSubstr("no Instance named nope"));
+}
+
+TEST_F(StatusServerTest, UnknownPathsAndMethodsAreRefused) {
+  start();
+  EXPECT_EQ(get("/nope").status, 404);
+  EXPECT_EQ(get("/api/v1/nope").status, 404);
+
+  // A raw POST: the client only speaks GET.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  socket.connect(parse_listen_address(server_->address()));
+  std::string request =
+      "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+      "Connection: close\r\n\r\n";
+  boost::asio::write(socket, boost::asio::buffer(request));
+  std::string answer;
+  boost::system::error_code end;
+  boost::asio::read(socket, boost::asio::dynamic_buffer(answer), end);
+  EXPECT_THAT(answer, HasSubstr("HTTP/1.1 405"));
+  EXPECT_THAT(answer, HasSubstr("Allow: GET, HEAD"));
+}
+
+TEST_F(StatusServerTest, AStalledCoreMakesEveryCoreViewAnswer503) {
+  ServerOptions options;
+  options.core_timeout = 200ms;
+  start(options);
+  // Block the core until the test has seen the answers.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  boost::asio::post(core_, [released] { released.wait(); });
+  EXPECT_EQ(get("/healthz").status, 503);
+  EXPECT_EQ(get("/readyz").status, 503);
+  EXPECT_EQ(get("/api/v1/status").status, 503);
+  EXPECT_EQ(get("/metrics").status, 200) << "metrics still serve the last values";
+  release.set_value();
+  EXPECT_EQ(get("/healthz").status, 200);
+}
+
+TEST(StatusApi, ListenAddressesAreNumericHostAndPort) {
+  EXPECT_EQ(parse_listen_address("127.0.0.1:8080").port(), 8080);
+  EXPECT_TRUE(parse_listen_address("[::1]:0").address().is_v6());
+  EXPECT_EQ(parse_listen_address("0.0.0.0:9").address().to_string(), "0.0.0.0");
+  for (const char* bad :
+       {"127.0.0.1", ":80", "127.0.0.1:", "localhost:80", "1.2.3.4:70000", "1.2.3.4:8x"})
+    EXPECT_THROW(parse_listen_address(bad), std::invalid_argument) << bad;
+}
+
+TEST(StatusApi, TheClientReportsAClosedPortAsUnreachable) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  auto port = acceptor.local_endpoint().port();
+  acceptor.close();  // nothing listens there now
+  EXPECT_THROW(http_get("http://127.0.0.1:" + std::to_string(port) + "/healthz", 2s), Unreachable);
+  EXPECT_THROW(http_get("https://127.0.0.1/", 2s), std::invalid_argument);
+  EXPECT_THROW(http_get("http:///x", 2s), std::invalid_argument);
+}
+
+TEST(StatusApi, JsonIsReadLenientlyAndRoundTrips) {
+  auto status = sample_status();
+  nlohmann::json json = status.instances[0];
+  auto back = json.get<InstanceStatus>();
+  EXPECT_EQ(back.slots.size(), 2u);
+  EXPECT_EQ(back.slots[0].name, "cams-aaaaaa-0");
+  EXPECT_EQ(nlohmann::json(back), json);
+  auto sparse = nlohmann::json{{"name", "x"}, {"unknown", 1}}.get<ConfigurationStatus>();
+  EXPECT_EQ(sparse.name, "x");
+  EXPECT_EQ(sparse.namespace_name, "");
+}
+
+}  // namespace
+}  // namespace dowser::status_api
