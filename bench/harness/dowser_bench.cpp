@@ -401,7 +401,8 @@ std::pair<Latency, Latency> allocate_latency(const fs::path& root, const fs::pat
   return {summarize(il), summarize(cl)};
 }
 
-json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handlers, int instances) {
+json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handlers, int instances,
+           int idle_seconds) {
   Node node(root, dowserd, handlers);
   fs::path socket = root / "bench.sock";
   node.configuration("scale", 4, "benchHandler", bench_properties(socket));
@@ -423,8 +424,8 @@ json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handle
   double seconds = micros_since(start) / 1e6;
   auto figures = figures_of(node.pid);
   double cpu_before = cpu_seconds(node.pid);
-  std::this_thread::sleep_for(10s);
-  double idle_cpu = (cpu_seconds(node.pid) - cpu_before) / 10.0 * 100.0;
+  std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
+  double idle_cpu = (cpu_seconds(node.pid) - cpu_before) / idle_seconds * 100.0;
   return {{"instances", instances},      {"all_registered", all},      {"registration_s", seconds},
           {"rss_mb", figures.rss_mb},    {"threads", figures.threads}, {"fds", figures.fds},
           {"idle_cpu_percent", idle_cpu}};
@@ -465,7 +466,7 @@ std::string row(const std::string& what, const Latency& l, double baseline_p99) 
 
 int main(int argc, char** argv) {
   fs::path dowserd, handlers, json_out;
-  int events = 1000, calls = 500, allocate_instances = 1000;
+  int events = 1000, calls = 500, allocate_instances = 1000, idle_seconds = 10;
   std::vector<int> scales = {1000, 5000};
   CLI::App app{"dowser-bench: dowserd latency and scale against the kubelet simulator"};
   app.add_option("--dowserd", dowserd, "the dowserd binary")->required()->check(CLI::ExistingFile);
@@ -477,6 +478,9 @@ int main(int argc, char** argv) {
   app.add_option("--allocate-instances", allocate_instances, "Instances in the Allocate run")
       ->capture_default_str();
   app.add_option("--scale", scales, "Instance counts for the scale runs")->delimiter(',');
+  app.add_option("--idle-seconds", idle_seconds, "how long idle CPU is measured")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   app.add_option("--json", json_out, "also write the figures as JSON here");
   app.add_option("--state-base", Node::state_base,
                  "put dowserd's state (the file store) here instead, e.g. /dev/shm, to see "
@@ -518,7 +522,8 @@ int main(int argc, char** argv) {
             << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n";
 
   for (int count : scales) {
-    auto figures = scale(stage("scale-" + std::to_string(count)), dowserd, handlers, count);
+    auto figures =
+        scale(stage("scale-" + std::to_string(count)), dowserd, handlers, count, idle_seconds);
     report["scale"].push_back(figures);
     std::cout << "scale " << count << " Instances (capacity 4): " << figures.dump() << "\n";
   }
@@ -526,5 +531,11 @@ int main(int argc, char** argv) {
   std::cout << "startup: " << report["startup"].dump() << "\n";
   if (!json_out.empty()) std::ofstream(json_out) << report.dump(2) << "\n";
   fs::remove_all(root);
-  return 0;
+  // A stage that never completed makes its figures meaningless: say so.
+  bool complete = report["startup"]["ready"].get<bool>() && il_discovery.samples > 0 &&
+                  cl_discovery.samples > 0 && il_allocate.samples > 0 && cl_allocate.samples > 0;
+  for (const auto& figures : report["scale"])
+    complete = complete && figures["all_registered"].get<bool>();
+  if (!complete) std::cerr << "some stage did not complete; see the figures above\n";
+  return complete ? 0 : 1;
 }
