@@ -206,10 +206,9 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
 std::vector<ContainerClaims> CapacityManager::allocate_instance_level(
     const InstanceKey& instance, const std::vector<std::vector<std::string>>& container_ids,
     bool offline) {
-  std::vector<Claim> made;
-  std::vector<ContainerClaims> result;
   auto own = SlotUsage::instance_level(node_);
-  try {
+  return all_or_nothing([&](std::vector<Claim>& made) {
+    std::vector<ContainerClaims> result;
     if (offline) throw AllocationError("device " + instance.second + " is offline");
     for (const auto& ids : container_ids) {
       ContainerClaims claims;
@@ -231,14 +230,8 @@ std::vector<ContainerClaims> CapacityManager::allocate_instance_level(
       }
       result.push_back(std::move(claims));
     }
-  } catch (const AllocationError&) {
-    rollback(made);
-    throw;
-  } catch (const store::StoreError& e) {
-    rollback(made);
-    throw AllocationError(std::string("the instance store failed: ") + e.what());
-  }
-  return result;
+    return result;
+  });
 }
 
 std::optional<CapacityManager::Claim> CapacityManager::claim_for_vdev(
@@ -264,10 +257,9 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
     const std::string& namespace_name, const std::vector<std::vector<std::string>>& container_vdevs,
     const VirtualDeviceTable& table, const std::function<std::vector<InstanceSlots>()>& instances,
     UniqueInstances policy) {
-  std::vector<Claim> made;
-  std::vector<ContainerClaims> result;
-  std::set<std::string> vdevs_of_call;
-  try {
+  return all_or_nothing([&](std::vector<Claim>& made) {
+    std::vector<ContainerClaims> result;
+    std::set<std::string> vdevs_of_call;
     for (const auto& vdevs : container_vdevs) {
       for (const auto& vdev : vdevs)
         if (!vdevs_of_call.insert(vdev).second)
@@ -296,6 +288,14 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
       }
       result.push_back(std::move(claims));
     }
+    return result;
+  });
+}
+
+std::vector<ContainerClaims> CapacityManager::all_or_nothing(const AllocationBody& body) {
+  std::vector<Claim> made;
+  try {
+    return body(made);
   } catch (const AllocationError&) {
     rollback(made);
     throw;
@@ -303,7 +303,6 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
     rollback(made);
     throw AllocationError(std::string("the instance store failed: ") + e.what());
   }
-  return result;
 }
 
 bool CapacityManager::release(const InstanceKey& instance, uint32_t slot,

@@ -179,6 +179,10 @@ class CapacityManager {
                                       const ContainerPlan& plan, std::set<std::string>& used,
                                       UniqueInstances policy);
   void rollback(const std::vector<Claim>& claims);
+  // Runs body, which records every claim it makes; if it fails, every one of
+  // them is undone (a call claims all it was asked for or nothing).
+  using AllocationBody = std::function<std::vector<ContainerClaims>(std::vector<Claim>& made)>;
+  std::vector<ContainerClaims> all_or_nothing(const AllocationBody& body);
   // Reports `event` (unless nullopt) and the races lost before it.
   void observe(std::optional<SlotEvent> event, const naming::SlotUsage& usage, int attempts);
 
