@@ -106,11 +106,22 @@ void Daemon::shutdown() {
 
 // ---- Configurations -----------------------------------------------------------
 
+// Resource names carry no namespace: one name may serve one Configuration.
+void Daemon::refuse_name_clash(const ConfigurationKey& key) const {
+  for (const auto& [other, configuration] : configurations_) {
+    if (other.second == key.second && other.first != key.first) {
+      throw std::invalid_argument("its resource name is taken by Configuration " + other.first +
+                                  "/" + other.second + " (resource names carry no namespace)");
+    }
+  }
+}
+
 void Daemon::configuration_upserted(const configuration::Configuration& configuration) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   std::string resource;
   try {
     resource = naming::resource_name(options_.resource_domain, configuration.name);
+    refuse_name_clash(key);
     discovery_.validate(configuration);
   } catch (const host::HandlerCallError& e) {
     refused(configuration, "refused by handler " + configuration.handler_name + ": " + e.message());

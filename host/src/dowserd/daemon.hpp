@@ -58,6 +58,7 @@ class Daemon {
   void shutdown();
 
   void configuration_upserted(const configuration::Configuration& configuration);
+  void refuse_name_clash(const ConfigurationKey& key) const;
   void configuration_removed(const ConfigurationKey& key);
   void snapshot_arrived(const ConfigurationKey& key, host::Snapshot snapshot);
   void reconcile(const ConfigurationKey& key);

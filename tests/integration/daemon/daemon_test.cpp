@@ -356,6 +356,20 @@ TEST_F(DaemonTest, ABadManifestIsReportedAndTheOthersKeepRunning) {
   EXPECT_TRUE(node.running());
 }
 
+TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  write_file(config_dir_ / "other.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams, namespace: "
+             "other}\nspec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+             "'descriptions: [x, y]'}\n");
+  EXPECT_TRUE(node.wait_for_log("Configuration other/cams")) << node.log();
+  EXPECT_TRUE(node.wait_for_log("resource name is taken by Configuration default/cams"))
+      << node.log();
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << "the first keeps its resource";
+}
+
 TEST_F(DaemonTest, AConfigurationWaitsForItsHandlerToAppear) {
   fs::remove(handler_dir_ / "libfixture-test-devices.so");
   write_file(config_dir_ / "late.yaml",
