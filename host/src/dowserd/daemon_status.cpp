@@ -347,11 +347,14 @@ void Daemon::refresh_metrics() {
   std::map<std::string, double> by_state;
   for (const auto& configuration : configuration_statuses()) ++by_state[configuration.state];
   std::vector<std::pair<metrics::LabelValues, double>> values;
+  values.reserve(by_state.size());
   for (const auto& [state, count] : by_state) values.push_back({{state}, count});
   metrics_.configurations.replace(values);
 
   values.clear();
-  for (const auto& [key, count] : instances_here(capacity_, reconciler_)) {
+  auto instances = instances_here(capacity_, reconciler_);
+  values.reserve(instances.size());
+  for (const auto& [key, count] : instances) {
     const auto& [namespace_name, configuration, shared] = key;
     values.push_back(
         {{namespace_name, configuration, shared ? "true" : "false"}, static_cast<double>(count)});
