@@ -13,18 +13,8 @@
 namespace debug_echo {
 namespace {
 
-std::string trimmed(std::string_view text) {
-  auto is_space = [](unsigned char c) { return std::isspace(c) != 0; };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  return std::string(text);
-}
-
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
+using dowser::lowercase;
+using dowser::trimmed;
 
 [[noreturn]] void refuse(const std::string& message) { throw dowser::InvalidArgument(message); }
 

@@ -17,18 +17,8 @@ constexpr std::array<std::string_view, 3> kDetailKeys = {"udevRules", "groupRecu
 
 [[noreturn]] void refuse(const std::string& message) { throw dowser::InvalidArgument(message); }
 
-std::string trimmed(std::string_view text) {
-  auto is_space = [](unsigned char c) { return std::isspace(c) != 0; };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  return std::string(text);
-}
-
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
+using dowser::lowercase;
+using dowser::trimmed;
 
 YAML::Node load_details(const std::string& details) {
   YAML::Node root;

@@ -24,6 +24,7 @@
 #include <dowser/handler.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -128,6 +129,20 @@ enum class LogLevel : int32_t {
   warn = DOWSER_LOG_WARN,
   error = DOWSER_LOG_ERROR,
 };
+
+// Text helpers handlers need for discovery properties ("True ", " rwm").
+inline std::string trimmed(std::string_view text) {
+  auto is_space = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  return std::string(text);
+}
+
+inline std::string lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
 
 namespace abi {
 
