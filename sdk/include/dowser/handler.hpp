@@ -233,6 +233,8 @@ inline DiscoverRequest read_request(const dowser_discover_request* request) {
 // C views of a property map; valid while this object and the map live.
 class PropertyViews {
  public:
+  // Views borrow the strings of their source, so a temporary source would dangle.
+  explicit PropertyViews(Properties&&) = delete;
   explicit PropertyViews(const Properties& properties) {
     views_.reserve(properties.size());
     for (const auto& [key, value] : properties) {
@@ -254,6 +256,8 @@ class PropertyViews {
 // C views of a snapshot; valid while this object and the devices live.
 class DeviceViews {
  public:
+  // Views borrow the strings of their source, so a temporary source would dangle.
+  explicit DeviceViews(std::vector<Device>&&) = delete;
   explicit DeviceViews(const std::vector<Device>& devices) {
     parts_.reserve(devices.size());
     views_.reserve(devices.size());
@@ -300,6 +304,7 @@ class DeviceViews {
 // C view of a request; valid while this object and the request live.
 class RequestView {
  public:
+  explicit RequestView(DiscoverRequest&&) = delete;  // would dangle, as for DeviceViews
   explicit RequestView(const DiscoverRequest& request) : properties_(request.properties) {
     raw_.struct_size = sizeof raw_;
     raw_.discovery_details = view(request.discovery_details);

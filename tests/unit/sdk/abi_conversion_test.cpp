@@ -26,7 +26,8 @@ TEST(AbiConversion, DevicesSurviveARoundTripThroughTheCViews) {
 }
 
 TEST(AbiConversion, PropertyWithoutValueStaysDistinctFromAnEmptyOne) {
-  dowser::abi::DeviceViews views({camera()});
+  const std::vector<dowser::Device> devices{camera()};
+  dowser::abi::DeviceViews views(devices);
   auto device = dowser::abi::read_devices(views.data(), 1).at(0);
   EXPECT_FALSE(device.properties.at("NO_VALUE").has_value());
   EXPECT_EQ(device.properties.at("EMPTY"), std::optional<std::string>(""));
@@ -35,7 +36,8 @@ TEST(AbiConversion, PropertyWithoutValueStaysDistinctFromAnEmptyOne) {
 TEST(AbiConversion, StringsMayContainNulBytes) {
   dowser::Device device{
       std::string("a\0b", 3), {{std::string("k\0", 2), std::string("\0v", 2)}}, {}, {}, {}};
-  dowser::abi::DeviceViews views({device});
+  const std::vector<dowser::Device> devices{device};
+  dowser::abi::DeviceViews views(devices);
   EXPECT_EQ(dowser::abi::read_devices(views.data(), 1).at(0), device);
 }
 
