@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Debian packages of a build tree with cpack, installs them with
-# dpkg into a scratch root (this machine's dpkg, its own database), and uses
-# them from there: dowserd --version, dowserctl validate with the installed
-# handlers, systemd-analyze verify on the unit, and the plain-C example
-# handler built against the installed dowser-sdk only.
+# `dpkg -i` on this machine (as root; purged again on exit), and uses them from
+# the installed paths: dowserd --version, dowserctl validate with the installed
+# handlers, systemd-analyze verify on the unit, and the plain-C example handler
+# built against the installed dowser-sdk only. Without root, dpkg installs into
+# a scratch root with its own database instead.
 #
 # usage: package_test.sh <build-dir> <source-dir>
 set -euo pipefail
@@ -78,15 +79,33 @@ dpkg-deb -f "$sdk_deb" Depends | grep -q 'libgrpc++-dev' || fail "dowser-sdk doe
 dpkg-deb -e "$dowser_deb" "$work/control"
 grep -qx '/etc/dowser/dowserd.env' "$work/control/conffiles" || fail "dowserd.env is not a conffile"
 
-step "dpkg -i into $root"
-mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
-touch "$root/var/lib/dpkg/status"
-# Dependencies are this machine's (the build's); maintainer scripts run
-# against $DPKG_ROOT, where no systemd runs, so they do nothing.
-run "dpkg -i" dpkg --root="$root" --log=/dev/null --force-not-root --force-depends \
-  --force-script-chrootless -i "$dowser_deb" "$sdk_deb" ${onvif_deb:+"$onvif_deb"}
-for package in dowser dowser-sdk; do
-  status=$(dpkg --root="$root" -s "$package" | sed -n 's/^Status: //p')
+installed_packages=(dowser-sdk dowser)
+[[ -n $onvif_deb ]] && installed_packages=(dowser-handler-onvif "${installed_packages[@]}")
+if ((EUID == 0)); then
+  # The real thing: this machine's dpkg, database and dependencies. A dowser
+  # that was here before is not ours to replace or purge.
+  root=""
+  for package in "${installed_packages[@]}"; do
+    if dpkg -s "$package" >/dev/null 2>&1; then
+      fail "$package is already installed on this machine; remove it first (dpkg -P $package)"
+    fi
+  done
+  trap 'dpkg -P "${installed_packages[@]}" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+  step "dpkg -i on this machine"
+  run "dpkg -i" dpkg -i "$dowser_deb" "$sdk_deb" ${onvif_deb:+"$onvif_deb"}
+  dpkg_root=()
+else
+  step "dpkg -i into $root (not root: a scratch root)"
+  mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
+  touch "$root/var/lib/dpkg/status"
+  # Dependencies are this machine's; maintainer scripts run against
+  # $DPKG_ROOT, where no systemd runs, so they do nothing.
+  run "dpkg -i" dpkg --root="$root" --log=/dev/null --force-not-root --force-depends \
+    --force-script-chrootless -i "$dowser_deb" "$sdk_deb" ${onvif_deb:+"$onvif_deb"}
+  dpkg_root=(--root="$root")
+fi
+for package in "${installed_packages[@]}"; do
+  status=$(dpkg "${dpkg_root[@]}" -s "$package" | sed -n 's/^Status: //p')
   [[ $status == "install ok installed" ]] || fail "$package: dpkg status is '$status'"
 done
 
@@ -129,7 +148,7 @@ example_dir="$source_dir/docs/examples/plain-c-handler"
 run "configuring the example" cmake -S "$example_dir" -B "$work/example" -G Ninja \
   -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
 sdk_dir=$(sed -n 's/^dowser-sdk_DIR:PATH=//p' "$work/example/CMakeCache.txt")
-[[ $sdk_dir == "$root"/* ]] || fail "find_package(dowser-sdk) found '$sdk_dir', not the package's"
+[[ $sdk_dir == "$root/usr"/* ]] || fail "find_package(dowser-sdk) found '$sdk_dir', not the package's"
 run "building the example" cmake --build "$work/example"
 run "the example's conformance test" ctest --test-dir "$work/example" --output-on-failure --no-tests=error
 
