@@ -61,27 +61,28 @@ std::vector<PluginDevice> instance_level_devices(const InstanceSlots& instance,
 
 namespace {
 
-// Smallest decimal id not in `taken`.
-std::string smallest_unused_id(const std::set<std::string>& taken) {
-  for (uint64_t n = 0;; ++n) {
-    std::string id = std::to_string(n);
-    if (!taken.count(id)) return id;
-  }
+bool is_decimal(std::string_view id) {
+  return !id.empty() &&
+         std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Ids dowser makes are decimal; others (written by Akri, say) sort after them.
-bool vdev_less(const std::string& a, const std::string& b) {
-  auto decimal = [](const std::string& id) {
-    return !id.empty() && id.size() < 19 &&
-           std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
-  bool decimal_a = decimal(a), decimal_b = decimal(b);
-  if (decimal_a != decimal_b) return decimal_a;
-  if (decimal_a) return std::stoull(a) < std::stoull(b);
-  return a < b;
+std::string_view without_leading_zeros(std::string_view id) {
+  auto first = id.find_first_not_of('0');
+  return first == std::string_view::npos ? id.substr(id.size() - 1) : id.substr(first);
 }
 
 }  // namespace
+
+bool VdevOrder::operator()(std::string_view a, std::string_view b) const {
+  bool decimal_a = is_decimal(a), decimal_b = is_decimal(b);
+  if (decimal_a != decimal_b) return decimal_a;
+  if (!decimal_a) return a < b;
+  // Decimal without leading zeros: shorter is smaller, then digit by digit.
+  std::string_view value_a = without_leading_zeros(a), value_b = without_leading_zeros(b);
+  if (value_a.size() != value_b.size()) return value_a.size() < value_b.size();
+  if (value_a != value_b) return value_a < value_b;
+  return a < b;  // "07" and "7" are different ids: keep the order strict
+}
 
 bool VirtualDeviceTable::update(const std::vector<InstanceSlots>& instances,
                                 const std::string& node, UniqueInstances policy) {
@@ -103,29 +104,31 @@ bool VirtualDeviceTable::update(const std::vector<InstanceSlots>& instances,
   }
 
   // Keep placeholders that are still placeholders, the smallest ids first.
-  std::vector<std::string> kept;
-  for (const auto& id : placeholders_)
-    if (!claimed_.count(id)) kept.push_back(id);
-  std::sort(kept.begin(), kept.end(), vdev_less);
-  if (kept.size() > wanted) kept.resize(wanted);
-  placeholders_ = std::set<std::string>(kept.begin(), kept.end());
-
-  std::set<std::string> taken = placeholders_;
-  for (const auto& [vdev, slot] : claimed_) taken.insert(vdev);
-  while (placeholders_.size() < wanted) {
-    auto id = smallest_unused_id(taken);
-    taken.insert(id);
-    placeholders_.insert(id);
+  std::erase_if(placeholders_, [this](const std::string& id) { return claimed_.count(id) > 0; });
+  while (placeholders_.size() > wanted) placeholders_.erase(std::prev(placeholders_.end()));
+  // Then the smallest decimal ids nobody uses.
+  for (uint64_t next = 0; placeholders_.size() < wanted; ++next) {
+    std::string id = std::to_string(next);
+    if (!claimed_.count(id)) placeholders_.insert(std::move(id));
   }
   return devices() != before;
 }
 
 std::vector<PluginDevice> VirtualDeviceTable::devices() const {
   std::vector<PluginDevice> result;
-  for (const auto& [vdev, slot] : claimed_) result.push_back({vdev, !offline_claims_.count(vdev)});
-  for (const auto& id : placeholders_) result.push_back({id, true});
-  std::sort(result.begin(), result.end(),
-            [](const auto& a, const auto& b) { return vdev_less(a.id, b.id); });
+  result.reserve(claimed_.size() + placeholders_.size());
+  auto claimed = claimed_.begin();
+  auto placeholder = placeholders_.begin();
+  while (claimed != claimed_.end() || placeholder != placeholders_.end()) {
+    bool take_claimed = placeholder == placeholders_.end() ||
+                        (claimed != claimed_.end() && VdevOrder{}(claimed->first, *placeholder));
+    if (take_claimed) {
+      result.push_back({claimed->first, !offline_claims_.count(claimed->first)});
+      ++claimed;
+    } else {
+      result.push_back({*placeholder++, true});
+    }
+  }
   return result;
 }
 

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,13 @@ struct ClaimedSlot {
 // Instance with a free slot (Required) or one per free slot (Preferred).
 // Ids are "0", "1", ...: the smallest unused; a placeholder keeps its id
 // until consumed, so lists do not churn.
+// The order of virtual device ids: the decimal ids dowser makes by value,
+// then any others (written by Akri, say) by text. Cheap: no number parsing.
+struct VdevOrder {
+  bool operator()(std::string_view a, std::string_view b) const;
+  using is_transparent = void;
+};
+
 class VirtualDeviceTable {
  public:
   // Recomputes from the Configuration's Instances visible on this node.
@@ -76,13 +84,14 @@ class VirtualDeviceTable {
   bool update(const std::vector<InstanceSlots>& instances, const std::string& node,
               UniqueInstances policy);
   std::vector<PluginDevice> devices() const;
-  const std::map<std::string, ClaimedSlot>& claimed() const { return claimed_; }
+  const std::map<std::string, ClaimedSlot, VdevOrder>& claimed() const { return claimed_; }
   bool is_placeholder(const std::string& vdev) const { return placeholders_.count(vdev) > 0; }
 
  private:
-  std::map<std::string, ClaimedSlot> claimed_;
+  // Both kept in VdevOrder, so devices() merges them without sorting.
+  std::map<std::string, ClaimedSlot, VdevOrder> claimed_;
   std::set<std::string> offline_claims_;  // claimed vdevs whose device is offline
-  std::set<std::string> placeholders_;
+  std::set<std::string, VdevOrder> placeholders_;
 };
 
 // For one container request of a CL Allocate: which vdevs reuse a slot this

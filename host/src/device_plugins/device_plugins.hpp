@@ -152,8 +152,15 @@ class ConfigurationPluginBackend : public PluginBackend {
                             v1beta1::PreferredAllocationResponse& response) override;
 
  private:
-  std::vector<capacity::InstanceSlots> instances() const;
+  std::vector<capacity::InstanceSlots> instances();
   void refresh();
+
+  // Slots decoded once per Instance revision: every Allocate and list update
+  // looks at all the Configuration's Instances, and decoding dominated that.
+  struct DecodedSlots {
+    uint64_t revision = 0;
+    capacity::InstanceSlots slots;
+  };
 
   capacity::CapacityManager& capacity_;
   const capacity::DeviceCatalog& catalog_;
@@ -161,6 +168,7 @@ class ConfigurationPluginBackend : public PluginBackend {
   std::string configuration_;
   capacity::UniqueInstances policy_;
   capacity::VirtualDeviceTable table_;
+  std::map<std::string, DecodedSlots> decoded_;  // by Instance name
 };
 
 // What an allocated slot brings into a container.

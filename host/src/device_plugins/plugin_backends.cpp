@@ -143,11 +143,21 @@ ConfigurationPluginBackend::ConfigurationPluginBackend(capacity::CapacityManager
       configuration_(std::move(configuration)),
       policy_(policy) {}
 
-std::vector<capacity::InstanceSlots> ConfigurationPluginBackend::instances() const {
+std::vector<capacity::InstanceSlots> ConfigurationPluginBackend::instances() {
   std::vector<capacity::InstanceSlots> result;
   for (const auto& key : catalog_.instances_of(namespace_, configuration_)) {
-    if (const auto* stored = capacity_.find(key))
-      result.push_back(capacity::InstanceSlots::decode(stored->instance, catalog_.offline(key)));
+    const auto* stored = capacity_.find(key);
+    if (!stored) continue;
+    auto [entry, added] = decoded_.try_emplace(key.second);
+    if (added || entry->second.revision != stored->revision)
+      entry->second = {stored->revision, capacity::InstanceSlots::decode(stored->instance)};
+    entry->second.slots.offline = catalog_.offline(key);
+    result.push_back(entry->second.slots);
+  }
+  if (decoded_.size() > result.size()) {  // some Instances went: forget them
+    std::set<std::string> current;
+    for (const auto& slots : result) current.insert(slots.name);
+    std::erase_if(decoded_, [&](const auto& entry) { return !current.count(entry.first); });
   }
   return result;
 }

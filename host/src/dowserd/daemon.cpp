@@ -168,6 +168,13 @@ void Daemon::configuration_removed(const ConfigurationKey& key) {
   mark_dirty(reconciler_.withdraw_all(key));
   plugins_.remove(options_.resource_domain + "/" + key.second);
   configuration_backends_.erase(key);
+  // A same-named Configuration of another namespace, refused while this one
+  // held the resource name, may take it now.
+  for (const auto& [other, refused] : refused_) {
+    if (other.second != key.second) continue;
+    auto waiting = refused.first;  // configuration_upserted edits refused_
+    boost::asio::post(core_, [this, waiting] { configuration_upserted(waiting); });
+  }
 }
 
 // ---- discovery into Instances ---------------------------------------------------

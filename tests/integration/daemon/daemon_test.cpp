@@ -368,6 +368,10 @@ TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
   EXPECT_TRUE(node.wait_for_log("resource name is taken by Configuration default/cams"))
       << node.log();
   EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << "the first keeps its resource";
+
+  // Once the first goes, the one that waited takes the name (two devices).
+  fs::remove(config_dir_ / "cams.yaml");
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
 }
 
 TEST_F(DaemonTest, AConfigurationWaitsForItsHandlerToAppear) {

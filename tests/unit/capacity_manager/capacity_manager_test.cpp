@@ -82,6 +82,16 @@ std::vector<PluginDevice> table_for(std::vector<Instance> instances,
   return table.devices();
 }
 
+TEST(VdevOrder, DecimalIdsByValueThenOthersByText) {
+  std::vector<std::string> ids = {"akri.sh/cam-1", "10", "9", "0", "100", "07", "7", "b", "a"};
+  std::sort(ids.begin(), ids.end(), VdevOrder{});
+  EXPECT_EQ(
+      ids, (std::vector<std::string>{"0", "07", "7", "9", "10", "100", "a", "akri.sh/cam-1", "b"}));
+  EXPECT_FALSE(VdevOrder{}("5", "5"));
+  EXPECT_TRUE(VdevOrder{}("99999999999999999999", "100000000000000000000"))
+      << "ids longer than 64 bits still order by value";
+}
+
 TEST(VirtualDeviceTable, CountsAsAkriScenarioTwentyOne) {
   auto all = [](const char* value) {
     std::map<std::string, std::string> usage;
