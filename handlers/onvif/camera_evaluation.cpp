@@ -1,0 +1,111 @@
+#include "camera_evaluation.hpp"
+
+namespace onvif {
+namespace {
+
+bool exact(const std::string& item, const std::string& value) { return item == value; }
+
+std::vector<std::string> known(const std::optional<std::string>& value) {
+  return value ? std::vector<std::string>{*value} : std::vector<std::string>{};
+}
+
+std::string joined(const std::vector<MediaStream>& streams, std::string MediaStream::*part) {
+  std::string text;
+  for (const auto& stream : streams) text += (text.empty() ? "" : " ") + stream.*part;
+  return text;
+}
+
+// The first XAddr that answers GetSystemDateAndTime, or nullopt.
+std::optional<std::string> first_reachable(const Announcement& camera, CameraApi& api,
+                                           std::string& problem) {
+  for (const auto& url : camera.xaddrs) {
+    try {
+      api.get_system_date_and_time(url);
+      return url;
+    } catch (const CallFailed& e) {
+      problem = "GetSystemDateAndTime on " + url + " failed: " + e.what();
+    }
+  }
+  if (camera.xaddrs.empty()) problem = "announces no device service address (XAddrs)";
+  return std::nullopt;
+}
+
+void add_information(dowser::Properties& properties, const DeviceInformation& information) {
+  auto add = [&](const char* key, const std::string& value) {
+    if (!value.empty()) properties[key] = value;
+  };
+  add(kManufacturerProperty, information.manufacturer);
+  add(kModelProperty, information.model);
+  add(kSerialNumberProperty, information.serial_number);
+  add(kFirmwareVersionProperty, information.firmware_version);
+  add(kHardwareIdProperty, information.hardware_id);
+}
+
+void add_streams(dowser::Properties& properties, const std::vector<MediaStream>& streams) {
+  if (streams.empty()) return;
+  properties[kStreamUriProperty] = streams.front().uri;
+  properties[kStreamUrisProperty] = joined(streams, &MediaStream::uri);
+  properties[kProfileTokensProperty] = joined(streams, &MediaStream::profile_token);
+}
+
+// Runs one call; a failure is noted and leaves the evaluation unsettled.
+template <typename Call>
+auto attempt(Evaluation& evaluation, const char* what, Call call)
+    -> std::optional<decltype(call())> {
+  try {
+    return call();
+  } catch (const CallFailed& e) {
+    evaluation.settled = false;
+    if (evaluation.problem.empty()) evaluation.problem = std::string(what) + " failed: " + e.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool dropped_by_announcement(const Announcement& camera, const Settings& settings) {
+  return filter_drops(settings.uuids, {device_uuid(camera.endpoint)}, equals_ignoring_case) ||
+         filter_drops(settings.scopes, camera.scopes, exact);
+}
+
+Evaluation evaluate_camera(const Announcement& camera, const Settings& settings,
+                           const CredentialStore& credentials, CameraApi& api) {
+  Evaluation evaluation;
+  if (dropped_by_announcement(camera, settings)) {
+    evaluation.problem = "left out by the uuids or scopes filter";
+    return evaluation;
+  }
+  auto url = first_reachable(camera, api, evaluation.problem);
+  if (!url) {
+    evaluation.settled = false;
+    return evaluation;
+  }
+  std::string uuid = device_uuid(camera.endpoint);
+  auto credential = credentials.lookup(uuid);
+  NetworkIdentity identity = attempt(evaluation, "GetNetworkInterfaces", [&] {
+                               return api.get_network_interfaces(*url, credential);
+                             }).value_or(NetworkIdentity{});
+  if (filter_drops(settings.ip_addresses, known(identity.ip_address), equals_ignoring_case) ||
+      filter_drops(settings.mac_addresses, known(identity.mac_address), equals_ignoring_case)) {
+    if (evaluation.problem.empty())
+      evaluation.problem = "left out by the ipAddresses or macAddresses filter";
+    return evaluation;
+  }
+  dowser::Device device;
+  device.id = uuid;
+  device.sharing = dowser::Sharing::shared;
+  device.properties[kServiceUrlProperty] = *url;
+  device.properties[kUuidProperty] = uuid;
+  if (identity.ip_address) device.properties[kIpAddressProperty] = *identity.ip_address;
+  if (identity.mac_address) device.properties[kMacAddressProperty] = *identity.mac_address;
+  if (auto information = attempt(evaluation, "GetDeviceInformation",
+                                 [&] { return api.get_device_information(*url, credential); }))
+    add_information(device.properties, *information);
+  if (auto streams = attempt(evaluation, "reading stream URIs",
+                             [&] { return api.get_streams(*url, credential); }))
+    add_streams(device.properties, *streams);
+  evaluation.device = std::move(device);
+  return evaluation;
+}
+
+}  // namespace onvif

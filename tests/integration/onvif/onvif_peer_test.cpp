@@ -1,0 +1,168 @@
+// The onvif handler module, loaded as dowserd loads it (FakeHost), against
+// the gSOAP camera simulator over real sockets on 127.0.0.1: cameras found
+// by unicast Probe (the simulator's WS-Discovery port is ephemeral), every
+// filter, credentials right and wrong, and cameras that go away.
+#include "camera_sim_process.hpp"
+
+#include <gtest/gtest.h>
+#include <dowser/testkit.hpp>
+
+#include <set>
+
+namespace onvif::peers {
+namespace {
+
+using dowser::testkit::FakeHost;
+using dowser::testkit::Snapshot;
+
+constexpr auto kWait = 20s;
+const std::string kFrontUuid = "aaaa0000-0000-4000-8000-000000000001";
+const std::string kBackUuid = "bbbb0000-0000-4000-8000-000000000002";
+
+// Two cameras: "front" open, "back" with user admin/secret.
+const std::string kTwoCameras = R"({"cameras": [
+  {"name": "front", "uuid": "AAAA0000-0000-4000-8000-000000000001", "ip": "192.168.1.10",
+   "mac": "00:11:22:33:44:55", "manufacturer": "Acme", "model": "Eye 1", "serial": "F-1",
+   "scopes": ["onvif://www.onvif.org/location/front", "onvif://www.onvif.org/name/front"],
+   "profiles": [{"token": "main", "uri": "rtsp://192.168.1.10/main"},
+                {"token": "sub", "uri": "rtsp://192.168.1.10/sub"}]},
+  {"name": "back", "uuid": "bbbb0000-0000-4000-8000-000000000002", "ip": "192.168.1.11",
+   "mac": "00:11:22:33:44:66", "username": "admin", "password": "secret",
+   "scopes": ["onvif://www.onvif.org/location/back"]}]})";
+
+std::set<std::string> ids(const Snapshot& snapshot) {
+  std::set<std::string> result;
+  for (const auto& device : snapshot) result.insert(device.id);
+  return result;
+}
+
+auto has_ids(std::set<std::string> expected) {
+  return [expected](const Snapshot& snapshot) { return ids(snapshot) == expected; };
+}
+
+const dowser::Device* find(const Snapshot& snapshot, const std::string& id) {
+  for (const auto& device : snapshot)
+    if (device.id == id) return &device;
+  return nullptr;
+}
+
+std::string property(const dowser::Device& device, const std::string& key) {
+  auto it = device.properties.find(key);
+  return it != device.properties.end() && it->second ? *it->second : "<absent>";
+}
+
+class OnvifPeers : public ::testing::Test {
+ protected:
+  // A request probing the simulator by unicast only, passes every 0.3 s.
+  dowser::DiscoverRequest request(const std::string& filters = "",
+                                  dowser::Properties properties = {}) {
+    properties["ONVIF_MULTICAST_INTERFACES"] = "none";
+    properties["ONVIF_UNICAST_PROBE_TARGETS"] = sim_.probe_target();
+    return {"discoveryTimeoutSeconds: 0.3\ndiscoveryIntervalSeconds: 0.5\n" + filters, properties};
+  }
+
+  std::string logs() const {
+    std::string text;
+    for (const auto& line : host_.logs()) text += line.text + "\n";
+    return text + "--- simulator:\n" + sim_.transcript();
+  }
+
+  CameraSimulator sim_{kTwoCameras};
+  FakeHost host_{ONVIF_MODULE_PATH};
+};
+
+TEST_F(OnvifPeers, UnicastProbeFindsBothCamerasWithTheirProperties) {
+  auto session =
+      host_.start(request("", {{"username_default", "admin"}, {"password_default", "secret"}}));
+  ASSERT_TRUE(host_.wait_for_snapshot(session, has_ids({kFrontUuid, kBackUuid}), kWait)) << logs();
+  auto snapshot = *host_.latest_snapshot(session);
+  const auto& front = *find(snapshot, kFrontUuid);
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_UUID"), kFrontUuid);
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_SERVICE_URL"),
+            "http://127.0.0.1:" + std::to_string(sim_.http_port) + "/onvif/front/device_service");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_IP_ADDRESS"), "192.168.1.10");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_MAC_ADDRESS"), "00:11:22:33:44:55");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_MANUFACTURER"), "Acme");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_MODEL"), "Eye 1");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_SERIAL_NUMBER"), "F-1");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_STREAM_URI"), "rtsp://192.168.1.10/main");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_STREAM_URIS"),
+            "rtsp://192.168.1.10/main rtsp://192.168.1.10/sub");
+  EXPECT_EQ(property(front, "ONVIF_DEVICE_PROFILE_TOKENS"), "main sub");
+  EXPECT_EQ(front.sharing, dowser::Sharing::shared);
+  const auto& back = *find(snapshot, kBackUuid);
+  EXPECT_EQ(property(back, "ONVIF_DEVICE_IP_ADDRESS"), "192.168.1.11");
+  EXPECT_EQ(sim_.count_lines("AUTH-FAILED"), 0u) << logs();
+  host_.stop(session);
+  EXPECT_TRUE(host_.violations().empty());
+}
+
+TEST_F(OnvifPeers, EveryFilterKeepsOrDropsAsAkriDoes) {
+  auto creds = dowser::Properties{{"username_default", "admin"}, {"password_default", "secret"}};
+  struct Case {
+    std::string filters;
+    std::set<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {"uuids: {action: Include, items: [AAAA0000-0000-4000-8000-000000000001]}", {kFrontUuid}},
+      {"uuids: {action: Exclude, items: [" + kFrontUuid + "]}", {kBackUuid}},
+      {"scopes: {action: Include, items: [onvif://www.onvif.org/location/back]}", {kBackUuid}},
+      {"scopes: {action: Exclude, items: [onvif://www.onvif.org/location/back]}", {kFrontUuid}},
+      {"ipAddresses: {action: Include, items: [192.168.1.11]}", {kBackUuid}},
+      {"ipAddresses: {action: Exclude, items: [192.168.1.11]}", {kFrontUuid}},
+      {"macAddresses: {action: Include, items: ['00:11:22:33:44:55']}", {kFrontUuid}},
+      {"macAddresses: {action: Exclude, items: ['00:11:22:33:44:55']}", {kBackUuid}},
+      {"macAddresses: {action: Include, items: []}", {}},
+  };
+  for (const auto& test : cases) {
+    auto session = host_.start(request(test.filters, creds));
+    // Both cameras answer before the first report: the first one is final.
+    ASSERT_TRUE(host_.wait_for_snapshot(
+        session, [](const auto&) { return true; }, kWait))
+        << logs();
+    EXPECT_EQ(ids(*host_.latest_snapshot(session)), test.expected) << test.filters << "\n"
+                                                                   << logs();
+    host_.stop(session);
+  }
+}
+
+TEST_F(OnvifPeers, WrongCredentialsLeaveOutWhatNeedsThemAndNeverReachTheLog) {
+  auto session = host_.start(
+      request("", {{"username_" + std::string("bbbb0000_0000_4000_8000_000000000002"), "admin"},
+                   {"password_bbbb0000_0000_4000_8000_000000000002", "hunter2"}}));
+  ASSERT_TRUE(host_.wait_for_snapshot(session, has_ids({kFrontUuid, kBackUuid}), kWait)) << logs();
+  auto back = *find(*host_.latest_snapshot(session), kBackUuid);
+  EXPECT_EQ(property(back, "ONVIF_DEVICE_IP_ADDRESS"), "<absent>")
+      << "GetNetworkInterfaces refused";
+  EXPECT_EQ(property(back, "ONVIF_DEVICE_MANUFACTURER"), "<absent>");
+  EXPECT_NE(property(back, "ONVIF_DEVICE_SERVICE_URL"), "<absent>");
+  EXPECT_GE(sim_.count_lines("AUTH-FAILED back"), 1u) << "the simulator checked the digest";
+  host_.stop(session);
+  EXPECT_EQ(logs().find("hunter2"), std::string::npos);
+  EXPECT_NE(logs().find("NotAuthorized"), std::string::npos) << logs();
+}
+
+TEST_F(OnvifPeers, ACameraDroppedBecauseACallFailedIsCheckedAgain) {
+  ASSERT_TRUE(sim_.run("services-down front"));
+  auto session = host_.start(request("ipAddresses: {action: Include, items: [192.168.1.10]}"));
+  ASSERT_TRUE(host_.wait_for_snapshot(session, has_ids({}), kWait)) << logs();
+  ASSERT_TRUE(sim_.run("services-up front"));
+  EXPECT_TRUE(host_.wait_for_snapshot(session, has_ids({kFrontUuid}), kWait)) << logs();
+  host_.stop(session);
+}
+
+TEST_F(OnvifPeers, ACameraThatFallsSilentGoesAndComesBack) {
+  auto creds = dowser::Properties{{"username_default", "admin"}, {"password_default", "secret"}};
+  auto session = host_.start(request("", creds));
+  ASSERT_TRUE(host_.wait_for_snapshot(session, has_ids({kFrontUuid, kBackUuid}), kWait)) << logs();
+  ASSERT_TRUE(sim_.run("silence back"));
+  ASSERT_TRUE(host_.wait_for_snapshot(session, has_ids({kFrontUuid}), kWait)) << logs();
+  ASSERT_TRUE(sim_.run("hello back"));
+  ASSERT_TRUE(host_.wait_for_snapshot(session, has_ids({kFrontUuid, kBackUuid}), kWait)) << logs();
+  // Reports only on change: one snapshot per state.
+  EXPECT_EQ(host_.snapshots(session).size(), 3u);
+  host_.stop(session);
+}
+
+}  // namespace
+}  // namespace onvif::peers
