@@ -3,33 +3,21 @@
 // where `lo` is the only interface: the handler's default (every
 // multicast-capable interface) is then `lo` alone.
 #include "camera_sim_process.hpp"
+#include "snapshot_queries.hpp"
 
 #include <gtest/gtest.h>
 #include <dowser/testkit.hpp>
-
-#include <set>
 
 namespace onvif::peers {
 namespace {
 
 using dowser::testkit::FakeHost;
-using dowser::testkit::Snapshot;
 
 const std::string kCameras = R"({"cameras": [
   {"name": "dock", "uuid": "dddd0000-0000-4000-8000-000000000001"},
   {"name": "yard", "uuid": "eeee0000-0000-4000-8000-000000000002"}]})";
 const std::string kDock = "dddd0000-0000-4000-8000-000000000001";
 const std::string kYard = "eeee0000-0000-4000-8000-000000000002";
-
-std::set<std::string> ids(const Snapshot& snapshot) {
-  std::set<std::string> result;
-  for (const auto& device : snapshot) result.insert(device.id);
-  return result;
-}
-
-auto has_ids(std::set<std::string> expected) {
-  return [expected](const Snapshot& snapshot) { return ids(snapshot) == expected; };
-}
 
 TEST(OnvifMulticast, ProbeFindsCamerasAndHelloAndByeAreHeardBetweenProbes) {
   CameraSimulator sim(kCameras, {"--multicast", "--wsd-port", "3702"});

@@ -3,6 +3,7 @@
 // by unicast Probe (the simulator's WS-Discovery port is ephemeral), every
 // filter, credentials right and wrong, and cameras that go away.
 #include "camera_sim_process.hpp"
+#include "snapshot_queries.hpp"
 
 #include <gtest/gtest.h>
 #include <dowser/testkit.hpp>
@@ -13,7 +14,6 @@ namespace onvif::peers {
 namespace {
 
 using dowser::testkit::FakeHost;
-using dowser::testkit::Snapshot;
 
 constexpr auto kWait = 20s;
 const std::string kFrontUuid = "aaaa0000-0000-4000-8000-000000000001";
@@ -29,27 +29,6 @@ const std::string kTwoCameras = R"({"cameras": [
   {"name": "back", "uuid": "bbbb0000-0000-4000-8000-000000000002", "ip": "192.168.1.11",
    "mac": "00:11:22:33:44:66", "username": "admin", "password": "secret",
    "scopes": ["onvif://www.onvif.org/location/back"]}]})";
-
-std::set<std::string> ids(const Snapshot& snapshot) {
-  std::set<std::string> result;
-  for (const auto& device : snapshot) result.insert(device.id);
-  return result;
-}
-
-auto has_ids(std::set<std::string> expected) {
-  return [expected](const Snapshot& snapshot) { return ids(snapshot) == expected; };
-}
-
-const dowser::Device* find(const Snapshot& snapshot, const std::string& id) {
-  for (const auto& device : snapshot)
-    if (device.id == id) return &device;
-  return nullptr;
-}
-
-std::string property(const dowser::Device& device, const std::string& key) {
-  auto it = device.properties.find(key);
-  return it != device.properties.end() && it->second ? *it->second : "<absent>";
-}
 
 class OnvifPeers : public ::testing::Test {
  protected:

@@ -2,14 +2,17 @@
 // GPL-2.0-or-later, see LICENSE here). It answers WS-Discovery Probes (one
 // ProbeMatches per camera, as real cameras do), sends Hello and Bye, and
 // serves GetSystemDateAndTime, GetNetworkInterfaces, GetDeviceInformation,
-// GetServices, GetProfiles, GetVideoSources and GetStreamUri over HTTP with
-// Content-Length, checking WS-Security PasswordDigest tokens. See README.md.
+// GetServices, GetProfiles, GetVideoSources and GetStreamUri over HTTP (or
+// HTTPS, with a certificate given) with Content-Length, checking WS-Security
+// PasswordDigest tokens. See README.md.
 #include "wsddapi.h"
 
 #include "Device.nsmap"  // NOLINT(bugprone-suspicious-include): the generated namespace table
 
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <openssl/ssl.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -59,8 +62,9 @@ struct Camera {
 
 struct Simulator {
   std::vector<Camera> cameras;
-  std::string http_base;  // http://host:port
+  std::string http_base;  // http://host:port or https://host:port
   bool multicast = false;
+  bool tls = false;  // the device and media services speak HTTPS
   soap* udp = nullptr;
   soap* http = nullptr;
 };
@@ -460,6 +464,39 @@ bool run_command(Simulator& sim, const std::string& line) {
   return true;
 }
 
+// The HTTP service speaks TLS with this certificate (chain) and private key,
+// both PEM. Clients are not asked for certificates.
+void use_tls(Simulator& sim, const std::string& certificate, const std::string& key) {
+  if (soap_ssl_server_context(sim.http, SOAP_SSL_NO_AUTHENTICATION, nullptr, nullptr, nullptr,
+                              nullptr, nullptr, nullptr, nullptr) != SOAP_OK) {
+    soap_print_fault(sim.http, stderr);
+    std::exit(1);
+  }
+  // gSOAP reads one PEM holding both; `openssl req -x509` writes two files.
+  SSL_CTX* context = sim.http->ctx;
+  if (SSL_CTX_use_certificate_chain_file(context, certificate.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(context, key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(context) != 1) {
+    std::cerr << "cannot use certificate " << certificate << " with key " << key << "\n";
+    ERR_print_errors_fp(stderr);
+    std::exit(1);
+  }
+  sim.tls = true;
+}
+
+// One request on one connection (after the TLS handshake, with TLS).
+void serve_connection(Simulator& sim) {
+  if (!soap_valid_socket(soap_accept(sim.http))) return;
+  if (sim.tls && soap_ssl_accept(sim.http) != SOAP_OK) {
+    soap_print_fault(sim.http, stderr);  // e.g. a client that gave up in the handshake
+    soap_closesock(sim.http);
+    return;
+  }
+  soap_serve(sim.http);
+  soap_destroy(sim.http);
+  soap_end(sim.http);
+}
+
 void serve(Simulator& sim) {
   std::string line;
   for (;;) {
@@ -471,11 +508,7 @@ void serve(Simulator& sim) {
       if (!std::getline(std::cin, line) || !run_command(sim, line)) return;
     }
     if (fds[1].revents != 0) soap_wsdd_listen(sim.udp, -1000);
-    if (fds[2].revents != 0 && soap_valid_socket(soap_accept(sim.http))) {
-      soap_serve(sim.http);
-      soap_destroy(sim.http);
-      soap_end(sim.http);
-    }
+    if (fds[2].revents != 0) serve_connection(sim);
   }
 }
 
@@ -483,7 +516,7 @@ void serve(Simulator& sim) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ONVIF camera simulator (gSOAP)"};
-  std::string config, bind = "127.0.0.1";
+  std::string config, bind = "127.0.0.1", tls_certificate, tls_key;
   int count = 0, wsd_port = 0;
   bool multicast = false;
   app.add_option("--config", config,
@@ -493,6 +526,13 @@ int main(int argc, char** argv) {
   app.add_option("--wsd-port", wsd_port, "WS-Discovery UDP port (0: any; 3702 only in a netns)");
   app.add_flag("--multicast", multicast,
                "join 239.255.255.250 and send Hello/Bye (inside a private network namespace only)");
+  auto* certificate_option =
+      app.add_option("--tls-cert", tls_certificate,
+                     "serve the device and media services over HTTPS with this certificate (PEM)");
+  auto* key_option =
+      app.add_option("--tls-key", tls_key, "the certificate's private key (PEM, unencrypted)");
+  certificate_option->needs(key_option);
+  key_option->needs(certificate_option);
   CLI11_PARSE(app, argc, argv);
 
   Simulator sim;
@@ -501,7 +541,9 @@ int main(int argc, char** argv) {
   sim.http = bound_context(SOAP_IO_DEFAULT, bind, 0, sim);
   sim.http->accept_timeout = 1;
   sim.http->recv_timeout = sim.http->send_timeout = 5;
-  sim.http_base = "http://" + bind + ":" + std::to_string(local_port(sim.http->master));
+  if (!tls_certificate.empty()) use_tls(sim, tls_certificate, tls_key);
+  sim.http_base = (sim.tls ? "https://" : "http://") + bind + ":" +
+                  std::to_string(local_port(sim.http->master));
   // Multicast datagrams reach only sockets bound to the wildcard address.
   sim.udp = bound_context(SOAP_IO_UDP, multicast ? "0.0.0.0" : bind, wsd_port, sim);
   if (multicast) {
