@@ -107,21 +107,26 @@ Instance read_instance(const ObjectReader& document) {
 
 }  // namespace
 
+json to_akri_object(const Instance& instance) {
+  return {{"apiVersion", kApiVersion},
+          {"kind", kKind},
+          {"metadata", {{"name", instance.name}, {"namespace", instance.namespace_name}}},
+          {"spec",
+           {{"configurationName", instance.configuration_name},
+            {"cdiName", instance.cdi_name},
+            {"capacity", instance.capacity},
+            {"brokerProperties", instance.broker_properties},
+            {"shared", instance.shared},
+            {"nodes", instance.nodes},
+            {"deviceUsage", instance.device_usage}}}};
+}
+
+Instance from_akri_object(const json& object) { return read_instance(ObjectReader(object, "")); }
+
 std::string to_json_text(const StoredInstance& stored) {
   const Instance& instance = stored.instance;
-  const json document = {
-      {"apiVersion", kApiVersion},
-      {"kind", kKind},
-      {"metadata", {{"name", instance.name}, {"namespace", instance.namespace_name}}},
-      {"spec",
-       {{"configurationName", instance.configuration_name},
-        {"cdiName", instance.cdi_name},
-        {"capacity", instance.capacity},
-        {"brokerProperties", instance.broker_properties},
-        {"shared", instance.shared},
-        {"nodes", instance.nodes},
-        {"deviceUsage", instance.device_usage}}},
-      {"revision", stored.revision}};
+  json document = to_akri_object(instance);
+  document["revision"] = stored.revision;
   try {
     return document.dump(2) + "\n";
   } catch (const json::type_error& error) {

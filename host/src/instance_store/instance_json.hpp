@@ -1,7 +1,8 @@
-// The file store's on-disk form of an Instance: Akri's Instance object
-// (akri.sh/v0) plus a top-level "revision".
+// Akri's Instance object (akri.sh/v0): the Kubernetes store's form of an
+// Instance, and, plus a top-level "revision", the file store's on-disk form.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -15,6 +16,13 @@ class InstanceFormatError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// apiVersion, kind, metadata (name, namespace) and spec.
+nlohmann::json to_akri_object(const Instance& instance);
+
+// The Instance in an object's metadata and spec; other members (apiVersion,
+// kind, the rest of metadata) are not looked at. Throws InstanceFormatError.
+Instance from_akri_object(const nlohmann::json& object);
 
 // Throws InstanceFormatError if a string is not valid UTF-8 (JSON cannot hold it).
 std::string to_json_text(const StoredInstance& stored);

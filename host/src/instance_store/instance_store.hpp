@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+namespace dowser::kube {
+class KubeClient;
+}
+
 namespace dowser::store {
 
 // An Akri Instance (akri.sh/v0), the fields dowser uses.
@@ -111,6 +115,46 @@ class FileInstanceStore : public InstanceStore {
  public:
   explicit FileInstanceStore(std::filesystem::path directory);  // creates it if missing
   ~FileInstanceStore() override;
+  std::vector<StoredInstance> list() override;
+  std::optional<StoredInstance> get(const std::string& namespace_name,
+                                    const std::string& name) override;
+  uint64_t create(const Instance& instance) override;
+  uint64_t update(const Instance& instance, uint64_t expected_revision) override;
+  void remove(const std::string& namespace_name, const std::string& name,
+              uint64_t expected_revision) override;
+  std::unique_ptr<WatchSubscription> watch(
+      std::function<void(const WatchEvent&)> callback) override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Instances as Akri's `instances.akri.sh` (v0) objects in a Kubernetes API
+// server, so that Akri's controller and kubectl read them as Akri's own:
+// - create gives the Instance an owner reference (controller,
+//   blockOwnerDeletion) to its Configuration (same namespace, uid looked up),
+//   so deleting the Configuration garbage-collects it; if the Configuration
+//   does not exist (yet) the Instance is created without one (logged at debug);
+// - the revision is metadata.resourceVersion read as an unsigned integer.
+//   Kubernetes calls it opaque, but etcd-backed API servers (and the test
+//   server) give the etcd revision, which grows cluster-wide; any other form
+//   is refused with StoreError(io);
+// - update is a PUT carrying metadata.resourceVersion (409 -> conflict) that
+//   keeps the rest of the stored metadata (owner references, labels, ...);
+//   remove is a DELETE with a resourceVersion precondition;
+// - deviceUsage is written as given: the capacity manager leaves free slots
+//   out, as Akri's agent does, and "" (Akri's older pre-filled form) is read
+//   as free by Akri's agent and controller alike;
+// - watch() shares one Reflector (list + watch, re-list on 410) per store
+//   among its subscriptions; the first watch() waits (up to 10 s) for the
+//   first list, so every change after it returns is reported.
+// namespace_name scopes list() and watch() to one namespace; "" is all.
+class KubeInstanceStore : public InstanceStore {
+ public:
+  explicit KubeInstanceStore(std::shared_ptr<kube::KubeClient> client,
+                             std::string namespace_name = "");
+  ~KubeInstanceStore() override;
   std::vector<StoredInstance> list() override;
   std::optional<StoredInstance> get(const std::string& namespace_name,
                                     const std::string& name) override;

@@ -1,0 +1,369 @@
+// KubeInstanceStore: Instances as akri.sh/v0 objects in the API server.
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "change_filter.hpp"
+#include "instance_json.hpp"
+#include "instance_store.hpp"
+#include "kube_client.hpp"
+#include "watch_fanout.hpp"
+
+namespace dowser::store {
+namespace {
+
+using nlohmann::json;
+using Key = std::pair<std::string, std::string>;  // namespace, name
+
+const kube::ResourceType kInstances{"akri.sh", "v0", "instances", true};
+const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+constexpr std::chrono::seconds kFirstListDeadline{10};
+
+std::string describe(const std::string& namespace_name, const std::string& name) {
+  return "Instance " + namespace_name + "/" + name;
+}
+
+const json& metadata_member(const json& object, const char* key) {
+  static const json kAbsent;
+  const auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return kAbsent;
+  const auto member = metadata->find(key);
+  return member == metadata->end() ? kAbsent : *member;
+}
+
+std::string metadata_string(const json& object, const char* key) {
+  const json& member = metadata_member(object, key);
+  return member.is_string() ? member.get<std::string>() : "";
+}
+
+uint64_t revision_of(const json& object) {
+  const std::string version = metadata_string(object, "resourceVersion");
+  uint64_t revision = 0;
+  const auto [end, error] =
+      std::from_chars(version.data(), version.data() + version.size(), revision);
+  if (version.empty() || error != std::errc() || end != version.data() + version.size()) {
+    throw StoreError(
+        StoreError::Kind::io,
+        describe(metadata_string(object, "namespace"), metadata_string(object, "name")) +
+            ": resourceVersion \"" + version +
+            "\" is not an unsigned integer (this store needs the integer "
+            "resourceVersions of etcd-backed API servers)");
+  }
+  return revision;
+}
+
+StoredInstance stored_from_object(const json& object) {
+  StoredInstance stored;
+  try {
+    stored.instance = detail::from_akri_object(object);
+  } catch (const detail::InstanceFormatError& error) {
+    throw StoreError(StoreError::Kind::io, describe(metadata_string(object, "namespace"),
+                                                    metadata_string(object, "name")) +
+                                               ": not an Akri Instance: " + error.what());
+  }
+  stored.revision = revision_of(object);
+  return stored;
+}
+
+StoreError io_error(const std::string& what, const std::exception& error) {
+  return {StoreError::Kind::io, what + ": " + error.what()};
+}
+
+// A write's failure: 409 is a lost race, 404 a vanished Instance.
+[[noreturn]] void throw_write_error(const kube::ApiError& error, const std::string& what) {
+  if (error.conflict()) throw StoreError(StoreError::Kind::conflict, what + ": " + error.what());
+  if (error.not_found()) throw StoreError(StoreError::Kind::not_found, what + ": " + error.what());
+  throw io_error(what, error);
+}
+
+// The newest object seen per Instance, so that an update can PUT back the
+// stored metadata without reading it again.
+class ObjectCache {
+ public:
+  struct Entry {
+    uint64_t revision;
+    json object;
+  };
+
+  void remember(const Key& key, uint64_t revision, const json& object) {
+    const std::lock_guard lock(mutex_);
+    const auto found = objects_.find(key);
+    if (found == objects_.end() || found->second.revision < revision) {
+      objects_.insert_or_assign(key, Entry{revision, object});
+    }
+  }
+  std::optional<Entry> find(const Key& key) const {
+    const std::lock_guard lock(mutex_);
+    const auto found = objects_.find(key);
+    if (found == objects_.end()) return std::nullopt;
+    return found->second;
+  }
+  void forget(const Key& key) {
+    const std::lock_guard lock(mutex_);
+    objects_.erase(key);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<Key, Entry> objects_;
+};
+
+json owner_reference(const std::string& configuration_name, const std::string& uid) {
+  return {{"apiVersion", "akri.sh/v0"}, {"kind", "Configuration"},
+          {"name", configuration_name}, {"uid", uid},
+          {"controller", true},         {"blockOwnerDeletion", true}};
+}
+
+class KubeWatchSubscription : public WatchSubscription {
+ public:
+  KubeWatchSubscription(std::shared_ptr<detail::WatchFanout> fanout, uint64_t id)
+      : fanout_(std::move(fanout)), id_(id) {}
+  ~KubeWatchSubscription() override { fanout_->remove(id_); }
+  KubeWatchSubscription(const KubeWatchSubscription&) = delete;
+  KubeWatchSubscription& operator=(const KubeWatchSubscription&) = delete;
+
+ private:
+  std::shared_ptr<detail::WatchFanout> fanout_;
+  uint64_t id_;
+};
+
+}  // namespace
+
+struct KubeInstanceStore::State {
+  State(std::shared_ptr<kube::KubeClient> client_in, std::string namespace_in)
+      : client(std::move(client_in)), scope(std::move(namespace_in)) {}
+
+  std::shared_ptr<kube::KubeClient> client;
+  std::string scope;  // list and watch this namespace; "" for all
+  ObjectCache cache;
+  std::shared_ptr<detail::WatchFanout> fanout = std::make_shared<detail::WatchFanout>();
+
+  // Watching: the reflector thread alone touches the filter.
+  detail::ChangeFilter filter;
+  std::mutex watch_mutex;
+  std::condition_variable first_list_done;
+  bool first_list_is_baseline = true;  // false once watch() stopped waiting for it
+  bool listed_once = false;
+  std::unique_ptr<kube::Reflector> reflector;  // started by the first watch()
+
+  StoredInstance remember(const json& object) {
+    StoredInstance stored = stored_from_object(object);
+    cache.remember({stored.instance.namespace_name, stored.instance.name}, stored.revision, object);
+    return stored;
+  }
+
+  // The stored object to PUT back, if it is still at expected_revision.
+  json current_object(const Key& key, uint64_t expected_revision, const std::string& what) {
+    std::optional<ObjectCache::Entry> cached = cache.find(key);
+    // Seen newer: resourceVersions only grow, so expected_revision is stale.
+    if (!cached || cached->revision < expected_revision) {
+      try {
+        const json object = client->get(kInstances, key.first, key.second);
+        cached = ObjectCache::Entry{remember(object).revision, object};
+      } catch (const kube::ApiError& error) {
+        throw_write_error(error, what);
+      }
+    }
+    if (cached->revision != expected_revision) {
+      throw StoreError(StoreError::Kind::conflict,
+                       what + ": expected revision " + std::to_string(expected_revision) +
+                           ", stored revision is " + std::to_string(cached->revision));
+    }
+    return std::move(cached->object);
+  }
+
+  // The Configuration's uid, or "" if it does not exist.
+  std::string configuration_uid(const Instance& instance) {
+    if (instance.configuration_name.empty()) return "";
+    try {
+      return metadata_string(
+          client->get(kConfigurations, instance.namespace_name, instance.configuration_name),
+          "uid");
+    } catch (const kube::ApiError& error) {
+      if (!error.not_found()) {
+        throw io_error(
+            describe(instance.namespace_name, instance.name) + ": looking up its Configuration",
+            error);
+      }
+      spdlog::debug(
+          "instance store: Configuration {}/{} does not exist (yet); {} gets no owner reference",
+          instance.namespace_name, instance.configuration_name,
+          describe(instance.namespace_name, instance.name));
+      return "";
+    }
+  }
+
+  // Reflector handlers, on its thread.
+  void listed(const std::vector<json>& objects) {
+    std::vector<StoredInstance> present;
+    for (const json& object : objects) {
+      try {
+        present.push_back(remember(object));
+      } catch (const StoreError& error) {
+        spdlog::warn("instance store: skipping an Instance: {}", error.what());
+      }
+    }
+    bool baseline = false;
+    {
+      const std::lock_guard lock(watch_mutex);
+      baseline = first_list_is_baseline && !listed_once;
+    }
+    if (baseline) {
+      for (const StoredInstance& stored : present) filter.remember(stored);
+    } else {
+      deliver_differences(present);
+    }
+    {
+      const std::lock_guard lock(watch_mutex);
+      listed_once = true;
+    }
+    first_list_done.notify_all();
+  }
+
+  void deliver_differences(const std::vector<StoredInstance>& present) {
+    std::set<Key> present_keys;
+    for (const StoredInstance& stored : present) {
+      present_keys.emplace(stored.instance.namespace_name, stored.instance.name);
+      if (auto event = filter.present(stored)) fanout->deliver(*event);
+    }
+    for (const Key& key : filter.present_keys()) {
+      if (present_keys.count(key) != 0) continue;
+      cache.forget(key);
+      if (auto event = filter.absent(key.first, key.second)) fanout->deliver(*event);
+    }
+  }
+
+  void changed(const std::string& type, const json& object) {
+    try {
+      if (type == "DELETED") {
+        const Key key{metadata_string(object, "namespace"), metadata_string(object, "name")};
+        cache.forget(key);
+        if (auto event = filter.absent(key.first, key.second)) fanout->deliver(*event);
+      } else if (auto event = filter.present(remember(object))) {
+        fanout->deliver(*event);
+      }
+    } catch (const StoreError& error) {
+      spdlog::warn("instance store: skipping a watch event: {}", error.what());
+    }
+  }
+
+  void start_watching() {
+    kube::Reflector::Handlers handlers;
+    handlers.listed = [this](const std::vector<json>& objects) { listed(objects); };
+    handlers.changed = [this](const std::string& type, const json& object) {
+      changed(type, object);
+    };
+    handlers.failed = [](const kube::ApiError& error) {
+      spdlog::warn("instance store: watching Instances: {} (retrying)", error.what());
+    };
+    reflector = std::make_unique<kube::Reflector>(*client, kInstances, scope, std::move(handlers));
+    reflector->start();
+  }
+};
+
+KubeInstanceStore::KubeInstanceStore(std::shared_ptr<kube::KubeClient> client,
+                                     std::string namespace_name)
+    : state_(std::make_unique<State>(std::move(client), std::move(namespace_name))) {}
+
+KubeInstanceStore::~KubeInstanceStore() {
+  if (state_->reflector) state_->reflector->stop();
+}
+
+std::vector<StoredInstance> KubeInstanceStore::list() {
+  json list;
+  try {
+    list = state_->client->list(kInstances, state_->scope);
+  } catch (const kube::ApiError& error) {
+    throw io_error("listing Instances", error);
+  }
+  std::vector<StoredInstance> instances;
+  const auto items = list.find("items");
+  if (items == list.end() || !items->is_array()) return instances;
+  for (const json& object : *items) {
+    try {
+      instances.push_back(state_->remember(object));
+    } catch (const StoreError& error) {
+      spdlog::warn("instance store: skipping an Instance: {}", error.what());
+    }
+  }
+  return instances;
+}
+
+std::optional<StoredInstance> KubeInstanceStore::get(const std::string& namespace_name,
+                                                     const std::string& name) {
+  try {
+    return state_->remember(state_->client->get(kInstances, namespace_name, name));
+  } catch (const kube::ApiError& error) {
+    if (!error.not_found()) throw io_error(describe(namespace_name, name), error);
+    state_->cache.forget({namespace_name, name});
+    return std::nullopt;
+  }
+}
+
+uint64_t KubeInstanceStore::create(const Instance& instance) {
+  const std::string what = describe(instance.namespace_name, instance.name);
+  json object = detail::to_akri_object(instance);
+  const std::string uid = state_->configuration_uid(instance);
+  if (!uid.empty()) {
+    object["metadata"]["ownerReferences"] =
+        json::array({owner_reference(instance.configuration_name, uid)});
+  }
+  try {
+    return state_->remember(state_->client->create(kInstances, instance.namespace_name, object))
+        .revision;
+  } catch (const kube::ApiError& error) {
+    if (error.conflict())
+      throw StoreError(StoreError::Kind::already_exists, what + " already exists");
+    throw io_error(what, error);
+  } catch (const json::exception& error) {
+    throw io_error(what + " cannot be stored", error);  // e.g. a string that is not UTF-8
+  }
+}
+
+uint64_t KubeInstanceStore::update(const Instance& instance, uint64_t expected_revision) {
+  const std::string what = describe(instance.namespace_name, instance.name);
+  json object =
+      state_->current_object({instance.namespace_name, instance.name}, expected_revision, what);
+  object["spec"] = detail::to_akri_object(instance)["spec"];
+  object["metadata"]["resourceVersion"] = std::to_string(expected_revision);
+  try {
+    return state_->remember(state_->client->replace(kInstances, instance.namespace_name, object))
+        .revision;
+  } catch (const kube::ApiError& error) {
+    throw_write_error(error, what);
+  } catch (const json::exception& error) {
+    throw io_error(what + " cannot be stored", error);
+  }
+}
+
+void KubeInstanceStore::remove(const std::string& namespace_name, const std::string& name,
+                               uint64_t expected_revision) {
+  try {
+    state_->client->remove(kInstances, namespace_name, name, std::to_string(expected_revision));
+  } catch (const kube::ApiError& error) {
+    throw_write_error(error, describe(namespace_name, name));
+  }
+  state_->cache.forget({namespace_name, name});
+}
+
+std::unique_ptr<WatchSubscription> KubeInstanceStore::watch(
+    std::function<void(const WatchEvent&)> callback) {
+  State& state = *state_;
+  const uint64_t id = state.fanout->add(std::move(callback));
+  std::unique_lock lock(state.watch_mutex);
+  if (!state.reflector) state.start_watching();
+  if (!state.first_list_done.wait_for(lock, kFirstListDeadline,
+                                      [&] { return state.listed_once; })) {
+    // The first list, whenever it comes, reports everything as changes.
+    state.first_list_is_baseline = false;
+    spdlog::warn("instance store: Instances not listed after {} s; watching anyway",
+                 kFirstListDeadline.count());
+  }
+  return std::make_unique<KubeWatchSubscription>(state.fanout, id);
+}
+
+}  // namespace dowser::store

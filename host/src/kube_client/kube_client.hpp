@@ -1,0 +1,188 @@
+// kube_client: the Kubernetes REST client dowser uses when the cluster's API
+// server is its store and its Configuration source. libcurl for HTTP (TLS
+// always verified), nlohmann-json for bodies. Knows nothing about Akri: callers
+// name the resources they want.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dowser::kube {
+
+// How to reach and authenticate to one API server.
+struct ClusterAccess {
+  std::string server;  // "https://host:port" (http:// refused unless allow_insecure_http)
+  // Trust: a PEM bundle given inline or as a file; neither means the system CAs.
+  std::string certificate_authority_data;
+  std::filesystem::path certificate_authority_file;
+  // Client certificate authentication (inline PEM or files).
+  std::string client_certificate_data, client_key_data;
+  std::filesystem::path client_certificate_file, client_key_file;
+  // Bearer token: inline, or a file re-read whenever it changes (rotated
+  // service-account tokens).
+  std::string token;
+  std::filesystem::path token_file;
+  std::string default_namespace = "default";
+  bool allow_insecure_http = false;  // tests only; never set from a kubeconfig
+};
+
+// A kubeconfig file (the current context, or the named one). Relative file
+// paths resolve against the kubeconfig's directory. Throws ConfigError naming
+// the file and the field that is missing or wrong.
+ClusterAccess load_kubeconfig(const std::filesystem::path& path, const std::string& context = "");
+
+// In-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account directory
+// (token, ca.crt, namespace). Throws ConfigError when not inside a pod.
+ClusterAccess load_in_cluster(const std::filesystem::path& service_account_dir =
+                                  "/var/run/secrets/kubernetes.io/serviceaccount");
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Standard base64 (RFC 4648, padding optional, no line breaks), as
+// kubeconfig "-data" fields and Secret data use it. Throws
+// std::invalid_argument naming the first bad character.
+std::string decode_base64(std::string_view text);
+
+// A failed request. status is the HTTP status (404, 409, 410, ...), or 0 when
+// no HTTP answer came (connection, TLS, timeout). reason is the Status
+// object's reason ("NotFound", "Conflict", "Expired", ...) when there was one.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string reason, const std::string& message)
+      : std::runtime_error(message), status_(status), reason_(std::move(reason)) {}
+  int status() const noexcept { return status_; }
+  const std::string& reason() const noexcept { return reason_; }
+  bool not_found() const noexcept { return status_ == 404; }
+  bool conflict() const noexcept { return status_ == 409; }
+  bool gone() const noexcept { return status_ == 410; }
+
+ private:
+  int status_;
+  std::string reason_;
+};
+
+// A resource type: core ("", "v1", "secrets") or a group ("akri.sh", "v0",
+// "instances"). Namespaced types take a namespace on every call; an empty
+// namespace in list/watch means all namespaces.
+struct ResourceType {
+  std::string group;
+  std::string version;
+  std::string plural;
+  bool namespaced = true;
+};
+
+struct Timeouts {
+  std::chrono::milliseconds connect{3000};
+  std::chrono::milliseconds request{10000};  // whole request, except watches
+  // A watch asks the server to end it after this long (timeoutSeconds) and
+  // gives up if nothing (not even a bookmark) arrives for idle.
+  std::chrono::seconds watch_duration{300};
+  std::chrono::seconds watch_idle{90};
+};
+
+struct WatchEvent {
+  std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK
+  nlohmann::json object;
+};
+
+// Thread-safe: each call uses its own curl easy handle (or one from a pool).
+class KubeClient {
+ public:
+  explicit KubeClient(ClusterAccess access, Timeouts timeouts = {});
+  ~KubeClient();
+  KubeClient(const KubeClient&) = delete;
+  KubeClient& operator=(const KubeClient&) = delete;
+
+  const ClusterAccess& access() const noexcept;
+
+  // All throw ApiError. Objects are returned as the server sent them.
+  nlohmann::json get(const ResourceType& type, const std::string& namespace_name,
+                     const std::string& name);
+  // The List object (items, metadata.resourceVersion).
+  nlohmann::json list(const ResourceType& type, const std::string& namespace_name,
+                      const std::string& label_selector = "");
+  nlohmann::json create(const ResourceType& type, const std::string& namespace_name,
+                        const nlohmann::json& object);
+  // PUT: the object's metadata.resourceVersion is the precondition (409 when stale).
+  nlohmann::json replace(const ResourceType& type, const std::string& namespace_name,
+                         const nlohmann::json& object);
+  // DELETE, with preconditions.resourceVersion when resource_version is given.
+  void remove(const ResourceType& type, const std::string& namespace_name, const std::string& name,
+              const std::optional<std::string>& resource_version = {});
+
+  // One watch request from resource_version (with allowWatchBookmarks):
+  // calls on_event for each event on the calling thread until the server
+  // ends the stream (returns normally), stop becomes true (returns soon
+  // after, within about 100 ms), or an error (throws ApiError; status 410
+  // when resource_version is too old, also when it arrives as an ERROR event).
+  void watch(const ResourceType& type, const std::string& namespace_name,
+             const std::string& resource_version,
+             const std::function<void(const WatchEvent&)>& on_event, const std::atomic<bool>& stop);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Capped exponential backoff with full jitter, for reconnecting.
+struct Backoff {
+  std::chrono::milliseconds initial{200};
+  std::chrono::milliseconds max{30000};
+
+  // The longest wait after `failures` consecutive failures (1, 2, ...):
+  // initial, doubled per further failure, at most max; zero for none.
+  std::chrono::milliseconds ceiling(int failures) const;
+  // Full jitter: uniform in [0, ceiling(failures)], so reconnecting clients
+  // spread out instead of retrying in step.
+  std::chrono::milliseconds delay(int failures, std::minstd_rand& random) const;
+};
+
+// Keeps an up-to-date view of one resource type: list, then watch from the
+// list's resourceVersion; on 410 Gone re-lists; on any other error or a
+// stream end, reconnects (watch from the last resourceVersion seen, bookmarks
+// included) with backoff. Handlers run on the reflector's own thread, in
+// order; they must not throw and must not call stop().
+class Reflector {
+ public:
+  struct Handlers {
+    // The complete current set (after the first list and every re-list).
+    std::function<void(const std::vector<nlohmann::json>& objects)> listed;
+    // One change after the last list: "ADDED", "MODIFIED" or "DELETED".
+    std::function<void(const std::string& type, const nlohmann::json& object)> changed;
+    // A failed request (logged by the caller); the reflector retries by itself.
+    // Not called for 410 Gone, which a re-list answers. Any handler may be empty.
+    std::function<void(const ApiError& error)> failed;
+  };
+
+  Reflector(KubeClient& client, ResourceType type, std::string namespace_name, Handlers handlers,
+            Backoff backoff = {});
+  ~Reflector();  // stops
+  Reflector(const Reflector&) = delete;
+  Reflector& operator=(const Reflector&) = delete;
+
+  void start();
+  void stop();  // idempotent; joins the thread
+  // True once the first list has been delivered.
+  bool synced() const noexcept;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace dowser::kube

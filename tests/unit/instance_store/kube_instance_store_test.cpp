@@ -1,0 +1,142 @@
+// The store contract, run against KubeInstanceStore on the test API server
+// (one server per test: each test is its own process under ctest), plus what
+// is particular to Kubernetes: Akri's object shape, owner references kept
+// across updates, garbage collection with the Configuration.
+#include <memory>
+
+#include "apiserver_peer.hpp"
+#include "kube_client.hpp"
+#include "store_contract.hpp"
+
+namespace dowser::store::testing {
+namespace {
+
+using kube::testing::TestApiServer;
+using nlohmann::json;
+
+const kube::ResourceType kNamespaces{"", "v1", "namespaces", false};
+const kube::ResourceType kInstances{"akri.sh", "v0", "instances", true};
+const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+
+// The namespaces the contract uses besides "default": Kubernetes refuses
+// objects in a namespace that does not exist.
+void create_namespaces(kube::KubeClient& client) {
+  for (const char* name : {"edge", "other", "fresh-namespace"}) {
+    client.create(kNamespaces, "", {{"metadata", {{"name", name}}}});
+  }
+}
+
+// Every handle has its own client (its own connections), as a node would.
+std::unique_ptr<InstanceStore> open_store(const TestApiServer& server) {
+  return std::make_unique<KubeInstanceStore>(std::make_shared<kube::KubeClient>(server.access()));
+}
+
+StoreOpener make_kube_store() {
+  auto server = std::make_shared<TestApiServer>();
+  kube::KubeClient client(server->access());
+  create_namespaces(client);
+  return [server] { return open_store(*server); };
+}
+
+INSTANTIATE_TEST_SUITE_P(Kube, InstanceStoreContract,
+                         ::testing::Values(StoreImplementation{"KubeInstanceStore",
+                                                               make_kube_store}),
+                         implementation_name);
+
+class KubeInstanceStoreTest : public ::testing::Test {
+ protected:
+  KubeInstanceStoreTest()
+      : client_(std::make_shared<kube::KubeClient>(server_.access())), store_(client_) {}
+
+  json create_configuration(const std::string& name) {
+    return client_->create(kConfigurations, "default",
+                           {{"apiVersion", "akri.sh/v0"},
+                            {"kind", "Configuration"},
+                            {"metadata", {{"name", name}}},
+                            {"spec", {{"discoveryHandler", {{"name", "debugEcho"}}}}}});
+  }
+  json raw(const std::string& name) { return client_->get(kInstances, "default", name); }
+
+  TestApiServer server_;
+  std::shared_ptr<kube::KubeClient> client_;
+  KubeInstanceStore store_;
+};
+
+TEST_F(KubeInstanceStoreTest, StoresAkriInstanceObjectsWithTheResourceVersionAsRevision) {
+  Instance instance = sample_instance("akri-onvif-4294ea");
+  instance.device_usage = {{"akri-onvif-4294ea-1", "C:0:node-b"}};  // free slots absent
+  const uint64_t revision = store_.create(instance);
+
+  const json object = raw("akri-onvif-4294ea");
+  EXPECT_EQ(object["apiVersion"], "akri.sh/v0");
+  EXPECT_EQ(object["kind"], "Instance");
+  EXPECT_EQ(object["metadata"]["resourceVersion"], std::to_string(revision));
+  const json& spec = object["spec"];
+  EXPECT_EQ(spec["configurationName"], "akri-onvif");
+  EXPECT_EQ(spec["cdiName"], "akri.sh/akri-onvif=akri-onvif-4294ea");
+  EXPECT_EQ(spec["capacity"], 3);
+  EXPECT_EQ(spec["shared"], true);
+  EXPECT_EQ(spec["nodes"], json::array({"node-a", "node-b"}));
+  EXPECT_EQ(spec["deviceUsage"], json({{"akri-onvif-4294ea-1", "C:0:node-b"}}));
+  EXPECT_EQ(spec["brokerProperties"]["UNICODE"], "caméra ✓");
+}
+
+TEST_F(KubeInstanceStoreTest, OwnedByItsConfigurationAcrossUpdatesAndCollectedWithIt) {
+  const json configuration = create_configuration("akri-onvif");
+  Instance instance = sample_instance("akri-onvif-4294ea");
+  const uint64_t created = store_.create(instance);
+
+  const json expected_owner = {
+      {"apiVersion", "akri.sh/v0"}, {"kind", "Configuration"},
+      {"name", "akri-onvif"},       {"uid", configuration["metadata"]["uid"]},
+      {"controller", true},         {"blockOwnerDeletion", true}};
+  EXPECT_EQ(raw("akri-onvif-4294ea")["metadata"]["ownerReferences"], json::array({expected_owner}));
+
+  instance.nodes.insert("node-c");
+  store_.update(instance, created);
+  EXPECT_EQ(raw("akri-onvif-4294ea")["metadata"]["ownerReferences"], json::array({expected_owner}));
+
+  client_->remove(kConfigurations, "default", "akri-onvif");
+  EXPECT_FALSE(store_.get("default", "akri-onvif-4294ea").has_value());
+}
+
+TEST_F(KubeInstanceStoreTest, WithoutItsConfigurationAnInstanceHasNoOwner) {
+  store_.create(sample_instance("akri-onvif-4294ea"));
+  EXPECT_FALSE(raw("akri-onvif-4294ea")["metadata"].contains("ownerReferences"));
+}
+
+TEST_F(KubeInstanceStoreTest, ListSkipsAndGetRefusesAnObjectThatIsNotAnInstance) {
+  store_.create(sample_instance("cam-000001"));
+  // Valid for the CRD (an integer) but not for dowser (more than 32 bits).
+  client_->create(kInstances, "default",
+                  {{"apiVersion", "akri.sh/v0"},
+                   {"kind", "Instance"},
+                   {"metadata", {{"name", "cam-000002"}}},
+                   {"spec",
+                    {{"configurationName", "akri-onvif"},
+                     {"cdiName", "akri.sh/akri-onvif=000002"},
+                     {"capacity", uint64_t{1} << 40}}}});
+  EXPECT_EQ(store_.list().size(), 1u);
+  try {
+    store_.get("default", "cam-000002");
+    ADD_FAILURE() << "no StoreError";
+  } catch (const StoreError& error) {
+    EXPECT_EQ(error.kind(), StoreError::Kind::io);
+    EXPECT_NE(std::string(error.what()).find("default/cam-000002"), std::string::npos);
+  }
+}
+
+TEST_F(KubeInstanceStoreTest, AnUnreachableServerIsAnIoError) {
+  kube::ClusterAccess access = server_.access();
+  access.server = "https://127.0.0.1:1";
+  KubeInstanceStore unreachable(std::make_shared<kube::KubeClient>(access));
+  try {
+    unreachable.list();
+    ADD_FAILURE() << "no StoreError";
+  } catch (const StoreError& error) {
+    EXPECT_EQ(error.kind(), StoreError::Kind::io) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace dowser::store::testing
