@@ -476,4 +476,52 @@ std::vector<Configuration> parse_configurations(std::string_view text, const std
   return configurations;
 }
 
+Configuration parse_configuration_object(std::string_view json_text, const std::string& source) {
+  std::vector<Configuration> parsed = parse_configurations(json_text, source);
+  if (parsed.size() != 1)
+    throw ConfigurationError(source, "(document)", "must be exactly one Configuration object");
+  return std::move(parsed.front());
+}
+
+// ---- discovery properties from Secrets and ConfigMaps ----------------------------
+
+namespace {
+
+std::string reference_path(std::size_t index, ReferenceKind kind) {
+  return item_path("spec.discoveryHandler.discoveryProperties", index) + ".valueFrom." +
+         (kind == ReferenceKind::secret ? "secretKeyRef" : "configMapKeyRef");
+}
+
+}  // namespace
+
+Configuration resolve_references(const Configuration& configuration, const ReferenceLookup& find) {
+  Configuration resolved = configuration;
+  resolved.discovery_properties.clear();
+  const auto& properties = configuration.discovery_properties;
+  for (std::size_t i = 0; i < properties.size(); ++i) {
+    DiscoveryProperty property = properties[i];
+    const auto& reference =
+        property.secret_key_ref ? property.secret_key_ref : property.config_map_key_ref;
+    if (property.value || !reference) {
+      resolved.discovery_properties.push_back(std::move(property));
+      continue;
+    }
+    const ReferenceKind kind =
+        property.secret_key_ref ? ReferenceKind::secret : ReferenceKind::config_map;
+    property.value = find(kind, *reference);
+    if (property.value) {
+      resolved.discovery_properties.push_back(std::move(property));
+    } else if (!reference->optional) {
+      throw ConfigurationError(
+          configuration.namespace_name + "/" + configuration.name, reference_path(i, kind),
+          "discovery property " + property.name + " needs key " + reference->key + " of " +
+              (kind == ReferenceKind::secret ? "Secret " : "ConfigMap ") +
+              reference->namespace_name + "/" + reference->name + ": no such " +
+              (kind == ReferenceKind::secret ? "Secret" : "ConfigMap") +
+              ", or no such key in it; waiting for it");
+    }
+  }
+  return resolved;
+}
+
 }  // namespace dowser::configuration

@@ -1,6 +1,7 @@
 // Configuration: Akri's `Configuration` (apiVersion akri.sh/v0) as dowser
 // reads it, the parser with errors that name file, field path and reason, and
-// the file source that watches a directory of manifests.
+// the sources that deliver them: a watched directory of manifests, or the
+// cluster's API server.
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,10 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace dowser::kube {
+class KubeClient;
+}
 
 namespace dowser::configuration {
 
@@ -85,35 +90,100 @@ class ConfigurationError : public std::runtime_error {
 // Throws ConfigurationError for the first problem found.
 std::vector<Configuration> parse_configurations(std::string_view text, const std::string& source);
 
-// Watches a directory of manifests (*.yaml, *.yml, *.json; other files and
-// hidden/editor temporary files ignored). Events are delivered in order: those
-// of the first scan on the caller of start(), later ones on the source's own
-// thread; handlers must be quick (post elsewhere), must not throw and must not
-// call stop(). Identity is (namespace, name): a file that turns invalid keeps
-// its last good Configurations; a definition already made by another file is
-// refused (`invalid`) and takes over only when that other one goes.
-class FileConfigurationSource {
+// Parses one Configuration object as the API server returns it (JSON text is
+// YAML), with the same checks and errors as parse_configurations.
+Configuration parse_configuration_object(std::string_view json_text, const std::string& source);
+
+// Where Configurations come from: a watched directory or the cluster. Events
+// are delivered in order, on the source's own threads (or on the caller of
+// start()); handlers must be quick (post elsewhere), must not throw and must
+// not call stop(). Identity is (namespace, name).
+class ConfigurationSource {
  public:
   struct Events {
     std::function<void(const Configuration&)> upserted;  // new, or changed in any field
     std::function<void(const std::string& namespace_name, const std::string& name)> removed;
     std::function<void(const ConfigurationError&)> invalid;
+    // The source (a file path, or "<namespace>/<name>" of an object) now
+    // parses cleanly, or is gone: earlier `invalid` reports on it no longer hold.
+    std::function<void(const std::string& source)> valid = {};
+    // A Configuration that cannot run yet (a Secret or ConfigMap it needs is
+    // missing), with why; its previous version, if any, keeps running, and
+    // upserted follows once it resolves.
+    std::function<void(const Configuration&, const std::string& reason)> unresolved = {};
+    // Once, when the Configurations present at start have all been delivered:
+    // anything still unknown then is gone for good.
+    std::function<void()> synced = {};
   };
 
+  virtual ~ConfigurationSource() = default;
+  // Throws std::runtime_error when the source cannot be followed at all.
+  virtual void start() = 0;
+  virtual void stop() = 0;  // idempotent; no event is delivered after it returns
+};
+
+// Watches a directory of manifests (*.yaml, *.yml, *.json; other files and
+// hidden/editor temporary files ignored). Events of the first scan are
+// delivered on the caller of start() (synced included), later ones on the
+// source's own thread. A file that turns invalid keeps its last good
+// Configurations; a definition already made by another file is refused
+// (`invalid`) and takes over only when that other one goes. Discovery
+// properties taken from Secrets or ConfigMaps are left unresolved: the
+// daemon refuses those that are not optional.
+class FileConfigurationSource : public ConfigurationSource {
+ public:
   FileConfigurationSource(std::filesystem::path directory, Events events);
-  ~FileConfigurationSource();  // stops
+  ~FileConfigurationSource() override;  // stops
   FileConfigurationSource(const FileConfigurationSource&) = delete;
   FileConfigurationSource& operator=(const FileConfigurationSource&) = delete;
 
   // Reads the directory (delivering its Configurations before returning),
   // then follows changes with inotify until stop(). Throws std::runtime_error
   // when the directory cannot be read or watched.
-  void start();
-  void stop();  // idempotent; joins the thread
+  void start() override;
+  void stop() override;
 
  private:
   struct Watcher;
   std::unique_ptr<Watcher> watcher_;
+};
+
+// The value of every discovery property: plain values stay, `valueFrom`
+// references are looked up with find (nullopt: that Secret or ConfigMap, or
+// that key in it, does not exist). A missing optional reference drops the
+// property; a missing required one throws ConfigurationError (source
+// "<namespace>/<name>", the reference's field path, a reason naming the
+// property, the object and the key, never a value). References are kept, so
+// a changed value makes same_discovery() false.
+enum class ReferenceKind { secret, config_map };
+using ReferenceLookup =
+    std::function<std::optional<std::string>(ReferenceKind, const KeyReference&)>;
+Configuration resolve_references(const Configuration& configuration, const ReferenceLookup& find);
+
+// Configurations (configurations.akri.sh/v0) from the cluster, in one
+// namespace or all (empty namespace_name), each checked by the same parser as
+// files (parse_configuration_object). A bad object is reported through
+// `invalid` and as a Warning Event on it (reason InvalidConfiguration), and
+// skipped; its last good version keeps running. discoveryProperties taken
+// from Secrets and ConfigMaps (watched in the same namespaces) are resolved
+// before delivery; a change to one re-delivers the Configurations using it. A
+// required one that is missing is reported through `unresolved` and as a
+// Warning Event (reason UnresolvedProperty), and retried when it appears.
+// start() returns at once; `synced` follows the first complete listing.
+class KubeConfigurationSource : public ConfigurationSource {
+ public:
+  KubeConfigurationSource(kube::KubeClient& client, std::string namespace_name,
+                          std::string reporting_node, Events events);
+  ~KubeConfigurationSource() override;  // stops
+  KubeConfigurationSource(const KubeConfigurationSource&) = delete;
+  KubeConfigurationSource& operator=(const KubeConfigurationSource&) = delete;
+
+  void start() override;
+  void stop() override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace dowser::configuration

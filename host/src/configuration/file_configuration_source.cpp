@@ -113,6 +113,8 @@ struct FileConfigurationSource::Watcher {
     if (!events.upserted) events.upserted = [](const Configuration&) {};
     if (!events.removed) events.removed = [](const std::string&, const std::string&) {};
     if (!events.invalid) events.invalid = [](const ConfigurationError&) {};
+    if (!events.synced) events.synced = [] {};
+    if (!events.valid) events.valid = [](const std::string&) {};
     return events;
   }
 
@@ -125,6 +127,7 @@ struct FileConfigurationSource::Watcher {
   void apply(const std::string& name, std::vector<Configuration> defined);
   void release(const Identity& identity, const std::string& releasing_name);
   void adopt(const std::string& name, const Configuration& configuration);
+  void report_clashes(const std::string& name);
   Definition defined_elsewhere(const Identity& identity, const std::string& except_name) const;
   std::string path_of(const std::string& name) const { return (directory / name).string(); }
 
@@ -165,7 +168,7 @@ void FileConfigurationSource::Watcher::refresh(const std::string& name) {
   const fs::path file = directory / name;
   std::error_code error;
   if (!fs::is_regular_file(file, error)) {  // deleted, renamed away, or not a file
-    apply(name, {});
+    apply(name, {});  // reports the file valid: nothing of it can be wrong any more
     defined_by_file.erase(name);
     return;
   }
@@ -204,7 +207,9 @@ void FileConfigurationSource::Watcher::adopt(const std::string& name,
 void FileConfigurationSource::Watcher::release(const Identity& identity,
                                                const std::string& releasing_name) {
   if (Definition other = defined_elsewhere(identity, releasing_name); other.file != nullptr) {
-    adopt(*other.file, *other.configuration);
+    const std::string adopting = *other.file;
+    adopt(adopting, *other.configuration);
+    report_clashes(adopting);
     return;
   }
   owner.erase(identity);
@@ -223,16 +228,26 @@ void FileConfigurationSource::Watcher::apply(const std::string& name,
 
   for (const auto& configuration : defined) {
     auto holder = owner.find(identity_of(configuration));
-    if (holder == owner.end() || holder->second == name) {
-      adopt(name, configuration);
-      continue;
-    }
-    events.invalid(ConfigurationError(path_of(name), "metadata.name",
-                                      identity_text(identity_of(configuration)) +
-                                          " is already defined in " + path_of(holder->second) +
-                                          "; this definition is ignored while that one exists"));
+    if (holder == owner.end() || holder->second == name) adopt(name, configuration);
   }
   defined_by_file[name] = std::move(defined);
+  report_clashes(name);
+}
+
+// Every definition of the file that another file's definition shadows is
+// refused; a file with none is valid (which clears an earlier report on it).
+void FileConfigurationSource::Watcher::report_clashes(const std::string& name) {
+  bool clean = true;
+  for (const auto& configuration : defined_by_file[name]) {
+    const std::string& holder = owner.at(identity_of(configuration));
+    if (holder == name) continue;
+    clean = false;
+    events.invalid(ConfigurationError(path_of(name), "metadata.name",
+                                      identity_text(identity_of(configuration)) +
+                                          " is already defined in " + path_of(holder) +
+                                          "; this definition is ignored while that one exists"));
+  }
+  if (clean) events.valid(path_of(name));
 }
 
 // ---- lifecycle -----------------------------------------------------------------
@@ -258,6 +273,7 @@ void FileConfigurationSource::Watcher::start() {
                              error.message());
   }
   refresh_all(names);
+  events.synced();
   thread = std::thread([this] { run(); });
 }
 

@@ -46,7 +46,7 @@ DiscoverRequest request_for(const configuration::Configuration& configuration) {
     } else if (!reference->optional) {
       throw std::invalid_argument("discovery property " + property.name +
                                   " takes its value from a Secret or ConfigMap, which needs the "
-                                  "Kubernetes backend");
+                                  "Kubernetes Configuration source (--config-source kubernetes)");
     }
   }
   return request;

@@ -115,6 +115,8 @@ int show_status(const Remote& remote, const Output& output) {
     table.add({"configurations", std::to_string(summary.configurations)});
     table.add({"instances here", std::to_string(summary.instances)});
     table.add({"plugins", std::to_string(summary.plugins)});
+    table.add({"config errors", Cell(std::to_string(summary.configuration_errors),
+                                     summary.configuration_errors ? Colour::red : Colour::none)});
     table.print(std::cout, output.colour);
     return code;
   });
@@ -136,12 +138,27 @@ int show_handlers(const Remote& remote, const Output& output) {
   });
 }
 
+// Manifests the daemon could not use, below the Configurations table.
+void print_configuration_errors(const std::vector<status_api::ConfigurationErrorStatus>& errors,
+                                const Output& output) {
+  std::cout << "\nRefused manifests (the Configurations they define are not running, or run a "
+               "previous version):\n";
+  Table table({"SOURCE", "FIELD", "REASON", "SINCE"});
+  for (const auto& e : errors)
+    table.add({e.source, e.field_path, Cell(e.reason, Colour::red), e.since});
+  table.print(std::cout, output.colour);
+}
+
+// Exits 1 when a manifest was refused: the operator has something to fix.
 int show_configurations(const Remote& remote, const Output& output) {
   return run([&]() -> int {
     auto body = fetch(remote, "/api/v1/configurations");
+    auto errors =
+        items<status_api::ConfigurationErrorStatus>(fetch(remote, "/api/v1/configuration-errors"));
+    int code = errors.empty() ? kOk : kProblems;
     if (output.format == Format::json) {
       print_json(body);
-      return kOk;
+      return code;
     }
     Table table({"NAMESPACE", "NAME", "HANDLER", "STATE", "DEVICES", "INSTANCES", "CAPACITY",
                  "LAST ERROR"});
@@ -150,7 +167,8 @@ int show_configurations(const Remote& remote, const Output& output) {
                  std::to_string(c.devices), std::to_string(c.instances), std::to_string(c.capacity),
                  c.last_error});
     table.print(std::cout, output.colour);
-    return kOk;
+    if (!errors.empty()) print_configuration_errors(errors, output);
+    return code;
   });
 }
 

@@ -1,10 +1,13 @@
 #include "daemon.hpp"
+#include "api_probe.hpp"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
 namespace dowser::daemon {
 namespace {
+
+constexpr auto kApiProbeInterval = std::chrono::seconds(5);
 
 capacity::UniqueInstances policy_of(const configuration::Configuration& configuration) {
   return configuration.unique_instances == configuration::UniqueInstances::preferred
@@ -18,9 +21,11 @@ Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       metrics_(metrics_registry_, options_.version),
       signals_(core_, SIGTERM, SIGINT),
-      store_(options_.state_dir / "instances"),
-      capacity_(store_, options_.node_name),
-      reconciler_(store_, capacity_, options_.node_name, options_.resource_domain),
+      kube_client_(options_.cluster ? std::make_shared<kube::KubeClient>(*options_.cluster)
+                                    : nullptr),
+      store_(make_store()),
+      capacity_(*store_, options_.node_name),
+      reconciler_(*store_, capacity_, options_.node_name, options_.resource_domain),
       plugins_(core_, plugins::PluginManagerOptions{options_.kubelet_dir}),
       discovery_(core_, discovery::DiscoveryOptions{options_.handler_dir, options_.handler_rescan},
                  discovery::DiscoveryManager::Events{
@@ -46,43 +51,96 @@ int Daemon::run() {
   return 0;
 }
 
+std::unique_ptr<store::InstanceStore> Daemon::make_store() {
+  if (options_.store == StoreKind::file)
+    return std::make_unique<store::FileInstanceStore>(options_.state_dir / "instances");
+  if (!kube_client_) throw std::invalid_argument("the Kubernetes store needs an API server");
+  return std::make_unique<store::KubeInstanceStore>(kube_client_, options_.kube_namespace);
+}
+
+std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_source() {
+  auto post = [this](auto work) { boost::asio::post(core_, std::move(work)); };
+  configuration::ConfigurationSource::Events events{
+      .upserted =
+          [post, this](const configuration::Configuration& c) {
+            post([this, c] { configuration_upserted(c); });
+          },
+      .removed =
+          [post, this](const std::string& ns, const std::string& name) {
+            post([this, key = ConfigurationKey{ns, name}] { configuration_removed(key); });
+          },
+      .invalid =
+          [post, this](const configuration::ConfigurationError& error) {
+            spdlog::error("invalid Configuration: {}", error.what());
+            post([this, error] { configuration_error(error); });
+          },
+      .valid =
+          [post, this](const std::string& source) {
+            post([this, source] { configuration_errors_.erase(source); });
+          },
+      .unresolved =
+          [post, this](const configuration::Configuration& c, const std::string& reason) {
+            post([this, c, reason] { refused(c, reason); });
+          },
+      // Runs after the initial Configurations (posted before it): whatever
+      // this node holds for a Configuration that no longer exists is withdrawn.
+      .synced =
+          [post, this] {
+            post([this] {
+              std::set<ConfigurationKey> known;
+              for (const auto& [key, configuration] : configurations_) known.insert(key);
+              mark_dirty(reconciler_.withdraw_unknown(known));
+            });
+          }};
+  if (options_.config_source == ConfigSourceKind::directory) {
+    return std::make_unique<configuration::FileConfigurationSource>(options_.config_dir,
+                                                                    std::move(events));
+  }
+  if (!kube_client_)
+    throw std::invalid_argument("the Kubernetes Configuration source needs an API server");
+  return std::make_unique<configuration::KubeConfigurationSource>(
+      *kube_client_, options_.kube_namespace, options_.node_name, std::move(events));
+}
+
+void Daemon::start_kubernetes_helpers() {
+  if (!kube_client_) return;
+  api_probe_ = std::make_unique<ApiProbe>(*kube_client_, options_.node_name, kApiProbeInterval);
+  api_probe_->start();
+  if (options_.store != StoreKind::kubernetes) return;
+  node_cleaner_ = std::make_unique<node_cleanup::NodeCleaner>(
+      *kube_client_, *store_,
+      node_cleanup::NodeCleanerOptions{options_.node_name, options_.dead_node_grace});
+  node_cleaner_->start();
+}
+
 void Daemon::start() {
-  spdlog::info("dowserd on node {}: configurations {}, handlers {}, state {}, kubelet {}",
-               options_.node_name, options_.config_dir.string(), options_.handler_dir.string(),
-               options_.state_dir.string(), options_.kubelet_dir.string());
+  const bool kube_store = options_.store == StoreKind::kubernetes;
+  const bool kube_source = options_.config_source == ConfigSourceKind::kubernetes;
+  spdlog::info(
+      "dowserd on node {}: configurations {}, handlers {}, store {}, kubelet {}",
+      options_.node_name, kube_source ? "from the API server" : options_.config_dir.string(),
+      options_.handler_dir.string(), kube_store ? "on the API server" : options_.state_dir.string(),
+      options_.kubelet_dir.string());
+  if (kube_client_) {
+    spdlog::info("Kubernetes API server {}, {}", kube_client_->access().server,
+                 options_.kube_namespace.empty() ? "all namespaces"
+                                                 : "namespace " + options_.kube_namespace);
+  }
   capacity_.set_change_listener([this](const store::StoredInstance& now) {
     mark_dirty(capacity::InstanceKey{now.instance.namespace_name, now.instance.name});
   });
   start_observing();
+  start_kubernetes_helpers();
   // Watch first, then list: nothing written in between is missed.
-  store_watch_ = store_.watch([this](const store::WatchEvent& event) {
+  store_watch_ = store_->watch([this](const store::WatchEvent& event) {
     boost::asio::post(core_, [this, event] { store_event(event); });
   });
-  for (const auto& stored : store_.list()) capacity_.apply(stored);
+  for (const auto& stored : store_->list()) capacity_.apply(stored);
 
   plugins_.start();
   discovery_.start();
-  configurations_source_ = std::make_unique<configuration::FileConfigurationSource>(
-      options_.config_dir, configuration::FileConfigurationSource::Events{
-                               [this](const configuration::Configuration& c) {
-                                 boost::asio::post(core_, [this, c] { configuration_upserted(c); });
-                               },
-                               [this](const std::string& ns, const std::string& name) {
-                                 boost::asio::post(core_, [this, key = ConfigurationKey{ns, name}] {
-                                   configuration_removed(key);
-                                 });
-                               },
-                               [](const configuration::ConfigurationError& error) {
-                                 spdlog::error("invalid Configuration: {}", error.what());
-                               }});
+  configurations_source_ = make_configuration_source();
   configurations_source_->start();
-  // Runs after the initial Configurations (posted before it): whatever this
-  // node holds for a Configuration that no longer exists is withdrawn.
-  boost::asio::post(core_, [this] {
-    std::set<ConfigurationKey> known;
-    for (const auto& [key, configuration] : configurations_) known.insert(key);
-    mark_dirty(reconciler_.withdraw_unknown(known));
-  });
 
   reclaimer_ = std::make_unique<reclaim::SlotReclaimer>(
       core_, options_.podresources_socket, options_.reclaim_interval, options_.reclaim_grace,
@@ -96,6 +154,8 @@ void Daemon::shutdown() {
   if (status_server_) status_server_->stop();
   configurations_source_->stop();
   configurations_source_.reset();
+  if (node_cleaner_) node_cleaner_->stop();
+  if (api_probe_) api_probe_->stop();
   if (reclaimer_) reclaimer_->stop();
   expiry_timer_.cancel();
   discovery_.shutdown();
@@ -107,13 +167,11 @@ void Daemon::shutdown() {
 // ---- Configurations -----------------------------------------------------------
 
 // Resource names carry no namespace: one name may serve one Configuration.
-void Daemon::refuse_name_clash(const ConfigurationKey& key) const {
-  for (const auto& [other, configuration] : configurations_) {
-    if (other.second == key.second && other.first != key.first) {
-      throw std::invalid_argument("its resource name is taken by Configuration " + other.first +
-                                  "/" + other.second + " (resource names carry no namespace)");
-    }
-  }
+std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
+    const ConfigurationKey& key) const {
+  for (const auto& [other, configuration] : configurations_)
+    if (other.second == key.second && other.first != key.first) return other;
+  return std::nullopt;
 }
 
 void Daemon::configuration_upserted(const configuration::Configuration& configuration) {
@@ -121,7 +179,12 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   std::string resource;
   try {
     resource = naming::resource_name(options_.resource_domain, configuration.name);
-    refuse_name_clash(key);
+    if (auto holder = resource_name_holder(key)) {
+      refused(configuration, "its resource name is taken by Configuration " + holder->first + "/" +
+                                 holder->second + " (resource names carry no namespace)");
+      waiting_for_name_.insert(key);  // retried when the holder goes
+      return;
+    }
     discovery_.validate(configuration);
   } catch (const host::HandlerCallError& e) {
     refused(configuration, "refused by handler " + configuration.handler_name + ": " + e.message());
@@ -136,6 +199,7 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   bool known = configurations_.count(key) > 0;
   configurations_[key] = configuration;
   refused_.erase(key);
+  waiting_for_name_.erase(key);
   spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
                known ? "changed" : "added", configuration.handler_name, configuration.capacity);
 
@@ -159,6 +223,7 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
 
 void Daemon::configuration_removed(const ConfigurationKey& key) {
   refused_.erase(key);
+  waiting_for_name_.erase(key);
   if (!configurations_.erase(key)) return;
   spdlog::info("Configuration {}/{} removed", key.first, key.second);
   discovery_.stop(key);
@@ -170,9 +235,9 @@ void Daemon::configuration_removed(const ConfigurationKey& key) {
   configuration_backends_.erase(key);
   // A same-named Configuration of another namespace, refused while this one
   // held the resource name, may take it now.
-  for (const auto& [other, refused] : refused_) {
+  for (const auto& other : waiting_for_name_) {
     if (other.second != key.second) continue;
-    auto waiting = refused.first;  // configuration_upserted edits refused_
+    auto waiting = refused_.at(other).first;  // configuration_upserted edits both maps
     boost::asio::post(core_, [this, waiting] { configuration_upserted(waiting); });
   }
 }

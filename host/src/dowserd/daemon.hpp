@@ -9,6 +9,8 @@
 #include "discovery_manager.hpp"
 #include "instance_reconciler.hpp"
 #include "instance_store.hpp"
+#include "kube_client.hpp"
+#include "node_cleanup.hpp"
 #include "slot_reclaimer.hpp"
 #include "status_api.hpp"
 
@@ -26,6 +28,12 @@
 
 namespace dowser::daemon {
 
+class ApiProbe;
+
+// Where Instances live, and where Configurations come from.
+enum class StoreKind { file, kubernetes };
+enum class ConfigSourceKind { directory, kubernetes };
+
 struct DaemonOptions {
   std::string node_name;
   std::filesystem::path config_dir = "/etc/dowser/configurations";
@@ -39,6 +47,12 @@ struct DaemonOptions {
   std::chrono::milliseconds handler_rescan = std::chrono::seconds(5);
   std::string http_listen = "127.0.0.1:8080";  // the status API; empty: none
   std::string version;
+  StoreKind store = StoreKind::file;
+  ConfigSourceKind config_source = ConfigSourceKind::directory;
+  // The API server, when the store or the Configuration source is Kubernetes.
+  std::optional<kube::ClusterAccess> cluster;
+  std::string kube_namespace;  // empty: all namespaces
+  std::chrono::milliseconds dead_node_grace = std::chrono::minutes(5);
 };
 
 class Daemon {
@@ -56,9 +70,12 @@ class Daemon {
 
   void start();
   void shutdown();
+  std::unique_ptr<store::InstanceStore> make_store();
+  std::unique_ptr<configuration::ConfigurationSource> make_configuration_source();
+  void start_kubernetes_helpers();
 
   void configuration_upserted(const configuration::Configuration& configuration);
-  void refuse_name_clash(const ConfigurationKey& key) const;
+  std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
   void configuration_removed(const ConfigurationKey& key);
   void snapshot_arrived(const ConfigurationKey& key, host::Snapshot snapshot);
   void reconcile(const ConfigurationKey& key);
@@ -96,6 +113,8 @@ class Daemon {
   void discovery_failed(const ConfigurationKey& key, const std::string& reason);
   void record_snapshot(const ConfigurationKey& key, size_t devices);
   void refused(const configuration::Configuration& configuration, const std::string& reason);
+  void configuration_error(const configuration::ConfigurationError& error);
+  std::vector<status_api::ConfigurationErrorStatus> configuration_error_statuses() const;
   void await_kubelet(const ConfigurationKey& configuration,
                      const std::set<capacity::InstanceKey>& changed,
                      std::chrono::steady_clock::time_point since);
@@ -117,12 +136,15 @@ class Daemon {
   DaemonMetrics metrics_;
   boost::asio::io_context core_;
   boost::asio::signal_set signals_;
-  store::FileInstanceStore store_;
+  std::shared_ptr<kube::KubeClient> kube_client_;  // set when anything comes from the cluster
+  std::unique_ptr<store::InstanceStore> store_;
   capacity::CapacityManager capacity_;
   reconcile::InstanceReconciler reconciler_;
   plugins::PluginManager plugins_;
   discovery::DiscoveryManager discovery_;
-  std::unique_ptr<configuration::FileConfigurationSource> configurations_source_;
+  std::unique_ptr<configuration::ConfigurationSource> configurations_source_;
+  std::unique_ptr<node_cleanup::NodeCleaner> node_cleaner_;  // Kubernetes store only
+  std::unique_ptr<ApiProbe> api_probe_;                      // for /readyz
   std::unique_ptr<reclaim::SlotReclaimer> reclaimer_;
   std::unique_ptr<store::WatchSubscription> store_watch_;
   boost::asio::steady_timer expiry_timer_;
@@ -140,6 +162,16 @@ class Daemon {
   // Configurations their handler refused, with why (a running older
   // version of one, if any, stays in configurations_).
   std::map<ConfigurationKey, std::pair<configuration::Configuration, std::string>> refused_;
+  // Refused only because another namespace's Configuration holds the name;
+  // each also in refused_, with the Configuration to retry.
+  std::set<ConfigurationKey> waiting_for_name_;
+  // Manifests (or objects) a source could not use, by source, until it is
+  // fixed or goes; with when the error was first seen.
+  struct ConfigurationErrorRecord {
+    configuration::ConfigurationError error;
+    std::chrono::system_clock::time_point since;
+  };
+  std::map<std::string, ConfigurationErrorRecord> configuration_errors_;
   std::map<std::string, KubeletPending> kubelet_pending_;    // by resource name
   std::unique_ptr<status_api::StatusServer> status_server_;  // last: stops first
 };

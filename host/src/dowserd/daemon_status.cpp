@@ -1,5 +1,6 @@
 // The daemon's observability: metrics wiring, the status API's views (built
 // on the core thread) and readiness.
+#include "api_probe.hpp"
 #include "daemon.hpp"
 
 #include <spdlog/spdlog.h>
@@ -123,7 +124,26 @@ void Daemon::record_snapshot(const ConfigurationKey& key, size_t devices) {
 void Daemon::refused(const configuration::Configuration& configuration, const std::string& reason) {
   spdlog::error("Configuration {}/{}: {}", configuration.namespace_name, configuration.name,
                 reason);
-  refused_[{configuration.namespace_name, configuration.name}] = {configuration, reason};
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  refused_[key] = {configuration, reason};
+  waiting_for_name_.erase(key);  // refused for something else now
+}
+
+// The latest error of each source; `since` holds while the error stays the same.
+void Daemon::configuration_error(const configuration::ConfigurationError& error) {
+  auto now = std::chrono::system_clock::now();
+  auto [it, added] =
+      configuration_errors_.try_emplace(error.source(), ConfigurationErrorRecord{error, now});
+  if (!added && std::string_view(it->second.error.what()) != error.what())
+    it->second = {error, now};
+}
+
+std::vector<status_api::ConfigurationErrorStatus> Daemon::configuration_error_statuses() const {
+  std::vector<status_api::ConfigurationErrorStatus> result;
+  for (const auto& [source, record] : configuration_errors_)
+    result.push_back(
+        {source, record.error.field_path(), record.error.reason(), rfc3339(record.since)});
+  return result;
 }
 
 void Daemon::await_kubelet(const ConfigurationKey& configuration,
@@ -185,6 +205,7 @@ status_api::DaemonStatus Daemon::status() {
   status.configurations = configuration_statuses();
   status.instances = instance_statuses();
   status.plugins = plugin_statuses();
+  status.configuration_errors = configuration_error_statuses();
 
   auto& summary = status.summary;
   summary.node = options_.node_name;
@@ -196,6 +217,7 @@ status_api::DaemonStatus Daemon::status() {
   summary.configurations = configurations_.size();
   for (const auto& instance : status.instances) summary.instances += instance.here ? 1 : 0;
   summary.plugins = status.plugins.size();
+  summary.configuration_errors = status.configuration_errors.size();
   return status;
 }
 
@@ -316,12 +338,21 @@ status_api::Readiness Daemon::readiness() {
           missing.empty() ? std::to_string(loaded.size()) + " loaded" : "missing: " + missing_list);
   }
 
-  try {
-    store_.list();
-    check("store", true, "");
-  } catch (const std::exception& e) {
-    check("store", false, e.what());
+  // The API server is asked off the core (ApiProbe), so a slow network never stalls it.
+  std::optional<ApiProbe::Result> api;
+  if (api_probe_) api = api_probe_->last();
+  if (options_.store == StoreKind::file) {
+    try {
+      store_->list();
+      check("store", true, "");
+    } catch (const std::exception& e) {
+      check("store", false, e.what());
+    }
+  } else {
+    check("store", api && api->ok, api ? "Kubernetes API server " + api->detail : "");
   }
+  if (options_.config_source == ConfigSourceKind::kubernetes)
+    check("configurations", api && api->ok, api ? "Kubernetes API server " + api->detail : "");
 
   size_t registered = 0;
   std::string last_error;

@@ -9,8 +9,20 @@
 
 #include <climits>
 #include <cstdlib>
+#include <map>
 
 namespace {
+
+// --kubeconfig, else the first file of $KUBECONFIG, else in-cluster when in a pod.
+dowser::kube::ClusterAccess cluster_access(const std::string& kubeconfig) {
+  std::string path = kubeconfig;
+  if (const char* variable = std::getenv("KUBECONFIG"); path.empty() && variable != nullptr)
+    path = std::string(variable).substr(0, std::string(variable).find(':'));
+  if (!path.empty()) return dowser::kube::load_kubeconfig(path);
+  if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) return dowser::kube::load_in_cluster();
+  throw dowser::kube::ConfigError(
+      "no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (in-cluster)");
+}
 
 std::string default_node_name() {
   if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
@@ -28,6 +40,15 @@ int main(int argc, char** argv) {
   long reclaim_interval_ms = options.reclaim_interval.count();
   long reclaim_grace_ms = options.reclaim_grace.count();
   long handler_rescan_ms = options.handler_rescan.count();
+  long dead_node_grace_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(options.dead_node_grace).count();
+  std::string kubeconfig;
+  const std::map<std::string, dowser::daemon::StoreKind> stores{
+      {"file", dowser::daemon::StoreKind::file},
+      {"kubernetes", dowser::daemon::StoreKind::kubernetes}};
+  const std::map<std::string, dowser::daemon::ConfigSourceKind> sources{
+      {"directory", dowser::daemon::ConfigSourceKind::directory},
+      {"kubernetes", dowser::daemon::ConfigSourceKind::kubernetes}};
 
   CLI::App app{"dowserd: discovers leaf devices and exposes them to the kubelet"};
   app.set_version_flag("--version", DOWSER_VERSION);
@@ -65,6 +86,27 @@ int main(int argc, char** argv) {
                  "address of /healthz, /readyz, /metrics and the status API (HOST:PORT, port 0: "
                  "any free port; empty: none)")
       ->capture_default_str();
+  app.add_option("--store", options.store,
+                 "where Instances live: file (under --state-dir) or kubernetes (instances.akri.sh "
+                 "on the API server)")
+      ->capture_default_str()
+      ->transform(CLI::CheckedTransformer(stores));
+  app.add_option("--config-source", options.config_source,
+                 "where Configurations come from: directory (--config-dir) or kubernetes "
+                 "(configurations.akri.sh, with Secrets and ConfigMaps for discoveryProperties)")
+      ->capture_default_str()
+      ->transform(CLI::CheckedTransformer(sources));
+  app.add_option("--kubeconfig", kubeconfig,
+                 "kubeconfig file of the API server (default $KUBECONFIG, else in-cluster when "
+                 "KUBERNETES_SERVICE_HOST is set)");
+  app.add_option("--namespace", options.kube_namespace,
+                 "the only namespace to read Configurations, Secrets, ConfigMaps and Instances "
+                 "from (default: all)");
+  app.add_option("--dead-node-grace-seconds", dead_node_grace_seconds,
+                 "how long a node may stay NotReady before its claims are scrubbed (kubernetes "
+                 "store)")
+      ->capture_default_str()
+      ->check(CLI::Range(0L, 31536000L));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -75,6 +117,16 @@ int main(int argc, char** argv) {
   options.reclaim_interval = std::chrono::milliseconds(reclaim_interval_ms);
   options.reclaim_grace = std::chrono::milliseconds(reclaim_grace_ms);
   options.handler_rescan = std::chrono::milliseconds(handler_rescan_ms);
+  options.dead_node_grace = std::chrono::seconds(dead_node_grace_seconds);
+  if (options.store == dowser::daemon::StoreKind::kubernetes ||
+      options.config_source == dowser::daemon::ConfigSourceKind::kubernetes) {
+    try {
+      options.cluster = cluster_access(kubeconfig);
+    } catch (const dowser::kube::ConfigError& e) {
+      spdlog::error("Kubernetes: {}", e.what());
+      return 2;
+    }
+  }
   // Checked once here, so no invalid resource name ever reaches the kubelet.
   if (auto problem = dowser::naming::extended_resource_name_problem(options.resource_domain + "/x");
       !problem.empty()) {

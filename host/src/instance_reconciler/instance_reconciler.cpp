@@ -8,18 +8,6 @@ namespace {
 bool is_shared(const Device& device) { return device.sharing == Sharing::shared; }
 
 // Drops this node's claims: a node that no longer sees a device cannot use it.
-void drop_claims_of(store::Instance& instance, const std::string& node) {
-  for (auto it = instance.device_usage.begin(); it != instance.device_usage.end();) {
-    bool ours = false;
-    try {
-      auto usage = naming::parse_usage(it->second);
-      ours = !usage.is_free() && usage.node == node;
-    } catch (const naming::UsageParseError&) {
-    }
-    it = ours ? instance.device_usage.erase(it) : std::next(it);
-  }
-}
-
 // Keeps claims that fit the capacity; a shrunk capacity drops the rest.
 void fit_claims_to_capacity(store::Instance& instance) {
   for (auto it = instance.device_usage.begin(); it != instance.device_usage.end();) {
@@ -213,7 +201,7 @@ void InstanceReconciler::withdraw(const capacity::InstanceKey& key) {
       if (!stored) return capacity_.forget(key);
       store::Instance next = stored->instance;
       if (!next.nodes.erase(node_)) return;  // not ours (any more)
-      drop_claims_of(next, node_);
+      naming::release_claims_of(next.device_usage, node_);
       try {
         if (next.nodes.empty()) {
           store_.remove(key.first, key.second, stored->revision);

@@ -98,6 +98,17 @@ SlotUsage parse_usage(std::string_view value) {
   return SlotUsage::configuration_level(std::string(vdev), std::string(node));
 }
 
+bool release_claims_of(std::map<std::string, std::string>& device_usage, std::string_view node) {
+  return std::erase_if(device_usage, [node](const auto& slot) {
+           try {
+             SlotUsage usage = parse_usage(slot.second);
+             return !usage.is_free() && usage.node == node;
+           } catch (const UsageParseError&) {
+             return false;
+           }
+         }) > 0;
+}
+
 std::string format_usage(const SlotUsage& usage) {
   switch (usage.kind) {
     case SlotUsage::Kind::free:

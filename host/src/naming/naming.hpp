@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -55,6 +56,11 @@ class UsageParseError : public std::invalid_argument {
 // Throws UsageParseError naming the value and what is wrong with it.
 SlotUsage parse_usage(std::string_view value);
 std::string format_usage(const SlotUsage& usage);
+
+// Removes from a deviceUsage map (slot -> usage) every claim node holds, IL
+// or CL; values nobody could have written are not ours to judge and stay.
+// Returns whether anything was removed.
+bool release_claims_of(std::map<std::string, std::string>& device_usage, std::string_view node);
 
 // <domain>/<name>, checked as the kubelet's IsExtendedResourceName does.
 // Throws std::invalid_argument saying which rule the name breaks.

@@ -8,6 +8,7 @@
 //   GET /api/v1/instances[?configuration=NAME]
 //   GET /api/v1/instances/NAME
 //   GET /api/v1/plugins
+//   GET /api/v1/configuration-errors   manifests (or cluster objects) refused
 //
 // Threading: the server runs on its own thread. Everything it reports about
 // the daemon is built on the daemon's core thread: it posts the request to
@@ -65,6 +66,15 @@ struct ConfigurationStatus {
   std::string last_snapshot;  // RFC 3339 UTC, empty when none yet
 };
 
+// A Configuration manifest, or cluster object, that could not be used: kept
+// until its source is fixed or removed.
+struct ConfigurationErrorStatus {
+  std::string source;      // source: file path, or "<namespace>/<name>" of an object
+  std::string field_path;  // field: e.g. "spec.capacity"
+  std::string reason;
+  std::string since;  // RFC 3339 UTC of the first report of this error
+};
+
 struct SlotStatus {
   std::string name;  // <instance>-<index>
   uint32_t index = 0;
@@ -119,6 +129,7 @@ struct Summary {
   uint64_t configurations = 0;
   uint64_t instances = 0;
   uint64_t plugins = 0;
+  uint64_t configuration_errors = 0;
 };
 
 struct DaemonStatus {
@@ -127,12 +138,15 @@ struct DaemonStatus {
   std::vector<ConfigurationStatus> configurations;
   std::vector<InstanceStatus> instances;
   std::vector<PluginStatus> plugins;
+  std::vector<ConfigurationErrorStatus> configuration_errors;
 };
 
 void to_json(nlohmann::json& json, const HandlerStatus& value);
 void from_json(const nlohmann::json& json, HandlerStatus& value);
 void to_json(nlohmann::json& json, const ConfigurationStatus& value);
 void from_json(const nlohmann::json& json, ConfigurationStatus& value);
+void to_json(nlohmann::json& json, const ConfigurationErrorStatus& value);
+void from_json(const nlohmann::json& json, ConfigurationErrorStatus& value);
 void to_json(nlohmann::json& json, const SlotStatus& value);
 void from_json(const nlohmann::json& json, SlotStatus& value);
 void to_json(nlohmann::json& json, const InstanceStatus& value);

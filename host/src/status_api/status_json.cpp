@@ -59,6 +59,20 @@ void from_json(const nlohmann::json& json, ConfigurationStatus& value) {
   read(json, "last_snapshot", value.last_snapshot);
 }
 
+void to_json(nlohmann::json& json, const ConfigurationErrorStatus& value) {
+  json = {{"source", value.source},
+          {"field", value.field_path},
+          {"reason", value.reason},
+          {"since", value.since}};
+}
+
+void from_json(const nlohmann::json& json, ConfigurationErrorStatus& value) {
+  read(json, "source", value.source);
+  read(json, "field", value.field_path);
+  read(json, "reason", value.reason);
+  read(json, "since", value.since);
+}
+
 void to_json(nlohmann::json& json, const SlotStatus& value) {
   json = {{"name", value.name}, {"index", value.index}, {"usage", value.usage}};
 }
@@ -152,7 +166,8 @@ void to_json(nlohmann::json& json, const Summary& value) {
           {"handlers", value.handlers},
           {"configurations", value.configurations},
           {"instances", value.instances},
-          {"plugins", value.plugins}};
+          {"plugins", value.plugins},
+          {"configuration_errors", value.configuration_errors}};
 }
 
 void from_json(const nlohmann::json& json, Summary& value) {
@@ -165,6 +180,7 @@ void from_json(const nlohmann::json& json, Summary& value) {
   read(json, "configurations", value.configurations);
   read(json, "instances", value.instances);
   read(json, "plugins", value.plugins);
+  read(json, "configuration_errors", value.configuration_errors);
 }
 
 }  // namespace dowser::status_api

@@ -238,7 +238,8 @@ Response StatusServer::handle(std::string_view target) const {
     if (path == "/")
       return text(200,
                   "dowserd: /healthz /readyz /metrics /api/v1/status /api/v1/handlers "
-                  "/api/v1/configurations /api/v1/instances /api/v1/plugins\n");
+                  "/api/v1/configurations /api/v1/configuration-errors /api/v1/instances "
+                  "/api/v1/plugins\n");
     return text(404, "not found\n");
   } catch (const std::exception& e) {
     spdlog::error("status API {}: {}", path, e.what());
@@ -282,6 +283,7 @@ Response StatusServer::api(std::string_view path, std::string_view query) const 
   if (path == "handlers") return json(200, items(status->handlers));
   if (path == "configurations") return json(200, items(status->configurations));
   if (path == "plugins") return json(200, items(status->plugins));
+  if (path == "configuration-errors") return json(200, items(status->configuration_errors));
   if (path == "instances") {
     auto wanted = parse_query(query)["configuration"];
     std::vector<InstanceStatus> selected;

@@ -44,14 +44,17 @@ inline void write_file(const fs::path& path, const std::string& text) {
 // One node: a kubelet simulator and a dowserd process.
 class Node {
  public:
+  // wrapper: a command dowserd runs under (e.g. unshare), its path looked up in PATH.
   Node(fs::path root, std::string name, fs::path state_dir, fs::path config_dir,
-       fs::path handler_dir, std::vector<std::string> extra_args = {})
+       fs::path handler_dir, std::vector<std::string> extra_args = {},
+       std::vector<std::string> wrapper = {})
       : root_(std::move(root)),
         name_(std::move(name)),
         state_dir_(std::move(state_dir)),
         config_dir_(std::move(config_dir)),
         handler_dir_(std::move(handler_dir)),
-        extra_args_(std::move(extra_args)) {
+        extra_args_(std::move(extra_args)),
+        wrapper_(std::move(wrapper)) {
     fs::create_directories(root_ / name_);
     testkit::KubeletSimulatorConfig config;
     config.device_plugin_dir = root_ / name_ / "dp";
@@ -75,6 +78,7 @@ class Node {
     bool listens = std::any_of(extra_args_.begin(), extra_args_.end(),
                                [](const auto& arg) { return arg.rfind("--http-listen", 0) == 0; });
     if (!listens) args.push_back("--http-listen=127.0.0.1:0");  // several daemons: no fixed port
+    args.insert(args.begin(), wrapper_.begin(), wrapper_.end());
     fs::path log = root_ / (name_ + ".log");
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -83,7 +87,7 @@ class Node {
       std::vector<char*> argv;
       for (auto& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
+      ::execvp(argv[0], argv.data());
       ::_exit(127);
     }
   }
@@ -173,6 +177,7 @@ class Node {
   std::string name_;
   fs::path state_dir_, config_dir_, handler_dir_;
   std::vector<std::string> extra_args_;
+  std::vector<std::string> wrapper_;
   pid_t pid_ = -1;
 };
 

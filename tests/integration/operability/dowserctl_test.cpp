@@ -126,6 +126,42 @@ TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
   EXPECT_THAT(coloured.out, HasSubstr("\033[32myes\033[0m"));
 }
 
+TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
+  auto& node = cams_node();
+  const std::string bad = (config_dir_ / "bad.yaml").string();
+  write_file(bad,
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: bad}\n"
+             "spec:\n  capacity: 0\n  discoveryHandler: {name: debugEcho}\n");
+  std::vector<status_api::ConfigurationErrorStatus> errors;
+  ASSERT_TRUE(eventually([&] {
+    errors = api(url_, "/api/v1/configuration-errors")["items"]
+                 .get<std::vector<status_api::ConfigurationErrorStatus>>();
+    return !errors.empty();
+  })) << node.log();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].source, bad);
+  EXPECT_EQ(errors[0].field_path, "spec.capacity");
+  EXPECT_THAT(errors[0].reason, HasSubstr("must be an integer"));
+  EXPECT_FALSE(errors[0].since.empty());
+
+  auto configs = remote({"configs"});
+  EXPECT_EQ(configs.exit_code, 1) << "a refused manifest is a problem to fix";
+  EXPECT_THAT(configs.out, HasSubstr("Refused manifests"));
+  EXPECT_EQ(lines_with(configs.out, bad), 1u) << configs.out;
+  EXPECT_THAT(remote({"status"}).out, HasSubstr("config errors   1"));
+
+  // Fixed: the error goes, and so does the exit code.
+  write_file(bad,
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: bad}\n"
+             "spec:\n  capacity: 1\n  discoveryHandler: {name: debugEcho}\n");
+  ASSERT_TRUE(eventually([&] {
+    return api(url_, "/api/v1/configuration-errors")["items"].empty();
+  })) << node.log();
+  auto fixed = remote({"configs"});
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
+  EXPECT_THAT(fixed.out, Not(HasSubstr("Refused manifests")));
+}
+
 TEST_F(DowserctlTest, StatusExitsOneWhenTheDaemonIsNotReady) {
   write_file(config_dir_ / "ghost.yaml",
              "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"

@@ -19,11 +19,11 @@ using namespace std::chrono_literals;
 constexpr auto kWithinASecond = 1s;
 
 struct Event {
-  enum class Kind { upserted, removed, invalid } kind;
+  enum class Kind { upserted, removed, invalid, valid } kind;
   Configuration configuration;  // upserted
   std::string namespace_name;   // removed
   std::string name;             // removed
-  std::string source;           // invalid
+  std::string source;           // invalid, valid
   std::string field_path;       // invalid
   std::string reason;           // invalid
 };
@@ -41,6 +41,9 @@ class EventLog {
         },
         [this](const ConfigurationError& e) {
           add({Event::Kind::invalid, {}, {}, {}, e.source(), e.field_path(), e.reason()});
+        },
+        [this](const std::string& source) {
+          add({Event::Kind::valid, {}, {}, {}, source, {}, {}});
         },
     };
   }
@@ -92,6 +95,9 @@ auto removed(const std::string& name) {
 }
 auto invalid_from(const std::string& source) {
   return [source](const Event& e) { return e.kind == Event::Kind::invalid && e.source == source; };
+}
+auto valid_from(const std::string& source) {
+  return [source](const Event& e) { return e.kind == Event::Kind::valid && e.source == source; };
 }
 
 std::string manifest(const std::string& name, const std::string& details = "", int capacity = 1) {
@@ -163,7 +169,13 @@ TEST_F(FileSourceTest, InitialScanDeliversEverythingBeforeStartReturns) {
   write("notes.txt", manifest("from-txt"));
   start();
 
-  std::vector<Event> events = log_.since(0);
+  std::vector<Event> all = log_.since(0);
+  EXPECT_EQ(count(all, valid_from(path("a.yaml"))), 1u);
+  EXPECT_EQ(count(all, valid_from(path("b.json"))), 1u);
+  EXPECT_EQ(count(all, valid_from(path("bad.yaml"))), 0u);
+  std::vector<Event> events;
+  std::copy_if(all.begin(), all.end(), std::back_inserter(events),
+               [](const Event& e) { return e.kind != Event::Kind::valid; });
   ASSERT_EQ(events.size(), 5u);
   EXPECT_TRUE(upserted("first")(events[0]));
   EXPECT_TRUE(upserted("second")(events[1]));
@@ -203,7 +215,11 @@ TEST_F(FileSourceTest, ChangedFileUpsertsOnlyWhatChanged) {
   std::vector<Event> events = log_.since(mark);
   EXPECT_EQ(count(events, upserted("kept")), 0u);
   EXPECT_EQ(count(events, upserted("edited")), 1u);
-  EXPECT_EQ(count(events, [](const Event& e) { return e.kind != Event::Kind::upserted; }), 0u);
+  EXPECT_EQ(count(events,
+                  [](const Event& e) {
+                    return e.kind == Event::Kind::removed || e.kind == Event::Kind::invalid;
+                  }),
+            0u);
   const Configuration after =
       std::find_if(events.begin(), events.end(), upserted("edited"))->configuration;
   EXPECT_FALSE(before.same_discovery(after));
@@ -286,6 +302,7 @@ TEST_F(FileSourceTest, InvalidFileKeepsItsLastGoodConfigurationsUntilFixed) {
   write("cams.yaml", manifest("two", "", 3));  // fixed, and "one" dropped
   ASSERT_TRUE(log_.wait_for_event(mark, upserted("two")));
   ASSERT_TRUE(log_.wait_for_event(mark, removed("one")));
+  ASSERT_TRUE(log_.wait_for_event(mark, valid_from(path("cams.yaml"))));
 }
 
 TEST_F(FileSourceTest, DeletingAnInvalidFileRemovesItsLastGoodConfigurations) {
@@ -298,6 +315,8 @@ TEST_F(FileSourceTest, DeletingAnInvalidFileRemovesItsLastGoodConfigurations) {
   mark = log_.size();
   fs::remove(directory_ / "cam.yaml");
   ASSERT_TRUE(log_.wait_for_event(mark, removed("cam")));
+  // Nothing of a deleted file can be wrong any more.
+  ASSERT_TRUE(log_.wait_for_event(mark, valid_from(path("cam.yaml"))));
 }
 
 TEST_F(FileSourceTest, SameConfigurationInTwoFilesKeepsTheFirstAndNamesBoth) {
@@ -312,6 +331,7 @@ TEST_F(FileSourceTest, SameConfigurationInTwoFilesKeepsTheFirstAndNamesBoth) {
   EXPECT_EQ(refused.field_path, "metadata.name");
   EXPECT_NE(refused.reason.find(path("a.yaml")), std::string::npos) << refused.reason;
   EXPECT_EQ(count(events, upserted("cam")), 0u);
+  EXPECT_EQ(count(events, valid_from(path("b.yaml"))), 0u);
 
   // Once the first definition goes, the second takes over without a removal.
   mark = log_.size();
@@ -320,6 +340,7 @@ TEST_F(FileSourceTest, SameConfigurationInTwoFilesKeepsTheFirstAndNamesBoth) {
   wait_until_settled();
   events = log_.since(mark);
   EXPECT_EQ(count(events, removed("cam")), 0u);
+  EXPECT_EQ(count(events, valid_from(path("b.yaml"))), 1u);
   EXPECT_EQ(
       std::find_if(events.begin(), events.end(), upserted("cam"))->configuration.discovery_details,
       "from-b");
@@ -335,9 +356,12 @@ TEST_F(FileSourceTest, HiddenAndTemporaryFilesAreIgnored) {
   write("cam.yaml.tmp", manifest("temporary"));
   write("readme.txt", "not a manifest");
   wait_until_settled();
-  std::vector<Event> events = log_.since(0);
-  ASSERT_EQ(events.size(), 1u);  // only the sentinel
-  EXPECT_EQ(events[0].configuration.name, "zz-sentinel-1");
+  // Only the sentinel, which may be reported valid too.
+  for (const Event& event : log_.since(0)) {
+    EXPECT_TRUE(upserted("zz-sentinel-1")(event) || valid_from(path("zz-sentinel-1.yaml"))(event))
+        << "event about " << event.configuration.name << event.source;
+  }
+  EXPECT_EQ(count(log_.since(0), upserted("zz-sentinel-1")), 1u);
 }
 
 TEST_F(FileSourceTest, StopEndsTheWatchAndCanBeRepeated) {

@@ -54,6 +54,9 @@ DaemonStatus sample_status() {
                      4,
                      "",
                      {{"0", true}, {"1", false}}}};
+  status.configuration_errors = {{"/etc/dowser/configurations/bad.yaml", "spec.capacity",
+                                  "must be an integer from 1 to 1000000", "2026-11-30T12:00:00Z"}};
+  status.summary.configuration_errors = 1;
   return status;
 }
 
@@ -165,6 +168,14 @@ TEST_F(StatusServerTest, ApiServesEachPartOfTheStatusAsJson) {
   EXPECT_EQ(plugins[0].socket, "akri.sh_cams-1.sock");
   ASSERT_EQ(plugins[0].devices.size(), 2u);
   EXPECT_FALSE(plugins[0].devices[1].healthy);
+
+  auto errors = get_json("/api/v1/configuration-errors")["items"]
+                    .get<std::vector<ConfigurationErrorStatus>>();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].source, "/etc/dowser/configurations/bad.yaml");
+  EXPECT_EQ(errors[0].field_path, "spec.capacity");
+  EXPECT_EQ(errors[0].since, "2026-11-30T12:00:00Z");
+  EXPECT_EQ(summary.configuration_errors, 1u);
   EXPECT_TRUE(on_core_);
 }
 

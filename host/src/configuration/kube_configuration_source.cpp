@@ -1,0 +1,398 @@
+// KubeConfigurationSource: Configurations from the API server, their
+// discoveryProperties resolved from the Secrets and ConfigMaps watched beside
+// them. Three reflectors feed one state under one mutex; events leave in order
+// under it, and Kubernetes Events are posted after it is released.
+#include "configuration.hpp"
+#include "kube_client.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <chrono>
+#include <ctime>
+#include <mutex>
+#include <random>
+#include <set>
+
+namespace dowser::configuration {
+namespace {
+
+using nlohmann::json;
+using Identity = std::pair<std::string, std::string>;  // (namespace, name)
+using KeyValues = std::map<std::string, std::string>;
+
+const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+const kube::ResourceType kSecrets{"", "v1", "secrets", true};
+const kube::ResourceType kConfigMaps{"", "v1", "configmaps", true};
+const kube::ResourceType kEvents{"", "v1", "events", true};
+
+std::string text_at(const json& object, const json::json_pointer& pointer) {
+  return object.contains(pointer) && object.at(pointer).is_string()
+             ? object.at(pointer).get<std::string>()
+             : std::string();
+}
+
+Identity identity_of(const json& object) {
+  return {text_at(object, "/metadata/namespace"_json_pointer),
+          text_at(object, "/metadata/name"_json_pointer)};
+}
+
+std::string identity_text(const Identity& identity) {
+  return identity.first + "/" + identity.second;
+}
+
+// nullopt when text is not base64.
+std::optional<std::string> base64_decode(const std::string& text) {
+  try {
+    return kube::decode_base64(text);
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+}
+
+// The string entries of object[field], base64-decoded when asked; entries
+// that are not strings (or not base64) are left out, as if absent.
+void add_entries(const json& object, const char* field, bool base64, KeyValues& into) {
+  auto entries = object.find(field);
+  if (entries == object.end() || !entries->is_object()) return;
+  for (const auto& [key, value] : entries->items()) {
+    if (!value.is_string()) continue;
+    std::optional<std::string> text =
+        base64 ? base64_decode(value.get<std::string>()) : value.get<std::string>();
+    if (text) into.emplace(key, std::move(*text));  // emplace: data wins over binaryData
+  }
+}
+
+// Secrets: `data` is base64 (`stringData` is write-only, merged by the server).
+KeyValues secret_values(const json& secret) {
+  KeyValues values;
+  add_entries(secret, "data", true, values);
+  return values;
+}
+
+// ConfigMaps: `data` as it is, else `binaryData` decoded.
+KeyValues config_map_values(const json& config_map) {
+  KeyValues values;
+  add_entries(config_map, "data", false, values);
+  add_entries(config_map, "binaryData", true, values);
+  return values;
+}
+
+std::string rfc3339_now() {
+  std::time_t seconds = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text.data();
+}
+
+// "<object>.<16 hex>", as the kubelet names its Events.
+std::string event_name(const std::string& object_name) {
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  return fmt::format("{}.{:016x}", object_name, random());
+}
+
+// What a Configuration object last parsed to, with what Events need to name it.
+struct Parsed {
+  Configuration configuration;
+  std::string uid;
+  std::string resource_version;
+};
+
+}  // namespace
+
+struct KubeConfigurationSource::State {
+  State(kube::KubeClient& client_in, std::string namespace_in, std::string node_in,
+        Events events_in)
+      : client(client_in),
+        namespace_name(std::move(namespace_in)),
+        reporting_node(std::move(node_in)),
+        events(with_defaults(std::move(events_in))) {}
+
+  static Events with_defaults(Events events) {
+    if (!events.upserted) events.upserted = [](const Configuration&) {};
+    if (!events.removed) events.removed = [](const std::string&, const std::string&) {};
+    if (!events.invalid) events.invalid = [](const ConfigurationError&) {};
+    if (!events.valid) events.valid = [](const std::string&) {};
+    if (!events.unresolved) events.unresolved = [](const Configuration&, const std::string&) {};
+    if (!events.synced) events.synced = [] {};
+    return events;
+  }
+
+  // Kubernetes Events to post once the lock is released.
+  using Reports = std::vector<json>;
+
+  // ---- reflector handlers (each on its reflector's thread) ----
+  void configurations_listed(const std::vector<json>& objects);
+  void configuration_changed(const std::string& type, const json& object);
+  void references_listed(std::map<Identity, KeyValues>& cache, bool& listed,
+                         const std::vector<json>& objects, KeyValues (*values_of)(const json&));
+  void reference_changed(std::map<Identity, KeyValues>& cache, const std::string& type,
+                         const json& object, KeyValues (*values_of)(const json&));
+
+  // ---- state, under mutex ----
+  void store(const json& object, Reports& reports);
+  bool ready() const { return configurations_listed_ && secrets_listed_ && config_maps_listed_; }
+  void evaluate_all(Reports& reports);
+  void evaluate(const Identity& identity, Reports& reports);
+  std::optional<std::string> lookup(ReferenceKind kind, const KeyReference& reference) const;
+  json warning(const Identity& identity, const Parsed* parsed, const std::string& reason,
+               const std::string& message) const;
+  void post(const Reports& reports);
+
+  kube::KubeClient& client;
+  const std::string namespace_name;  // empty: all
+  const std::string reporting_node;
+  const Events events;
+
+  std::mutex mutex;
+  std::map<Identity, Parsed> parsed_;                 // last good version of each object
+  std::map<Identity, std::string> reported_invalid_;  // resourceVersion reported bad
+  std::map<Identity, KeyValues> secrets_, config_maps_;
+  std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
+  std::map<Identity, std::string> unresolved_;   // the problem last reported
+  bool configurations_listed_ = false, secrets_listed_ = false, config_maps_listed_ = false;
+  bool synced_ = false;
+
+  std::vector<std::unique_ptr<kube::Reflector>> reflectors;
+};
+
+// ---- objects into state ------------------------------------------------------------
+
+void KubeConfigurationSource::State::store(const json& object, Reports& reports) {
+  const Identity identity = identity_of(object);
+  const std::string source = identity_text(identity);
+  const std::string version = text_at(object, "/metadata/resourceVersion"_json_pointer);
+  try {
+    parsed_.insert_or_assign(identity,
+                             Parsed{parse_configuration_object(object.dump(), source),
+                                    text_at(object, "/metadata/uid"_json_pointer), version});
+    reported_invalid_.erase(identity);
+    events.valid(source);
+  } catch (const ConfigurationError& error) {
+    // A re-list brings the same bad version again: report it once.
+    auto [reported, fresh] = reported_invalid_.try_emplace(identity, version);
+    if (!fresh && reported->second == version) return;
+    reported->second = version;
+    events.invalid(error);
+    Parsed named{{}, text_at(object, "/metadata/uid"_json_pointer), version};
+    reports.push_back(warning(identity, &named, "InvalidConfiguration", error.what()));
+  }
+}
+
+std::optional<std::string> KubeConfigurationSource::State::lookup(
+    ReferenceKind kind, const KeyReference& reference) const {
+  const auto& cache = kind == ReferenceKind::secret ? secrets_ : config_maps_;
+  auto object = cache.find({reference.namespace_name, reference.name});
+  if (object == cache.end()) return std::nullopt;
+  auto value = object->second.find(reference.key);
+  if (value == object->second.end()) return std::nullopt;
+  return value->second;
+}
+
+void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports& reports) {
+  auto parsed = parsed_.find(identity);
+  if (parsed == parsed_.end()) {
+    unresolved_.erase(identity);
+    if (delivered_.erase(identity) > 0) events.removed(identity.first, identity.second);
+    return;
+  }
+  const Configuration& configuration = parsed->second.configuration;
+  try {
+    Configuration resolved = resolve_references(
+        configuration, [this](ReferenceKind kind, const KeyReference& reference) {
+          return lookup(kind, reference);
+        });
+    unresolved_.erase(identity);
+    auto delivered = delivered_.find(identity);
+    if (delivered != delivered_.end() && delivered->second == resolved) return;
+    delivered_.insert_or_assign(identity, resolved);
+    events.upserted(resolved);
+  } catch (const ConfigurationError& problem) {
+    std::string& last = unresolved_[identity];
+    if (last == problem.what()) return;
+    last = problem.what();
+    // The daemon names the Configuration itself; the Event stands alone.
+    events.unresolved(configuration, problem.field_path() + ": " + problem.reason());
+    reports.push_back(warning(identity, &parsed->second, "UnresolvedProperty", last));
+  }
+}
+
+void KubeConfigurationSource::State::evaluate_all(Reports& reports) {
+  if (!ready()) return;  // a Secret not listed yet is not a missing one
+  std::set<Identity> identities;
+  for (const auto& [identity, parsed] : parsed_) identities.insert(identity);
+  for (const auto& [identity, configuration] : delivered_) identities.insert(identity);
+  for (const auto& identity : identities) evaluate(identity, reports);
+  if (!synced_) {
+    synced_ = true;
+    events.synced();
+  }
+}
+
+// ---- reflector handlers ------------------------------------------------------------
+
+void KubeConfigurationSource::State::configurations_listed(const std::vector<json>& objects) {
+  Reports reports;
+  {
+    std::lock_guard lock(mutex);
+    std::set<Identity> present;
+    for (const auto& object : objects) {
+      present.insert(identity_of(object));
+      store(object, reports);
+    }
+    std::erase_if(parsed_, [&](const auto& entry) { return present.count(entry.first) == 0; });
+    std::erase_if(reported_invalid_, [&](const auto& entry) {
+      if (present.count(entry.first) > 0) return false;
+      events.valid(identity_text(entry.first));  // gone: its report no longer holds
+      return true;
+    });
+    configurations_listed_ = true;
+    evaluate_all(reports);
+  }
+  post(reports);
+}
+
+void KubeConfigurationSource::State::configuration_changed(const std::string& type,
+                                                           const json& object) {
+  Reports reports;
+  {
+    std::lock_guard lock(mutex);
+    const Identity identity = identity_of(object);
+    if (type == "DELETED") {
+      parsed_.erase(identity);
+      reported_invalid_.erase(identity);
+      events.valid(identity_text(identity));
+    } else {
+      store(object, reports);
+    }
+    if (ready()) evaluate(identity, reports);
+  }
+  post(reports);
+}
+
+void KubeConfigurationSource::State::references_listed(std::map<Identity, KeyValues>& cache,
+                                                       bool& listed,
+                                                       const std::vector<json>& objects,
+                                                       KeyValues (*values_of)(const json&)) {
+  Reports reports;
+  {
+    std::lock_guard lock(mutex);
+    cache.clear();
+    for (const auto& object : objects) cache.emplace(identity_of(object), values_of(object));
+    listed = true;
+    evaluate_all(reports);
+  }
+  post(reports);
+}
+
+void KubeConfigurationSource::State::reference_changed(std::map<Identity, KeyValues>& cache,
+                                                       const std::string& type, const json& object,
+                                                       KeyValues (*values_of)(const json&)) {
+  Reports reports;
+  {
+    std::lock_guard lock(mutex);
+    if (type == "DELETED")
+      cache.erase(identity_of(object));
+    else
+      cache.insert_or_assign(identity_of(object), values_of(object));
+    evaluate_all(reports);  // only Configurations whose resolution changed are re-delivered
+  }
+  post(reports);
+}
+
+// ---- Kubernetes Events -------------------------------------------------------------
+
+json KubeConfigurationSource::State::warning(const Identity& identity, const Parsed* parsed,
+                                             const std::string& reason,
+                                             const std::string& message) const {
+  const std::string now = rfc3339_now();
+  json involved = {{"apiVersion", "akri.sh/v0"},
+                   {"kind", "Configuration"},
+                   {"namespace", identity.first},
+                   {"name", identity.second}};
+  if (parsed != nullptr && !parsed->uid.empty()) involved["uid"] = parsed->uid;
+  if (parsed != nullptr && !parsed->resource_version.empty())
+    involved["resourceVersion"] = parsed->resource_version;
+  return {{"apiVersion", "v1"},
+          {"kind", "Event"},
+          {"metadata", {{"name", event_name(identity.second)}, {"namespace", identity.first}}},
+          {"involvedObject", involved},
+          {"reason", reason},
+          {"message", message},
+          {"type", "Warning"},
+          {"count", 1},
+          {"firstTimestamp", now},
+          {"lastTimestamp", now},
+          {"source", {{"component", "dowserd"}, {"host", reporting_node}}},
+          {"reportingComponent", "dowserd"},
+          {"reportingInstance", reporting_node}};
+}
+
+void KubeConfigurationSource::State::post(const Reports& reports) {
+  for (const auto& event : reports) {
+    try {
+      client.create(kEvents, event["metadata"]["namespace"].get<std::string>(), event);
+    } catch (const kube::ApiError& e) {
+      // The log line (from `invalid` / `unresolved`) already says what is wrong.
+      spdlog::warn("cannot post Event {} on Configuration {}/{}: {}",
+                   event["reason"].get<std::string>(),
+                   event["involvedObject"]["namespace"].get<std::string>(),
+                   event["involvedObject"]["name"].get<std::string>(), e.what());
+    }
+  }
+}
+
+// ---- public face -------------------------------------------------------------------
+
+KubeConfigurationSource::KubeConfigurationSource(kube::KubeClient& client,
+                                                 std::string namespace_name,
+                                                 std::string reporting_node, Events events)
+    : state_(std::make_unique<State>(client, std::move(namespace_name), std::move(reporting_node),
+                                     std::move(events))) {}
+
+KubeConfigurationSource::~KubeConfigurationSource() { stop(); }
+
+void KubeConfigurationSource::start() {
+  State& state = *state_;
+  if (!state.reflectors.empty()) throw std::logic_error("KubeConfigurationSource already started");
+  auto failed = [](const std::string& plural) {
+    return [plural](const kube::ApiError& error) {
+      spdlog::warn("Kubernetes {}: {} (retrying)", plural, error.what());
+    };
+  };
+  auto add = [&](const kube::ResourceType& type, kube::Reflector::Handlers handlers) {
+    state.reflectors.push_back(std::make_unique<kube::Reflector>(
+        state.client, type, state.namespace_name, std::move(handlers)));
+  };
+  add(kConfigurations,
+      {[&state](const std::vector<json>& objects) { state.configurations_listed(objects); },
+       [&state](const std::string& type, const json& object) {
+         state.configuration_changed(type, object);
+       },
+       failed(kConfigurations.plural)});
+  add(kSecrets, {[&state](const std::vector<json>& objects) {
+                   state.references_listed(state.secrets_, state.secrets_listed_, objects,
+                                           secret_values);
+                 },
+                 [&state](const std::string& type, const json& object) {
+                   state.reference_changed(state.secrets_, type, object, secret_values);
+                 },
+                 failed(kSecrets.plural)});
+  add(kConfigMaps, {[&state](const std::vector<json>& objects) {
+                      state.references_listed(state.config_maps_, state.config_maps_listed_,
+                                              objects, config_map_values);
+                    },
+                    [&state](const std::string& type, const json& object) {
+                      state.reference_changed(state.config_maps_, type, object, config_map_values);
+                    },
+                    failed(kConfigMaps.plural)});
+  for (auto& reflector : state.reflectors) reflector->start();
+}
+
+void KubeConfigurationSource::stop() {
+  for (auto& reflector : state_->reflectors) reflector->stop();
+}
+
+}  // namespace dowser::configuration

@@ -1,0 +1,51 @@
+#include "api_probe.hpp"
+
+namespace dowser::daemon {
+
+ApiProbe::ApiProbe(kube::KubeClient& client, std::string node, std::chrono::milliseconds interval)
+    : client_(client), node_(std::move(node)), interval_(interval) {}
+
+ApiProbe::~ApiProbe() { stop(); }
+
+void ApiProbe::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void ApiProbe::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+ApiProbe::Result ApiProbe::last() const {
+  std::lock_guard lock(mutex_);
+  return last_;
+}
+
+ApiProbe::Result ApiProbe::probe() {
+  const std::string server = client_.access().server;
+  try {
+    client_.get(kube::ResourceType{"", "v1", "nodes", false}, "", node_);
+    return {true, server};
+  } catch (const kube::ApiError& error) {
+    const int status = error.status();
+    const bool refused = status == 0 || status == 401 || status == 403 || status >= 500;
+    return {!refused, server + ": " + error.what()};
+  }
+}
+
+void ApiProbe::run() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    Result result = probe();
+    lock.lock();
+    last_ = std::move(result);
+    wake_.wait_for(lock, interval_, [this] { return stopping_; });
+  }
+}
+
+}  // namespace dowser::daemon

@@ -1,0 +1,174 @@
+// NodeCleaner: a Node reflector feeding a DeadNodeTracker, and a thread that
+// scrubs the nodes it reports from the store.
+#include "kube_client.hpp"
+#include "node_cleanup.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace dowser::node_cleanup {
+namespace {
+
+const kube::ResourceType kNodes{"", "v1", "nodes", false};
+constexpr int kMaxRemoveAttempts = 16;
+
+std::string name_of(const nlohmann::json& node) {
+  return node.value("/metadata/name"_json_pointer, std::string());
+}
+
+// Scrubs one Instance; the last node out deletes it, conditioned on the
+// revision it read, so a node joining meanwhile keeps it.
+void scrub_instance(store::InstanceStore& store, const store::Instance& instance,
+                    const std::string& node) {
+  for (int attempt = 0; attempt < kMaxRemoveAttempts; ++attempt) {
+    auto after = store::update_with_retry(
+        store, instance.namespace_name, instance.name,
+        [&node](const store::Instance& current) { return scrub_node(current, node); });
+    if (!after || !after->instance.nodes.empty()) return;
+    try {
+      store.remove(instance.namespace_name, instance.name, after->revision);
+      spdlog::info("Instance {}/{}: deleted; dead node {} was the last to see it",
+                   instance.namespace_name, instance.name, node);
+      return;
+    } catch (const store::StoreError& error) {
+      if (error.kind() == store::StoreError::Kind::not_found) return;
+      if (error.kind() != store::StoreError::Kind::conflict) throw;
+    }
+  }
+  throw store::StoreError(store::StoreError::Kind::conflict,
+                          "Instance " + instance.namespace_name + "/" + instance.name +
+                              " keeps changing under the cleanup of node " + node);
+}
+
+}  // namespace
+
+void scrub_everywhere(store::InstanceStore& store, const std::string& node) {
+  for (const auto& stored : store.list()) {
+    if (!scrub_node(stored.instance, node)) continue;
+    spdlog::info("Instance {}/{}: scrubbing dead node {}", stored.instance.namespace_name,
+                 stored.instance.name, node);
+    scrub_instance(store, stored.instance, node);
+  }
+}
+
+struct NodeCleaner::State {
+  State(kube::KubeClient& client_in, store::InstanceStore& store_in, NodeCleanerOptions options_in)
+      : client(client_in),
+        store(store_in),
+        options(std::move(options_in)),
+        tracker(options.grace) {}
+
+  void listed(const std::vector<nlohmann::json>& nodes);
+  void changed(const std::string& type, const nlohmann::json& node);
+  void run();
+  void scrub_pending();
+
+  kube::KubeClient& client;
+  store::InstanceStore& store;
+  const NodeCleanerOptions options;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  DeadNodeTracker tracker;        // under mutex
+  bool stopping = false;          // under mutex
+  std::set<std::string> pending;  // worker thread only: due, not yet scrubbed
+  std::unique_ptr<kube::Reflector> reflector;
+  std::thread worker;
+};
+
+void NodeCleaner::State::listed(const std::vector<nlohmann::json>& nodes) {
+  std::map<std::string, bool> ready_by_node;
+  for (const auto& node : nodes) ready_by_node[name_of(node)] = node_ready(node);
+  {
+    std::lock_guard lock(mutex);
+    tracker.listed(ready_by_node, Clock::now());
+  }
+  wake.notify_all();
+}
+
+void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& node) {
+  {
+    std::lock_guard lock(mutex);
+    if (type == "DELETED")
+      tracker.deleted(name_of(node));
+    else
+      tracker.changed(name_of(node), node_ready(node), Clock::now());
+  }
+  wake.notify_all();
+}
+
+void NodeCleaner::State::scrub_pending() {
+  for (auto node = pending.begin(); node != pending.end();) {
+    try {
+      scrub_everywhere(store, *node);
+      node = pending.erase(node);
+    } catch (const store::StoreError& error) {
+      spdlog::warn("cleanup of dead node {}: {} (retrying)", *node, error.what());
+      ++node;
+    }
+  }
+}
+
+void NodeCleaner::State::run() {
+  std::unique_lock lock(mutex);
+  while (!stopping) {
+    for (auto& node : tracker.take_due(Clock::now())) {
+      if (node == options.self) continue;  // alive enough to run this: it withdraws by itself
+      spdlog::info("node {} is gone or NotReady past its grace: scrubbing its claims", node);
+      pending.insert(std::move(node));
+    }
+    if (!pending.empty()) {
+      lock.unlock();
+      scrub_pending();  // store I/O without the lock: the reflector keeps going
+      lock.lock();
+    }
+    auto next = tracker.next_due(Clock::now());
+    if (!pending.empty()) {
+      Clock::time_point retry = Clock::now() + options.retry;
+      next = next ? std::min(*next, retry) : retry;
+    }
+    if (next)
+      wake.wait_until(lock, *next);
+    else
+      wake.wait(lock);
+  }
+}
+
+NodeCleaner::NodeCleaner(kube::KubeClient& client, store::InstanceStore& store,
+                         NodeCleanerOptions options)
+    : state_(std::make_unique<State>(client, store, std::move(options))) {}
+
+NodeCleaner::~NodeCleaner() { stop(); }
+
+void NodeCleaner::start() {
+  State& state = *state_;
+  if (state.reflector) throw std::logic_error("NodeCleaner already started");
+  state.reflector = std::make_unique<kube::Reflector>(
+      state.client, kNodes, "",
+      kube::Reflector::Handlers{
+          [&state](const std::vector<nlohmann::json>& nodes) { state.listed(nodes); },
+          [&state](const std::string& type, const nlohmann::json& node) {
+            state.changed(type, node);
+          },
+          [](const kube::ApiError& error) {
+            spdlog::warn("Kubernetes nodes: {} (retrying)", error.what());
+          }});
+  state.worker = std::thread([&state] { state.run(); });
+  state.reflector->start();
+}
+
+void NodeCleaner::stop() {
+  State& state = *state_;
+  if (state.reflector) state.reflector->stop();
+  {
+    std::lock_guard lock(state.mutex);
+    state.stopping = true;
+  }
+  state.wake.notify_all();
+  if (state.worker.joinable()) state.worker.join();
+}
+
+}  // namespace dowser::node_cleanup

@@ -1,0 +1,92 @@
+// node_cleanup: dead-node cleanup without a controller. Every agent watches
+// the cluster's Node objects; when a node is deleted, or stays NotReady longer
+// than a grace period, whichever agent gets there first scrubs that node's
+// claims and `nodes` entry from every Instance (compare-and-swap makes the
+// race between agents safe), and deletes an Instance no node sees any more.
+#pragma once
+
+#include "instance_store.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dowser::kube {
+class KubeClient;
+}
+
+namespace dowser::node_cleanup {
+
+using Clock = std::chrono::steady_clock;
+
+// A core v1 Node is Ready when its condition of type Ready has status "True";
+// no such condition (a node still joining) counts as not Ready.
+bool node_ready(const nlohmann::json& node);
+
+// The Instance without node: its `nodes` entry and the deviceUsage slots it
+// holds ("<node>" or "C:<vdev>:<node>") removed. nullopt when node has
+// neither.
+std::optional<store::Instance> scrub_node(const store::Instance& instance, const std::string& node);
+
+// Decides when a node is dead (pure: time comes in as arguments). A node is
+// due once per outage: when deleted (at once), or when NotReady for grace
+// since first seen so; turning Ready again starts over.
+class DeadNodeTracker {
+ public:
+  explicit DeadNodeTracker(Clock::duration grace) : grace_(grace) {}
+
+  // Every node and whether it is Ready: known nodes missing from it were deleted.
+  void listed(const std::map<std::string, bool>& ready_by_node, Clock::time_point now);
+  void changed(const std::string& node, bool ready, Clock::time_point now);
+  void deleted(const std::string& node);
+
+  // The nodes whose time has come, each reported once.
+  std::vector<std::string> take_due(Clock::time_point now);
+  // When the next NotReady node becomes due (now, for a deleted one).
+  std::optional<Clock::time_point> next_due(Clock::time_point now) const;
+
+ private:
+  struct Known {
+    bool ready = true;
+    Clock::time_point not_ready_since{};
+    bool reported = false;
+  };
+
+  Clock::duration grace_;
+  std::map<std::string, Known> nodes_;
+  std::set<std::string> deleted_;  // due at once
+};
+
+// Scrubs node from every Instance in store. Throws store::StoreError when the
+// store cannot be read or an Instance keeps changing under it.
+void scrub_everywhere(store::InstanceStore& store, const std::string& node);
+
+struct NodeCleanerOptions {
+  std::string self;  // this agent's node: never scrubbed by itself
+  Clock::duration grace = std::chrono::minutes(5);
+  Clock::duration retry = std::chrono::seconds(5);  // after a failed scrub
+};
+
+// Watches Nodes with a kube::Reflector and scrubs dead ones on its own thread.
+class NodeCleaner {
+ public:
+  NodeCleaner(kube::KubeClient& client, store::InstanceStore& store, NodeCleanerOptions options);
+  ~NodeCleaner();  // stops
+  NodeCleaner(const NodeCleaner&) = delete;
+  NodeCleaner& operator=(const NodeCleaner&) = delete;
+
+  void start();
+  void stop();  // idempotent; joins its threads
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace dowser::node_cleanup

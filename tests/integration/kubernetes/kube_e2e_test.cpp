@@ -1,0 +1,422 @@
+// Three dowserd processes as three nodes (three kubelet simulators) against
+// the test API server (tests/peers/kube-apiserver): Instances, Configurations,
+// Secrets and Nodes all live there, as on a cluster.
+#include "daemon_harness.hpp"
+#include "kube_client.hpp"
+#include "operability_harness.hpp"
+
+#include <curl/curl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+namespace dowser::it {
+namespace {
+
+using nlohmann::json;
+
+const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+const kube::ResourceType kSecrets{"", "v1", "secrets", true};
+const kube::ResourceType kEvents{"", "v1", "events", true};
+const kube::ResourceType kNodes{"", "v1", "nodes", false};
+
+std::string base64(const std::string& text) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (unsigned char c : text) {
+    bits = (bits << 8) | c;
+    count += 8;
+    while (count >= 6) out.push_back(kAlphabet[(bits >> (count -= 6)) & 0x3F]);
+  }
+  if (count > 0) out.push_back(kAlphabet[(bits << (6 - count)) & 0x3F]);
+  while (out.size() % 4 != 0) out.push_back('=');
+  return out;
+}
+
+json node_object(const std::string& name, bool ready) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}}},
+          {"status",
+           {{"conditions",
+             json::array({{{"type", "Ready"},
+                           {"status", ready ? "True" : "False"},
+                           {"reason", ready ? "KubeletReady" : "NodeStatusUnknown"}}})}}}};
+}
+
+json secret_object(const std::string& name, const std::map<std::string, std::string>& data) {
+  json encoded = json::object();
+  for (const auto& [key, value] : data) encoded[key] = base64(value);
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"data", encoded}};
+}
+
+// A debugEcho Configuration with these discoveryProperties.
+json echo_object(const std::string& name, int capacity, bool shared,
+                 json properties = json::array()) {
+  properties.push_back(
+      {{"name", "DEBUG_ECHO_INSTANCES_SHARED"}, {"value", shared ? "true" : "false"}});
+  return {{"apiVersion", "akri.sh/v0"},
+          {"kind", "Configuration"},
+          {"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec",
+           {{"capacity", capacity},
+            {"sharedOfflineGraceSeconds", 0},
+            {"discoveryHandler",
+             {{"name", "debugEcho"},
+              {"discoveryDetails", "descriptions: [cam0]"},
+              {"discoveryProperties", properties}}}}}};
+}
+
+json availability_file(const fs::path& path) {
+  return {{"name", "DEBUG_ECHO_AVAILABILITY_FILE"}, {"value", path.string()}};
+}
+
+class KubeTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    api_dir_ = root_ / "api";
+    const std::string command = std::string(START_APISERVER) + " " + api_dir_.string() +
+                                " --owner-pid " + std::to_string(::getpid()) +
+                                " --bookmark-interval-ms 200";
+    FILE* output = ::popen(command.c_str(), "r");
+    ASSERT_NE(output, nullptr);
+    std::array<char, 4096> line{};
+    if (std::fgets(line.data(), line.size(), output) != nullptr) kubeconfig_ = line.data();
+    ASSERT_EQ(::pclose(output), 0) << "start-apiserver.sh failed";
+    kubeconfig_.erase(kubeconfig_.find_last_not_of('\n') + 1);
+    client_ = std::make_shared<kube::KubeClient>(kube::load_kubeconfig(kubeconfig_));
+    store_ = std::make_unique<store::KubeInstanceStore>(client_);
+    watch_ = store_->watch([this](const store::WatchEvent&) {
+      std::lock_guard lock(mutex_);
+      changed_.notify_all();
+    });
+  }
+
+  void TearDown() override {
+    nodes_.clear();  // the daemons go before the server
+    watch_.reset();
+    store_.reset();
+    std::ifstream pid_file(api_dir_ / "apiserver.pid");
+    if (pid_t pid = 0; pid_file >> pid) ::kill(pid, SIGTERM);
+  }
+
+  std::vector<std::string> kube_args(std::vector<std::string> more = {}) const {
+    std::vector<std::string> args = {"--store=kubernetes", "--config-source=kubernetes",
+                                     "--kubeconfig=" + kubeconfig_, "--dead-node-grace-seconds=1"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+
+  // Registers the node with the API server (Ready), then starts its dowserd.
+  Node& add_kube_node(const std::string& name, std::vector<std::string> wrapper = {}) {
+    client_->create(kNodes, "", node_object(name, true));
+    nodes_.push_back(std::make_unique<Node>(root_, name, state_dir_, config_dir_, handler_dir_,
+                                            kube_args(), std::move(wrapper)));
+    return *nodes_.back();
+  }
+
+  // Waits, woken by the store's watch, until predicate holds for the stored Instances.
+  bool wait_instances(
+      const std::function<bool(const std::vector<store::StoredInstance>&)>& predicate,
+      std::chrono::milliseconds timeout = 20s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock lock(mutex_);
+    while (true) {
+      lock.unlock();
+      bool holds = predicate(store_->list());
+      lock.lock();
+      if (holds) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      // Bounded: a change between list() and this wait is seen on the next round.
+      changed_.wait_for(lock, 200ms);
+    }
+  }
+
+  // The one Instance of the Configuration, once there is exactly one with these nodes.
+  std::optional<store::Instance> wait_instance_on(const std::set<std::string>& nodes) {
+    std::optional<store::Instance> found;
+    wait_instances([&](const auto& instances) {
+      found.reset();
+      if (instances.size() == 1 && instances[0].instance.nodes == nodes)
+        found = instances[0].instance;
+      return found.has_value();
+    });
+    return found;
+  }
+
+  // PUT of the Node's status subresource, as the node lifecycle controller
+  // does; the C++ client has no subresources, so libcurl with the server's
+  // CA and token (files start-apiserver.sh wrote).
+  long put_node_status(const std::string& name, bool ready) {
+    json current = client_->get(kNodes, "", name);
+    current["status"] = node_object(name, ready)["status"];
+    const std::string body = current.dump();
+    std::ifstream token_file(api_dir_ / "token");
+    std::string token;
+    token_file >> token;
+    std::ifstream port_file(api_dir_ / "ready");
+    std::string port;
+    port_file >> port;
+    const std::string url = "https://127.0.0.1:" + port + "/api/v1/nodes/" + name + "/status";
+    CURL* curl = curl_easy_init();
+    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+    const std::string ca = (api_dir_ / "ca.crt").string();
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(
+        curl, CURLOPT_WRITEFUNCTION,
+        +[](char*, size_t size, size_t count, void*) { return size * count; });
+    long status = 0;
+    if (curl_easy_perform(curl) == CURLE_OK)
+      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return status;
+  }
+
+  // Warning Events the API server holds for a Configuration, by reason.
+  std::vector<json> events_for(const std::string& configuration, const std::string& reason) {
+    std::vector<json> found;
+    const json events = client_->list(kEvents, "default");
+    for (const auto& event : events["items"]) {
+      if (event["involvedObject"].value("name", "") == configuration &&
+          event["involvedObject"].value("kind", "") == "Configuration" &&
+          event.value("reason", "") == reason && event.value("type", "") == "Warning")
+        found.push_back(event);
+    }
+    return found;
+  }
+
+  fs::path api_dir_;
+  std::string kubeconfig_;
+  std::shared_ptr<kube::KubeClient> client_;
+  std::unique_ptr<store::KubeInstanceStore> store_;
+  std::unique_ptr<store::WatchSubscription> watch_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+};
+
+size_t claims_of(const store::Instance& instance, const std::string& node) {
+  size_t count = 0;
+  for (const auto& [slot, usage] : instance.device_usage)
+    count += usage == node || usage.ends_with(":" + node) ? 1 : 0;
+  return count;
+}
+
+// All three nodes race for the two slots of one shared device through both
+// plugin kinds: exactly two grants, each one slot held for its node.
+TEST_F(KubeTest, ConcurrentAllocationsFromThreeNodesNeverExceedCapacity) {
+  write_file(root_ / "online", "ONLINE\n");
+  client_->create(kConfigurations, "default",
+                  echo_object("cams", 2, true, json::array({availability_file(root_ / "online")})));
+  std::vector<Node*> nodes;
+  for (const char* name : {"node-a", "node-b", "node-c"}) nodes.push_back(&add_kube_node(name));
+  auto instance = wait_instance_on({"node-a", "node-b", "node-c"});
+  ASSERT_TRUE(instance) << nodes[0]->log();
+  const std::string il = "akri.sh/" + instance->name;
+  for (Node* node : nodes) {
+    ASSERT_TRUE(node->wait_allocatable(il, 2)) << node->name() << "\n" << node->log();
+    ASSERT_TRUE(node->wait_allocatable("akri.sh/cams", 1)) << node->name();
+  }
+
+  std::atomic<int> granted{0};
+  std::vector<std::thread> racers;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    racers.emplace_back([&, n] {
+      Node& node = *nodes[n];
+      auto anything_free = [&](const testkit::SimulatorStatus& status) {
+        return Node::free_count(status, il) > 0 || Node::free_count(status, "akri.sh/cams") > 0;
+      };
+      // Until this node's kubelet sees nothing left (bounded): a stale view
+      // loses the race in the store, and the next list tells the truth.
+      for (int i = 0; i < 40 && node.wait(anything_free, 2s); ++i) {
+        const std::string resource = (i + n) % 2 == 0 ? il : "akri.sh/cams";
+        testkit::PodRef pod{"default", node.name() + "-" + std::to_string(i)};
+        if (node.kubelet->allocate(resource, pod, "c", 1).ok()) {
+          ++granted;
+        } else {
+          node.wait([&](const auto& status) { return !anything_free(status); }, 200ms);
+        }
+      }
+    });
+  }
+  for (auto& racer : racers) racer.join();
+  EXPECT_EQ(granted.load(), 2) << "capacity 2: two grants, whoever wins";
+
+  auto stored = store_->get("default", instance->name);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->instance.device_usage.size(), 2u);
+  size_t held = 0;
+  for (Node* node : nodes) {
+    size_t devices = 0;
+    for (const auto& allocation : node->kubelet->status().allocations)
+      devices += allocation.device_ids.size();
+    EXPECT_EQ(claims_of(stored->instance, node->name()), devices) << node->name();
+    held += devices;
+  }
+  EXPECT_EQ(held, 2u);
+}
+
+// kill -9, then NotReady: after the (1 s) grace another agent scrubs the
+// dead node's claim and `nodes` entry; the others' claims stay.
+TEST_F(KubeTest, ADeadNodesClaimsAreScrubbedAfterItsGrace) {
+  write_file(root_ / "online", "ONLINE\n");
+  client_->create(kConfigurations, "default",
+                  echo_object("cams", 2, true, json::array({availability_file(root_ / "online")})));
+  auto& a = add_kube_node("node-a");
+  add_kube_node("node-b");
+  auto& c = add_kube_node("node-c");
+  auto instance = wait_instance_on({"node-a", "node-b", "node-c"});
+  ASSERT_TRUE(instance) << a.log();
+  const std::string il = "akri.sh/" + instance->name;
+  ASSERT_TRUE(a.wait_allocatable(il, 2)) << a.log();
+  ASSERT_TRUE(c.wait_allocatable(il, 2)) << c.log();
+  ASSERT_TRUE(a.kubelet->allocate(il, {"default", "pod-a"}, "c", 1).ok());
+  ASSERT_TRUE(c.wait_allocatable(il, 1)) << "node-c's kubelet sees node-a's claim";
+  ASSERT_TRUE(c.kubelet->allocate(il, {"default", "pod-c"}, "c", 1).ok());
+  ASSERT_TRUE(wait_instances([](const auto& instances) {
+    return instances.size() == 1 && instances[0].instance.device_usage.size() == 2;
+  }));
+
+  c.stop(SIGKILL);
+  auto after_kill = store_->get("default", instance->name);
+  ASSERT_TRUE(after_kill);
+  EXPECT_EQ(claims_of(after_kill->instance, "node-c"), 1u) << "a Ready node is left alone";
+
+  ASSERT_EQ(put_node_status("node-c", false), 200);
+  EXPECT_TRUE(wait_instances([](const auto& instances) {
+    return instances.size() == 1 && claims_of(instances[0].instance, "node-c") == 0 &&
+           instances[0].instance.nodes == std::set<std::string>{"node-a", "node-b"};
+  })) << a.log();
+  auto scrubbed = store_->get("default", instance->name);
+  ASSERT_TRUE(scrubbed);
+  EXPECT_EQ(claims_of(scrubbed->instance, "node-a"), 1u) << "node-a keeps its claim";
+  // The freed slot is offered again to the living nodes.
+  EXPECT_TRUE(a.wait_allocatable(il, 2)) << a.log();
+  EXPECT_TRUE(a.wait_for_log("dead node node-c") ||
+              nodes_[1]->wait_for_log("dead node node-c", 1s));
+}
+
+// node-c alone stops seeing the shared device (its own view of the
+// availability file, through a private mount namespace): it withdraws from
+// `nodes`; when the others stop seeing it too, the last one deletes it.
+TEST_F(KubeTest, ANodeThatStopsSeeingTheDeviceWithdrawsAndTheLastOneDeletesIt) {
+  if (std::system("unshare -m --propagation private true") != 0)
+    GTEST_SKIP() << "needs mount namespaces (run as root)";
+  fs::create_directories(root_ / "avail");
+  fs::create_directories(root_ / "avail-c");
+  write_file(root_ / "avail" / "state", "ONLINE\n");
+  write_file(root_ / "avail-c" / "state", "ONLINE\n");
+  client_->create(
+      kConfigurations, "default",
+      echo_object("cams", 2, true, json::array({availability_file(root_ / "avail" / "state")})));
+  auto& a = add_kube_node("node-a");
+  add_kube_node("node-b");
+  // node-c sees avail-c where the others see avail.
+  add_kube_node("node-c", {"unshare", "-m", "--propagation", "private", "sh", "-c",
+                           "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"", "sh",
+                           (root_ / "avail-c").string(), (root_ / "avail").string()});
+  auto instance = wait_instance_on({"node-a", "node-b", "node-c"});
+  ASSERT_TRUE(instance) << a.log() << nodes_[2]->log();
+
+  write_file(root_ / "avail-c" / "state", "OFFLINE\n");
+  EXPECT_TRUE(wait_instance_on({"node-a", "node-b"})) << nodes_[2]->log();
+
+  write_file(root_ / "avail" / "state", "OFFLINE\n");
+  EXPECT_TRUE(wait_instances([](const auto& instances) { return instances.empty(); })) << a.log();
+}
+
+// The availability file's path comes from a Secret: changing the Secret
+// restarts discovery with the new value (the device goes, then comes back).
+// The value never reaches the log.
+TEST_F(KubeTest, AChangedSecretRestartsDiscoveryWithTheNewValue) {
+  const fs::path online = root_ / "online-s3cr3t-canary";
+  write_file(online, "ONLINE\n");
+  write_file(root_ / "offline", "OFFLINE\n");
+  client_->create(kSecrets, "default", secret_object("echo", {{"path", online.string()}}));
+  json from_secret = {{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
+                      {"valueFrom", {{"secretKeyRef", {{"name", "echo"}, {"key", "path"}}}}}};
+  client_->create(kConfigurations, "default",
+                  echo_object("cams", 1, false, json::array({from_secret})));
+  auto& a = add_kube_node("node-a");
+  ASSERT_TRUE(wait_instances([](const auto& instances) { return instances.size() == 1; }))
+      << a.log();
+  ASSERT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
+
+  auto secret = client_->get(kSecrets, "default", "echo");
+  secret["data"]["path"] = base64((root_ / "offline").string());
+  client_->replace(kSecrets, "default", secret);
+  EXPECT_TRUE(wait_instances([](const auto& instances) { return instances.empty(); })) << a.log();
+
+  secret = client_->get(kSecrets, "default", "echo");
+  secret["data"]["path"] = base64(online.string());
+  client_->replace(kSecrets, "default", secret);
+  EXPECT_TRUE(wait_instances([](const auto& instances) { return instances.size() == 1; }))
+      << a.log();
+  EXPECT_EQ(a.log().find("s3cr3t-canary"), std::string::npos) << "a Secret value was logged";
+}
+
+// A required Secret that does not exist yet: reported in the log, the status
+// API and an Event on the Configuration, and used once it is created. A
+// missing optional ConfigMap leaves its property out. A bad object is
+// reported (log and Event) while the others run.
+TEST_F(KubeTest, AMissingSecretIsReportedAndRetriedWhenCreated) {
+  write_file(root_ / "online", "ONLINE\n");
+  json properties = json::array(
+      {{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
+        {"valueFrom", {{"secretKeyRef", {{"name", "later"}, {"key", "path"}}}}}},
+       {{"name", "DEBUG_ECHO_POLL_INTERVAL_MS"},
+        {"valueFrom",
+         {{"configMapKeyRef", {{"name", "absent"}, {"key", "ms"}, {"optional", true}}}}}}});
+  client_->create(kConfigurations, "default", echo_object("cams", 1, false, properties));
+  json bad = echo_object(
+      "bad", 1, false,
+      json::array({{{"name", "X"}, {"valueFrom", {{"secretKeyRef", {{"name", "s"}}}}}}}));
+  client_->create(kConfigurations, "default", bad);
+  client_->create(
+      kConfigurations, "default",
+      echo_object("good", 1, false, json::array({availability_file(root_ / "online")})));
+  auto& a = add_kube_node("node-a");
+
+  ASSERT_TRUE(a.wait_allocatable("akri.sh/good", 1)) << a.log();
+  EXPECT_TRUE(a.wait_for_log(
+      "default/bad: spec.discoveryHandler.discoveryProperties[0].valueFrom.secretKeyRef.key: is "
+      "required"))
+      << a.log();
+  EXPECT_TRUE(a.wait_for_log("needs key path of Secret default/later")) << a.log();
+  const std::string url = status_url(a);
+  auto refused = [&] {
+    const json configurations = api(url, "/api/v1/configurations");
+    for (const auto& entry : configurations["items"])
+      if (entry["name"] == "cams")
+        return entry["state"].get<std::string>() + ": " + entry["last_error"].get<std::string>();
+    return std::string();
+  };
+  EXPECT_NE(refused().find("refused: "), std::string::npos) << refused();
+  EXPECT_NE(refused().find("Secret default/later"), std::string::npos) << refused();
+  EXPECT_FALSE(events_for("cams", "UnresolvedProperty").empty());
+  EXPECT_FALSE(events_for("bad", "InvalidConfiguration").empty());
+  EXPECT_EQ(a.kubelet->status().resource("akri.sh/cams"), nullptr);
+
+  client_->create(kSecrets, "default",
+                  secret_object("later", {{"path", (root_ / "online").string()}}));
+  EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
+  EXPECT_EQ(a.kubelet->status().resource("akri.sh/bad"), nullptr);
+}
+
+}  // namespace
+}  // namespace dowser::it
