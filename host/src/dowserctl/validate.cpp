@@ -71,6 +71,8 @@ class Validator {
         return problem(
             file, id,
             where + "refused by handler " + configuration.handler_name + ": " + e.message());
+      } catch (const std::invalid_argument& e) {  // what dowserd would refuse before the handler
+        return problem(file, id, where + e.what());
       } catch (const std::runtime_error& e) {
         return problem(
             file, id,

@@ -195,7 +195,19 @@ TEST_F(DowserctlTest, ValidateCatchesWhatTheDaemonRefuses) {
   auto ghost = manifest("ghost.yaml",
                         "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
                         "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
+  auto secret = manifest(
+      "secret.yaml",
+      "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: secret}\n"
+      "spec:\n  discoveryHandler:\n    name: debugEcho\n    discoveryDetails: 'descriptions: [s]'\n"
+      "    discoveryProperties:\n    - name: password\n      valueFrom:\n"
+      "        secretKeyRef: {name: cams, key: password}\n");
   auto handlers = "--handler-dir=" + handler_dir_.string();
+
+  // A required Secret reference cannot be met by a manifest file: a problem, not a crash.
+  auto from_secret = ctl({"validate", handlers, secret});
+  EXPECT_EQ(from_secret.exit_code, 1) << from_secret.out << from_secret.err;
+  EXPECT_THAT(from_secret.out, HasSubstr(secret + ": Configuration default/secret: discovery "
+                                                  "property password takes its value from a"));
 
   auto ok = ctl({"validate", handlers, good});
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
