@@ -100,6 +100,14 @@ struct Parsed {
   std::string resource_version;
 };
 
+// An object with a deletionTimestamp is on its way out (finalizers, Akri's
+// included, may hold it for long): it no longer asks for discovery.
+bool terminating(const json& object) {
+  auto metadata = object.find("metadata");
+  return metadata != object.end() && metadata->is_object() &&
+         metadata->contains("deletionTimestamp");
+}
+
 }  // namespace
 
 struct KubeConfigurationSource::State {
@@ -239,6 +247,7 @@ void KubeConfigurationSource::State::configurations_listed(const std::vector<jso
     std::lock_guard lock(mutex);
     std::set<Identity> present;
     for (const auto& object : objects) {
+      if (terminating(object)) continue;
       present.insert(identity_of(object));
       store(object, reports);
     }
@@ -260,7 +269,7 @@ void KubeConfigurationSource::State::configuration_changed(const std::string& ty
   {
     std::lock_guard lock(mutex);
     const Identity identity = identity_of(object);
-    if (type == "DELETED") {
+    if (type == "DELETED" || terminating(object)) {
       parsed_.erase(identity);
       reported_invalid_.erase(identity);
       events.valid(identity_text(identity));

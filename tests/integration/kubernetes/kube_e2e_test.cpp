@@ -340,6 +340,24 @@ TEST_F(KubeTest, ANodeThatStopsSeeingTheDeviceWithdrawsAndTheLastOneDeletesIt) {
   EXPECT_TRUE(wait_instances([](const auto& instances) { return instances.empty(); })) << a.log();
 }
 
+// A Configuration deleted while a finalizer holds it (Akri's agent puts
+// some on its objects) is gone for discovery at once: its Instances go too.
+TEST_F(KubeTest, AConfigurationBeingDeletedStopsBeforeItsFinalizersAreCleared) {
+  json held = echo_object("cams", 1, false);
+  held["metadata"]["finalizers"] = json::array({"example.com/hold"});
+  client_->create(kConfigurations, "default", held);
+  auto& a = add_kube_node("node-a");
+  ASSERT_TRUE(wait_instances([](const auto& instances) { return instances.size() == 1; }))
+      << a.log();
+
+  client_->remove(kConfigurations, "default", "cams");
+  ASSERT_TRUE(
+      client_->get(kConfigurations, "default", "cams")["metadata"].contains("deletionTimestamp"))
+      << "the finalizer keeps the object, marked for deletion";
+  EXPECT_TRUE(wait_instances([](const auto& instances) { return instances.empty(); })) << a.log();
+  EXPECT_TRUE(a.wait_for_log("Configuration default/cams removed")) << a.log();
+}
+
 // The availability file's path comes from a Secret: changing the Secret
 // restarts discovery with the new value (the device goes, then comes back).
 // The value never reaches the log.
