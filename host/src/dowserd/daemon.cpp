@@ -359,6 +359,9 @@ void Daemon::release(const reclaim::HeldSlot& slot) {
   } catch (const store::StoreError& e) {
     spdlog::error("cannot free slot {} of {}: {}", slot.slot, slot.instance.second, e.what());
   }
+  // An offline device kept for the pods that held its slots may go now.
+  mark_dirty(reconciler_.expire(reconcile::Clock::now()));
+  schedule_expiry();
 }
 
 }  // namespace dowser::daemon

@@ -2,12 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace dowser::reconcile {
 namespace {
 
 bool is_shared(const Device& device) { return device.sharing == Sharing::shared; }
 
-// Drops this node's claims: a node that no longer sees a device cannot use it.
 // Keeps claims that fit the capacity; a shrunk capacity drops the rest.
 void fit_claims_to_capacity(store::Instance& instance) {
   for (auto it = instance.device_usage.begin(); it != instance.device_usage.end();) {
@@ -77,12 +78,14 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
       ++it;
       continue;
     }
-    if (is_shared(seen.device) && grace.count() > 0) {
+    const bool in_grace = is_shared(seen.device) && grace.count() > 0;
+    if (in_grace || holds_claims(instance_key)) {
       if (!seen.offline_until) {
-        seen.offline_until = now + grace;
+        seen.offline_until = now + (in_grace ? grace : std::chrono::seconds(0));
         changed.insert(instance_key);
-        spdlog::info("{}: shared device {} is gone; keeping it {} s", instance_key.second,
-                     seen.device.id, grace.count());
+        spdlog::info("{}: device {} is gone; offline for {} s{}", instance_key.second,
+                     seen.device.id, in_grace ? grace.count() : 0,
+                     holds_claims(instance_key) ? ", and while pods here hold its slots" : "");
       }
       ++it;
       continue;
@@ -127,11 +130,11 @@ std::set<capacity::InstanceKey> InstanceReconciler::withdraw_unknown(
 std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now) {
   std::set<capacity::InstanceKey> changed;
   for (auto it = seen_.begin(); it != seen_.end();) {
-    if (!it->second.offline_until || *it->second.offline_until > now) {
+    if (!it->second.offline_until || *it->second.offline_until > now || holds_claims(it->first)) {
       ++it;
       continue;
     }
-    spdlog::info("{}: shared device {} did not come back; withdrawing", it->first.second,
+    spdlog::info("{}: device {} did not come back; withdrawing", it->first.second,
                  it->second.device.id);
     withdraw(it->first);
     changed.insert(it->first);
@@ -143,7 +146,8 @@ std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now
 std::optional<Clock::time_point> InstanceReconciler::next_expiry() const {
   std::optional<Clock::time_point> next;
   for (const auto& [key, seen] : seen_)
-    if (seen.offline_until && (!next || *seen.offline_until < *next)) next = seen.offline_until;
+    if (seen.offline_until && !holds_claims(key) && (!next || *seen.offline_until < *next))
+      next = seen.offline_until;
   return next;
 }
 
@@ -238,6 +242,13 @@ std::vector<capacity::InstanceKey> InstanceReconciler::instances_of(
     if (stored && visible_here(stored->instance)) result.push_back(key);
   }
   return result;
+}
+
+bool InstanceReconciler::holds_claims(const capacity::InstanceKey& key) const {
+  const auto* stored = capacity_.find(key);
+  if (!stored) return false;
+  return std::any_of(stored->instance.device_usage.begin(), stored->instance.device_usage.end(),
+                     [this](const auto& slot) { return naming::is_claim_of(slot.second, node_); });
 }
 
 bool InstanceReconciler::visible_here(const store::Instance& instance) const {

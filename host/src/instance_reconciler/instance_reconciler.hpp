@@ -38,7 +38,11 @@ class InstanceReconciler : public capacity::DeviceCatalog {
                      std::string node, std::string resource_domain);
 
   // Applies a snapshot. Returns the Instances whose visibility or offline
-  // state changed on this node (their plugins need a look).
+  // state changed on this node (their plugins need a look). A device missing
+  // from it goes offline (every slot Unhealthy) and stays while a shared
+  // device's grace lasts, or while this node's pods still hold slots of it:
+  // they keep their claims, which hold again if the device comes back.
+  // Otherwise this node withdraws from it.
   std::set<capacity::InstanceKey> reconcile(const configuration::Configuration& configuration,
                                             const host::Snapshot& devices, Clock::time_point now);
 
@@ -50,10 +54,12 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // `known` (deleted while the daemon was down).
   std::set<capacity::InstanceKey> withdraw_unknown(const std::set<ConfigurationKey>& known);
 
-  // Withdraws from shared devices whose grace ran out.
+  // Withdraws from offline devices whose grace ran out and whose slots this
+  // node no longer holds. Call it again when claims are released.
   std::set<capacity::InstanceKey> expire(Clock::time_point now);
 
-  // When the next grace period runs out, if any.
+  // When the next grace period runs out, if any (devices held by claims
+  // wait for their release instead).
   std::optional<Clock::time_point> next_expiry() const;
 
   // DeviceCatalog
@@ -69,8 +75,10 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   struct Seen {
     ConfigurationKey configuration;
     Device device;
-    std::optional<Clock::time_point> offline_until;  // set while a shared device is missing
+    std::optional<Clock::time_point> offline_until;  // set while the device is missing
   };
+
+  bool holds_claims(const capacity::InstanceKey& key) const;  // this node's, IL or CL
 
   void adopt_stored(const ConfigurationKey& configuration);
   void join(const store::Instance& wanted);

@@ -98,15 +98,18 @@ SlotUsage parse_usage(std::string_view value) {
   return SlotUsage::configuration_level(std::string(vdev), std::string(node));
 }
 
+bool is_claim_of(std::string_view usage, std::string_view node) {
+  try {
+    SlotUsage parsed = parse_usage(usage);
+    return !parsed.is_free() && parsed.node == node;
+  } catch (const UsageParseError&) {
+    return false;
+  }
+}
+
 bool release_claims_of(std::map<std::string, std::string>& device_usage, std::string_view node) {
-  return std::erase_if(device_usage, [node](const auto& slot) {
-           try {
-             SlotUsage usage = parse_usage(slot.second);
-             return !usage.is_free() && usage.node == node;
-           } catch (const UsageParseError&) {
-             return false;
-           }
-         }) > 0;
+  return std::erase_if(device_usage,
+                       [node](const auto& slot) { return is_claim_of(slot.second, node); }) > 0;
 }
 
 std::string format_usage(const SlotUsage& usage) {

@@ -57,8 +57,10 @@ class UsageParseError : public std::invalid_argument {
 SlotUsage parse_usage(std::string_view value);
 std::string format_usage(const SlotUsage& usage);
 
-// Removes from a deviceUsage map (slot -> usage) every claim node holds, IL
-// or CL; values nobody could have written are not ours to judge and stay.
+// Whether a deviceUsage value is a claim node holds, IL or CL. Values nobody
+// could have written are no one's: not ours to judge.
+bool is_claim_of(std::string_view usage, std::string_view node);
+// Removes from a deviceUsage map (slot -> usage) every claim node holds.
 // Returns whether anything was removed.
 bool release_claims_of(std::map<std::string, std::string>& device_usage, std::string_view node);
 

@@ -182,6 +182,41 @@ TEST_F(DaemonTest, LocalDeviceGoesAtOnceSharedOneAfterItsGrace) {
   EXPECT_TRUE(node.wait_allocatable("akri.sh/shared", 1));
 }
 
+// A pod keeps the device it was given: while it runs, a local device that
+// goes away stays offline with its claim, so the slot is still taken if the
+// device comes back; once the pod is gone and the claim reclaimed, it goes.
+TEST_F(DaemonTest, ALocalDeviceInUseKeepsItsClaimsWhileItIsAway) {
+  echo_configuration("local", {"l0"}, 2);
+  auto& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/local", 1)) << node.log();
+  auto il = il_resources(instances(), "local").at(0);
+  ASSERT_TRUE(node.wait_allocatable(il, 2));
+  // A CL claim: the IL list shows its slot Unhealthy, which makes it visible.
+  ASSERT_TRUE(node.kubelet->allocate("akri.sh/local", pod_a, "c", 1).ok());
+  ASSERT_TRUE(node.wait_allocatable(il, 1));
+
+  set_availability("local", "OFFLINE");
+  ASSERT_TRUE(node.wait_allocatable(il, 0)) << node.log();
+  EXPECT_EQ(il_resources(instances(), "local").size(), 1u) << "kept for the pod";
+  EXPECT_EQ(claims(instances()), 1u);
+
+  set_availability("local", "ONLINE");
+  EXPECT_TRUE(node.wait_allocatable(il, 1)) << "the pod's slot is still taken\n" << node.log();
+  EXPECT_EQ(claims(instances()), 1u);
+
+  set_availability("local", "OFFLINE");
+  ASSERT_TRUE(node.wait_allocatable(il, 0)) << node.log();
+  node.kubelet->delete_pod(pod_a);
+  EXPECT_TRUE(node.wait(
+      [&](const testkit::SimulatorStatus& status) {
+        const auto* r = status.resource(il);
+        return r && !r->streaming;  // its plugin stopped: the Instance is gone
+      },
+      5s))
+      << node.log();
+  EXPECT_TRUE(il_resources(instances(), "local").empty());
+}
+
 TEST_F(DaemonTest, AllocateResponseCarriesMountsDeviceNodesAndSuffixedEnvs) {
   write_file(config_dir_ / "devs.yaml", R"(apiVersion: akri.sh/v0
 kind: Configuration

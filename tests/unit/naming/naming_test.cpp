@@ -46,6 +46,20 @@ TEST(Naming, UsageGrammarOfAkriScenarioOne) {
   }
 }
 
+TEST(Naming, ClaimsOfANodeAreItsILAndCLSlotsOnly) {
+  EXPECT_TRUE(is_claim_of("node-a", "node-a"));
+  EXPECT_TRUE(is_claim_of("C:3:node-a", "node-a"));
+  EXPECT_FALSE(is_claim_of("C:3:node-b", "node-a"));
+  EXPECT_FALSE(is_claim_of("", "node-a")) << "free";
+  EXPECT_FALSE(is_claim_of("C:3", "node-a")) << "unreadable values are no one's";
+
+  std::map<std::string, std::string> usage = {
+      {"i-0", "node-a"}, {"i-1", "C:0:node-b"}, {"i-2", "C:1:node-a"}, {"i-3", "C::"}};
+  EXPECT_TRUE(release_claims_of(usage, "node-a"));
+  EXPECT_EQ(usage, (std::map<std::string, std::string>{{"i-1", "C:0:node-b"}, {"i-3", "C::"}}));
+  EXPECT_FALSE(release_claims_of(usage, "node-a"));
+}
+
 TEST(Naming, ExtendedResourceNamesFollowTheKubeletsRules) {
   EXPECT_EQ(resource_name("akri.sh", "cams-4294ea"), "akri.sh/cams-4294ea");
   EXPECT_EQ(extended_resource_name_problem("vendor.example/resource"), "");
