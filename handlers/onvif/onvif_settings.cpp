@@ -1,42 +1,24 @@
 #include "onvif_settings.hpp"
 
+#include "discovery_details.hpp"
+
 #include <yaml-cpp/yaml.h>
 
-#include <cmath>
 #include <set>
-#include <sstream>
 
 namespace onvif {
 namespace {
 
-struct SecondsField {
-  const char* key;
-  double min;
-  double max;
-};
+using dowser::details::load_yaml;
+using dowser::details::parse_seconds;
+using dowser::details::refuse;
+using dowser::details::scalar_at;
+using dowser::details::SecondsField;
 
 constexpr SecondsField kTimeoutField{"discoveryTimeoutSeconds", 0.05, 60};
 constexpr SecondsField kIntervalField{"discoveryIntervalSeconds", 0.1, 86400};
 constexpr SecondsField kRequestTimeoutField{"requestTimeoutSeconds", 0.05, 60};
 constexpr const char* kFilterKeys[] = {"ipAddresses", "macAddresses", "scopes", "uuids"};
-
-[[noreturn]] void refuse(const std::string& message) {
-  throw dowser::InvalidArgument("discovery details: " + message);
-}
-
-YAML::Node load_yaml(const std::string& details) {
-  try {
-    return YAML::Load(details);
-  } catch (const YAML::Exception& e) {
-    refuse("not valid YAML: line " + std::to_string(e.mark.line + 1) + ", column " +
-           std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
-}
-
-std::string scalar_at(const YAML::Node& node, const std::string& where) {
-  if (!node.IsScalar()) refuse(where + " is not a string");
-  return node.as<std::string>();
-}
 
 std::optional<FilterList> parse_filter(const YAML::Node& root, const std::string& key) {
   YAML::Node node = root[key];
@@ -59,24 +41,6 @@ std::optional<FilterList> parse_filter(const YAML::Node& root, const std::string
   for (size_t i = 0; i < items.size(); ++i)
     filter.items.push_back(scalar_at(items[i], key + ".items[" + std::to_string(i) + "]"));
   return filter;
-}
-
-std::string shortest(double value) {
-  std::ostringstream text;
-  text << value;
-  return text.str();
-}
-
-std::chrono::milliseconds parse_seconds(const YAML::Node& root, const SecondsField& field,
-                                        std::chrono::milliseconds fallback) {
-  YAML::Node node = root[field.key];
-  if (!node.IsDefined() || node.IsNull()) return fallback;
-  double seconds = 0;
-  bool number = node.IsScalar() && YAML::convert<double>::decode(node, seconds);
-  if (!number || !std::isfinite(seconds) || seconds < field.min || seconds > field.max)
-    refuse(std::string(field.key) + " must be a number of seconds from " + shortest(field.min) +
-           " to " + shortest(field.max));
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
 
 std::vector<std::string> unknown_key_warnings(const YAML::Node& root) {

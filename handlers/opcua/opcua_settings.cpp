@@ -2,22 +2,22 @@
 
 #include "opcua_url.hpp"
 
+#include "discovery_details.hpp"
+
 #include <yaml-cpp/yaml.h>
 #include <dowser/handler.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <set>
-#include <sstream>
 
 namespace opcua {
 namespace {
 
-struct SecondsField {
-  const char* key;
-  double min;
-  double max;
-};
+using dowser::details::load_yaml;
+using dowser::details::parse_seconds;
+using dowser::details::refuse;
+using dowser::details::scalar_at;
+using dowser::details::SecondsField;
 
 constexpr SecondsField kIntervalField{"discoveryIntervalSeconds", 0.05, 86400};
 constexpr SecondsField kConnectTimeoutField{"connectTimeoutSeconds", 0.05, 300};
@@ -26,25 +26,6 @@ constexpr SecondsField kRequestTimeoutField{"requestTimeoutSeconds", 0.05, 600};
 const std::set<std::string> kKnownKeys = {"opcuaDiscoveryMethod", "applicationNames",
                                           kIntervalField.key, kConnectTimeoutField.key,
                                           kRequestTimeoutField.key};
-
-[[noreturn]] void refuse(const std::string& message) {
-  throw dowser::InvalidArgument("discovery details: " + message);
-}
-
-YAML::Node load_yaml(const std::string& details) {
-  try {
-    return YAML::Load(details);
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp counts lines and columns from 0; people count from 1.
-    refuse("not valid YAML: line " + std::to_string(e.mark.line + 1) + ", column " +
-           std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
-}
-
-std::string scalar_at(const YAML::Node& node, const std::string& where) {
-  if (!node.IsScalar()) refuse(where + " is not a string");
-  return node.as<std::string>();
-}
 
 std::vector<std::string> string_list(const YAML::Node& node, const std::string& where) {
   if (!node.IsSequence()) refuse(where + " is not a list");
@@ -99,25 +80,6 @@ std::optional<NameFilter> parse_name_filter(const YAML::Node& node) {
   if (!items.IsDefined()) refuse("applicationNames.items is missing");
   filter.items = string_list(items, "applicationNames.items");
   return filter;
-}
-
-// 0.05 -> "0.05", 86400 -> "86400".
-std::string shortest(double value) {
-  std::ostringstream text;
-  text << value;
-  return text.str();
-}
-
-std::chrono::milliseconds parse_seconds(const YAML::Node& root, const SecondsField& field,
-                                        std::chrono::milliseconds fallback) {
-  YAML::Node node = root[field.key];
-  if (!node.IsDefined() || node.IsNull()) return fallback;
-  double seconds = 0;
-  bool number = node.IsScalar() && YAML::convert<double>::decode(node, seconds);
-  if (!number || !std::isfinite(seconds) || seconds < field.min || seconds > field.max)
-    refuse(std::string(field.key) + " must be a number of seconds from " + shortest(field.min) +
-           " to " + shortest(field.max));
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
 
 std::vector<std::string> unknown_key_warnings(const YAML::Node& root) {
