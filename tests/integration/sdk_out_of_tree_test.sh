@@ -68,7 +68,7 @@ includedir=$(pkg-config --variable=includedir dowser-sdk)
 run "compiling example_handler.c with cc -std=c99 $cflags" \
   cc -std=c99 -Wall -Wextra -Werror $cflags -shared -fPIC -fvisibility=hidden \
   -o "$work/libexample-by-hand.so" "$example_dir/example_handler.c"
-nm -D --defined-only "$work/libexample-by-hand.so" | grep -qw dowser_get_handler_api ||
+grep -qw dowser_get_handler_api <<<"$(nm -D --defined-only "$work/libexample-by-hand.so")" ||
   fail "the hand-built handler does not export dowser_get_handler_api"
 
 echo "sdk_out_of_tree_test: passed"

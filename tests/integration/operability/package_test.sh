@@ -73,9 +73,9 @@ contains "dowser-sdk" "$work/sdk.list" '/usr/include/dowser/handler\.h$' \
   '/pkgconfig/dowser-sdk\.pc$' '\./usr/bin/dowser-handler-check$'
 [[ $(dpkg-deb -f "$dowser_deb" Package) == dowser ]] || fail "dowser package name"
 [[ $(dpkg-deb -f "$dowser_deb" Version) == "$version" ]] || fail "dowser version is not $version"
-dpkg-deb -f "$dowser_deb" Depends | grep -q 'libc6' ||
+grep -q 'libc6' <<<"$(dpkg-deb -f "$dowser_deb" Depends)" ||
   fail "dowser's Depends (from dpkg-shlibdeps) lacks libc6: $(dpkg-deb -f "$dowser_deb" Depends)"
-dpkg-deb -f "$sdk_deb" Depends | grep -q 'libgrpc++-dev' || fail "dowser-sdk does not depend on libgrpc++-dev"
+grep -q 'libgrpc++-dev' <<<"$(dpkg-deb -f "$sdk_deb" Depends)" || fail "dowser-sdk does not depend on libgrpc++-dev"
 dpkg-deb -e "$dowser_deb" "$work/control"
 grep -qx '/etc/dowser/dowserd.env' "$work/control/conffiles" || fail "dowserd.env is not a conffile"
 

@@ -13,7 +13,9 @@ for name in base cameras ttys sound pci; do devices+=(-d "$here/$name.umockdev")
 
 # umockdev-run preloads its library ahead of everything: under ASan, tell the
 # runtime not to insist on coming first.
-if ldd "$check" | grep -q libasan; then
+# (grep reads a captured output: with pipefail, `ldd | grep -q` fails when
+# grep exits before ldd has written everything.)
+if grep -q libasan <<<"$(ldd "$check")"; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 fi
 
