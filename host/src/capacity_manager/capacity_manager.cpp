@@ -84,34 +84,129 @@ bool VdevOrder::operator()(std::string_view a, std::string_view b) const {
   return a < b;  // "07" and "7" are different ids: keep the order strict
 }
 
-bool VirtualDeviceTable::update(const std::vector<InstanceSlots>& instances,
-                                const std::string& node, UniqueInstances policy) {
-  auto before = devices();
-  claimed_.clear();
-  offline_claims_.clear();
-  size_t wanted = 0;
-  for (const auto& instance : instances) {
-    for (uint32_t i = 0; i < instance.capacity; ++i) {
-      const auto& usage = instance.slots[i];
-      if (usage.kind == SlotUsage::Kind::configuration && usage.node == node) {
-        claimed_[usage.vdev] = {instance.name, i};
-        if (instance.offline) offline_claims_.insert(usage.vdev);
-      }
-    }
-    if (instance.offline) continue;
-    uint32_t free = instance.free_count();
-    wanted += policy == UniqueInstances::required ? (free > 0 ? 1 : 0) : free;
-  }
+bool CandidateOrder::operator()(const Candidate& a, const Candidate& b) const {
+  return a.free != b.free ? a.free > b.free : a.instance < b.instance;
+}
 
-  // Keep placeholders that are still placeholders, the smallest ids first.
-  std::erase_if(placeholders_, [this](const std::string& id) { return claimed_.count(id) > 0; });
-  while (placeholders_.size() > wanted) placeholders_.erase(std::prev(placeholders_.end()));
-  // Then the smallest decimal ids nobody uses.
-  for (uint64_t next = 0; placeholders_.size() < wanted; ++next) {
-    std::string id = std::to_string(next);
-    if (!claimed_.count(id)) placeholders_.insert(std::move(id));
+VirtualDeviceTable::VirtualDeviceTable(std::string node, UniqueInstances policy)
+    : node_(std::move(node)), policy_(policy) {}
+
+void VirtualDeviceTable::put(InstanceSlots instance) {
+  auto [entry, added] = instances_.try_emplace(instance.name);
+  if (!added) subtract(entry->second);
+  entry->second = std::move(instance);
+  add(entry->second);
+  settle_placeholders();
+}
+
+void VirtualDeviceTable::remove(const std::string& instance) {
+  auto entry = instances_.find(instance);
+  if (entry == instances_.end()) return;
+  subtract(entry->second);
+  instances_.erase(entry);
+  settle_placeholders();
+}
+
+void VirtualDeviceTable::set_policy(UniqueInstances policy) {
+  if (policy == policy_) return;
+  for (const auto& [name, instance] : instances_) wanted_ -= placeholders_wanted(instance);
+  policy_ = policy;
+  for (const auto& [name, instance] : instances_) wanted_ += placeholders_wanted(instance);
+  settle_placeholders();
+}
+
+std::vector<std::string> VirtualDeviceTable::instance_names() const {
+  std::vector<std::string> names;
+  names.reserve(instances_.size());
+  for (const auto& [name, instance] : instances_) names.push_back(name);
+  return names;
+}
+
+size_t VirtualDeviceTable::placeholders_wanted(const InstanceSlots& instance) const {
+  if (instance.offline) return 0;
+  uint32_t free = instance.free_count();
+  return policy_ == UniqueInstances::required ? (free > 0 ? 1 : 0) : free;
+}
+
+void VirtualDeviceTable::add(const InstanceSlots& instance) {
+  for (uint32_t i = 0; i < instance.capacity; ++i) {
+    const auto& usage = instance.slots[i];
+    if (usage.kind != SlotUsage::Kind::configuration || usage.node != node_) continue;
+    // A consumed placeholder's id is already taken.
+    if (!placeholders_.erase(usage.vdev)) take_id(usage.vdev);
+    claimed_[usage.vdev] = {instance.name, i};
+    if (instance.offline) offline_claims_.insert(usage.vdev);
   }
-  return devices() != before;
+  wanted_ += placeholders_wanted(instance);
+  uint32_t free = instance.free_count();
+  if (!instance.offline && free > 0) candidates_.insert({free, instance.name});
+}
+
+void VirtualDeviceTable::subtract(const InstanceSlots& instance) {
+  for (uint32_t i = 0; i < instance.capacity; ++i) {
+    const auto& usage = instance.slots[i];
+    if (usage.kind != SlotUsage::Kind::configuration || usage.node != node_) continue;
+    auto held = claimed_.find(usage.vdev);
+    // Two slots holding one vdev (a broken store): the later one kept it.
+    if (held == claimed_.end() || held->second != ClaimedSlot{instance.name, i}) continue;
+    claimed_.erase(held);
+    offline_claims_.erase(usage.vdev);
+    release_id(usage.vdev);
+  }
+  wanted_ -= placeholders_wanted(instance);
+  candidates_.erase({instance.free_count(), instance.name});
+}
+
+namespace {
+
+// The number of an id dowser would make ("0", "17"; not "07"), if it is one.
+std::optional<uint64_t> vdev_number(std::string_view id) {
+  if (!is_decimal(id) || id.size() > 19 || (id.size() > 1 && id.front() == '0'))
+    return std::nullopt;
+  return std::stoull(std::string(id));
+}
+
+// The smallest number not in `taken` (sorted, distinct): where the numbers
+// stop matching their positions.
+uint64_t smallest_unused(const std::vector<uint64_t>& taken) {
+  size_t low = 0, high = taken.size();
+  while (low < high) {
+    size_t middle = low + (high - low) / 2;
+    if (taken[middle] == middle)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low;
+}
+
+}  // namespace
+
+void VirtualDeviceTable::take_id(const std::string& vdev) {
+  auto number = vdev_number(vdev);
+  if (!number) return;
+  auto at = std::lower_bound(numbers_taken_.begin(), numbers_taken_.end(), *number);
+  if (at == numbers_taken_.end() || *at != *number) numbers_taken_.insert(at, *number);
+}
+
+void VirtualDeviceTable::release_id(const std::string& vdev) {
+  auto number = vdev_number(vdev);
+  if (!number) return;
+  auto at = std::lower_bound(numbers_taken_.begin(), numbers_taken_.end(), *number);
+  if (at != numbers_taken_.end() && *at == *number) numbers_taken_.erase(at);
+}
+
+void VirtualDeviceTable::settle_placeholders() {
+  while (placeholders_.size() > wanted_) {
+    auto last = std::prev(placeholders_.end());
+    release_id(*last);
+    placeholders_.erase(last);
+  }
+  while (placeholders_.size() < wanted_) {
+    std::string id = std::to_string(smallest_unused(numbers_taken_));
+    take_id(id);
+    placeholders_.insert(std::move(id));
+  }
 }
 
 std::vector<PluginDevice> VirtualDeviceTable::devices() const {
@@ -132,8 +227,8 @@ std::vector<PluginDevice> VirtualDeviceTable::devices() const {
   return result;
 }
 
-ContainerPlan plan_container(const std::vector<std::string>& vdevs, const VirtualDeviceTable& table,
-                             const std::vector<InstanceSlots>& instances) {
+ContainerPlan plan_container(const std::vector<std::string>& vdevs,
+                             const VirtualDeviceTable& table) {
   ContainerPlan plan;
   std::set<std::string> seen;
   for (const auto& vdev : vdevs) {
@@ -147,14 +242,6 @@ ContainerPlan plan_container(const std::vector<std::string>& vdevs, const Virtua
       throw std::invalid_argument("unknown virtual device " + vdev);
     }
   }
-  std::vector<const InstanceSlots*> candidates;
-  for (const auto& instance : instances)
-    if (!instance.offline && instance.free_count() > 0) candidates.push_back(&instance);
-  std::sort(candidates.begin(), candidates.end(), [](const auto* a, const auto* b) {
-    uint32_t free_a = a->free_count(), free_b = b->free_count();
-    return free_a != free_b ? free_a > free_b : a->name < b->name;
-  });
-  for (const auto* candidate : candidates) plan.candidates.push_back(candidate->name);
   return plan;
 }
 
@@ -183,11 +270,10 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
                                                              const ChooseSlot& choose,
                                                              const SlotUsage& wanted) {
   std::optional<Claim> result;
-  int attempts = 0;
+  int writes = 0;
   auto stored = store::update_with_retry(
       store_, instance.first, instance.second,
       [&](const store::Instance& current) -> std::optional<store::Instance> {
-        ++attempts;
         result.reset();  // re-decided on every attempt
         auto slots = InstanceSlots::decode(current);
         auto index = choose(slots);
@@ -195,12 +281,15 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
         bool already = slots.slots[*index] == wanted && !slots.unreadable[*index];
         result = Claim{instance, *index, wanted, !already};
         if (already) return std::nullopt;
+        ++writes;
         store::Instance next = current;
         next.device_usage[naming::slot_name(current.name, *index)] = naming::format_usage(wanted);
         return next;
-      });
+      },
+      store::kUpdateAttempts, find(instance));
   bool claimed = stored && result && result->newly_claimed;
-  observe(claimed ? std::optional(SlotEvent::claimed) : std::nullopt, wanted, attempts);
+  observe(claimed ? std::optional(SlotEvent::claimed) : std::nullopt, wanted,
+          claimed ? writes - 1 : writes);
   if (!stored) return std::nullopt;
   apply(*stored);
   return result;
@@ -238,17 +327,17 @@ std::vector<ContainerClaims> CapacityManager::allocate_instance_level(
 }
 
 std::optional<CapacityManager::Claim> CapacityManager::claim_for_vdev(
-    const std::string& namespace_name, const std::string& vdev, const ContainerPlan& plan,
+    const std::string& namespace_name, const std::string& vdev, const VirtualDeviceTable& table,
     std::set<std::string>& used, UniqueInstances policy) {
   auto wanted = SlotUsage::configuration_level(vdev, node_);
   auto first_free = [](const InstanceSlots& slots) { return slots.first_free(); };
   // Distinct Instances first; Preferred may then take more slots of one.
   for (bool allow_used : {false, true}) {
     if (allow_used && policy == UniqueInstances::required) break;
-    for (const auto& name : plan.candidates) {
-      if (!allow_used && used.count(name)) continue;
-      if (auto got = claim({namespace_name, name}, first_free, wanted)) {
-        used.insert(name);
+    for (const auto& candidate : table.candidates()) {
+      if (!allow_used && used.count(candidate.instance)) continue;
+      if (auto got = claim({namespace_name, candidate.instance}, first_free, wanted)) {
+        used.insert(candidate.instance);
         return got;
       }
     }
@@ -258,8 +347,7 @@ std::optional<CapacityManager::Claim> CapacityManager::claim_for_vdev(
 
 std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
     const std::string& namespace_name, const std::vector<std::vector<std::string>>& container_vdevs,
-    const VirtualDeviceTable& table, const std::function<std::vector<InstanceSlots>()>& instances,
-    UniqueInstances policy) {
+    const VirtualDeviceTable& table, UniqueInstances policy) {
   return all_or_nothing([&](std::vector<Claim>& made) {
     std::vector<ContainerClaims> result;
     std::set<std::string> vdevs_of_call;
@@ -269,7 +357,7 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
           throw AllocationError("virtual device " + vdev + " is requested twice");
       ContainerPlan plan;
       try {
-        plan = plan_container(vdevs, table, instances());
+        plan = plan_container(vdevs, table);
       } catch (const std::invalid_argument& e) {
         throw AllocationError(e.what());
       }
@@ -280,7 +368,7 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
         used.insert(slot.instance);
       }
       for (const auto& vdev : plan.new_vdevs) {
-        auto got = claim_for_vdev(namespace_name, vdev, plan, used, policy);
+        auto got = claim_for_vdev(namespace_name, vdev, table, used, policy);
         if (!got) {
           throw AllocationError(
               "not enough " + std::string(policy == UniqueInstances::required ? "distinct " : "") +
@@ -311,30 +399,32 @@ std::vector<ContainerClaims> CapacityManager::all_or_nothing(const AllocationBod
 bool CapacityManager::release(const InstanceKey& instance, uint32_t slot,
                               const SlotUsage& expected) {
   bool released = false;
-  int attempts = 0;
+  int writes = 0;
   auto stored = store::update_with_retry(
       store_, instance.first, instance.second,
       [&](const store::Instance& current) -> std::optional<store::Instance> {
-        ++attempts;
         released = false;
         auto slots = InstanceSlots::decode(current);
         if (slot >= slots.capacity || slots.unreadable[slot] || slots.slots[slot] != expected)
           return std::nullopt;
+        ++writes;
         store::Instance next = current;
         next.device_usage.erase(naming::slot_name(current.name, slot));
         released = true;
         return next;
-      });
+      },
+      store::kUpdateAttempts, find(instance));
   if (stored) apply(*stored);
   released = released && stored.has_value();
-  observe(released ? std::optional(SlotEvent::released) : std::nullopt, expected, attempts);
+  observe(released ? std::optional(SlotEvent::released) : std::nullopt, expected,
+          released ? writes - 1 : writes);
   return released;
 }
 
 void CapacityManager::observe(std::optional<SlotEvent> event, const SlotUsage& usage,
-                              int attempts) {
+                              int lost_races) {
   if (!slot_observer_) return;
-  for (int lost = 1; lost < attempts; ++lost) slot_observer_(SlotEvent::lost_race, usage);
+  for (int lost = 0; lost < lost_races; ++lost) slot_observer_(SlotEvent::lost_race, usage);
   if (event) slot_observer_(*event, usage);
 }
 

@@ -65,11 +65,6 @@ struct ClaimedSlot {
   friend bool operator==(const ClaimedSlot&, const ClaimedSlot&) = default;
 };
 
-// The virtual devices of one CL plugin (one Configuration on one node):
-// every vdev this node holds through it, plus placeholders: one per
-// Instance with a free slot (Required) or one per free slot (Preferred).
-// Ids are "0", "1", ...: the smallest unused; a placeholder keeps its id
-// until consumed, so lists do not churn.
 // The order of virtual device ids: the decimal ids dowser makes by value,
 // then any others (written by Akri, say) by text. Cheap: no number parsing.
 struct VdevOrder {
@@ -77,35 +72,75 @@ struct VdevOrder {
   using is_transparent = void;
 };
 
+// An Instance a new virtual device may go to: online, with free slots.
+struct Candidate {
+  uint32_t free = 0;
+  std::string instance;
+};
+// Most free slots first, ties by name.
+struct CandidateOrder {
+  bool operator()(const Candidate& a, const Candidate& b) const;
+};
+
+// The virtual devices of one CL plugin (one Configuration on one node):
+// every vdev this node holds through it, plus placeholders: one per
+// Instance with a free slot (Required) or one per free slot (Preferred).
+// Ids are "0", "1", ...: the smallest unused; a placeholder keeps its id
+// until consumed, so lists do not churn.
+// Kept up to date one Instance at a time (put, remove), so an Allocate or a
+// list update costs what changed, not the size of the Configuration.
 class VirtualDeviceTable {
  public:
-  // Recomputes from the Configuration's Instances visible on this node.
-  // Returns true when the advertised list changed.
-  bool update(const std::vector<InstanceSlots>& instances, const std::string& node,
-              UniqueInstances policy);
+  VirtualDeviceTable(std::string node, UniqueInstances policy);
+  // Puts an Instance's current slots in, replacing what it had.
+  void put(InstanceSlots instance);
+  // Takes an Instance out (no-op if it is not in).
+  void remove(const std::string& instance);
+  void set_policy(UniqueInstances policy);
+  UniqueInstances policy() const { return policy_; }
+
   std::vector<PluginDevice> devices() const;
   const std::map<std::string, ClaimedSlot, VdevOrder>& claimed() const { return claimed_; }
   bool is_placeholder(const std::string& vdev) const { return placeholders_.count(vdev) > 0; }
+  const std::set<Candidate, CandidateOrder>& candidates() const { return candidates_; }
+  bool contains(const std::string& instance) const { return instances_.count(instance) > 0; }
+  std::vector<std::string> instance_names() const;
 
  private:
+  // What one Instance adds to the table; subtract(add(x)) leaves it as before.
+  void add(const InstanceSlots& instance);
+  void subtract(const InstanceSlots& instance);
+  size_t placeholders_wanted(const InstanceSlots& instance) const;
+  // Placeholders for wanted_: consumed ones go, surplus ones go from the
+  // top, missing ones take the smallest unused ids.
+  void settle_placeholders();
+  void take_id(const std::string& vdev);
+  void release_id(const std::string& vdev);
+
+  std::string node_;
+  UniqueInstances policy_;
+  std::map<std::string, InstanceSlots> instances_;  // by name
   // Both kept in VdevOrder, so devices() merges them without sorting.
   std::map<std::string, ClaimedSlot, VdevOrder> claimed_;
   std::set<std::string> offline_claims_;  // claimed vdevs whose device is offline
   std::set<std::string, VdevOrder> placeholders_;
+  std::set<Candidate, CandidateOrder> candidates_;
+  size_t wanted_ = 0;  // placeholders to advertise
+  // The numbers of the decimal ids in claimed_ or placeholders_, sorted, so
+  // the smallest unused one is a binary search away.
+  std::vector<uint64_t> numbers_taken_;
 };
 
 // For one container request of a CL Allocate: which vdevs reuse a slot this
-// node already holds, and which Instances (in preference order) may serve
-// each new one.
+// node already holds, and which are new (to claim on the table's candidates).
 struct ContainerPlan {
   std::vector<std::pair<std::string, ClaimedSlot>> reused;
   std::vector<std::string> new_vdevs;
-  std::vector<std::string> candidates;  // most free slots first, ties by name
 };
 
 // Throws std::invalid_argument with a message the kubelet will show.
-ContainerPlan plan_container(const std::vector<std::string>& vdevs, const VirtualDeviceTable& table,
-                             const std::vector<InstanceSlots>& instances);
+ContainerPlan plan_container(const std::vector<std::string>& vdevs,
+                             const VirtualDeviceTable& table);
 
 // What an Allocate claimed, per container request: (instance, slot index).
 using ContainerClaims = std::vector<std::pair<std::string, uint32_t>>;
@@ -121,6 +156,9 @@ class DeviceCatalog {
   // The Configuration's Instances this node can use now, by name.
   virtual std::vector<InstanceKey> instances_of(const std::string& namespace_name,
                                                 const std::string& configuration) const = 0;
+  // Whether instances_of would list this Instance, at the cost of one lookup.
+  virtual bool is_instance_of(const InstanceKey& instance,
+                              const std::string& configuration) const = 0;
 };
 
 class AllocationError : public std::runtime_error {
@@ -159,13 +197,13 @@ class CapacityManager {
 
   // CL Allocate: per container request, vdevs this node holds are reused and
   // the others claim slots of distinct Instances (Required; Preferred may
-  // fall back to more slots of one) as planned by plan_container. All or
-  // nothing, like allocate_instance_level. instances() returns the
-  // Configuration's Instances visible on this node, as they are now.
+  // fall back to more slots of one) among the table's candidates, as planned
+  // by plan_container. All or nothing, like allocate_instance_level. The
+  // table may be stale: every claim is decided again on the stored Instance.
   std::vector<ContainerClaims> allocate_configuration_level(
       const std::string& namespace_name,
       const std::vector<std::vector<std::string>>& container_vdevs, const VirtualDeviceTable& table,
-      const std::function<std::vector<InstanceSlots>()>& instances, UniqueInstances policy);
+      UniqueInstances policy);
 
   // Frees a slot if (and only if) it still holds `expected`. Returns true
   // when it was freed.
@@ -185,15 +223,15 @@ class CapacityManager {
   std::optional<Claim> claim(const InstanceKey& instance, const ChooseSlot& choose,
                              const naming::SlotUsage& wanted);
   std::optional<Claim> claim_for_vdev(const std::string& namespace_name, const std::string& vdev,
-                                      const ContainerPlan& plan, std::set<std::string>& used,
+                                      const VirtualDeviceTable& table, std::set<std::string>& used,
                                       UniqueInstances policy);
   void rollback(const std::vector<Claim>& claims);
   // Runs body, which records every claim it makes; if it fails, every one of
   // them is undone (a call claims all it was asked for or nothing).
   using AllocationBody = std::function<std::vector<ContainerClaims>(std::vector<Claim>& made)>;
   std::vector<ContainerClaims> all_or_nothing(const AllocationBody& body);
-  // Reports `event` (unless nullopt) and the races lost before it.
-  void observe(std::optional<SlotEvent> event, const naming::SlotUsage& usage, int attempts);
+  // Reports the races lost, then `event` (unless nullopt).
+  void observe(std::optional<SlotEvent> event, const naming::SlotUsage& usage, int lost_races);
 
   store::InstanceStore& store_;
   std::string node_;

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -139,12 +140,17 @@ class InstancePluginBackend : public PluginBackend {
 };
 
 // The CL plugin of one Configuration: virtual devices over its Instances.
+// Its table is kept up to date one Instance at a time: the daemon says which
+// Instances may have changed, and only those are read again.
 class ConfigurationPluginBackend : public PluginBackend {
  public:
   ConfigurationPluginBackend(capacity::CapacityManager& capacity,
                              const capacity::DeviceCatalog& catalog, std::string namespace_name,
                              std::string configuration, capacity::UniqueInstances policy);
-  void set_policy(capacity::UniqueInstances policy) { policy_ = policy; }
+  void set_policy(capacity::UniqueInstances policy) { table_.set_policy(policy); }
+  // These Instances (of any Configuration) may have changed: claims, offline
+  // state, visibility, gone. Read again before the table is next used.
+  void instances_changed(const std::set<capacity::InstanceKey>& instances);
   std::vector<capacity::PluginDevice> devices() override;
   void allocate(const v1beta1::AllocateRequest& request,
                 v1beta1::AllocateResponse& response) override;
@@ -152,23 +158,16 @@ class ConfigurationPluginBackend : public PluginBackend {
                             v1beta1::PreferredAllocationResponse& response) override;
 
  private:
-  std::vector<capacity::InstanceSlots> instances();
   void refresh();
-
-  // Slots decoded once per Instance revision: every Allocate and list update
-  // looks at all the Configuration's Instances, and decoding dominated that.
-  struct DecodedSlots {
-    uint64_t revision = 0;
-    capacity::InstanceSlots slots;
-  };
+  void reread(const std::string& instance);
 
   capacity::CapacityManager& capacity_;
   const capacity::DeviceCatalog& catalog_;
   std::string namespace_;
   std::string configuration_;
-  capacity::UniqueInstances policy_;
   capacity::VirtualDeviceTable table_;
-  std::map<std::string, DecodedSlots> decoded_;  // by Instance name
+  std::set<std::string> stale_;  // Instance names to read again
+  bool all_stale_ = true;        // read every Instance of the Configuration
 };
 
 // What an allocated slot brings into a container.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <utility>
 
 namespace dowser::plugins {
 namespace {
@@ -141,29 +142,35 @@ ConfigurationPluginBackend::ConfigurationPluginBackend(capacity::CapacityManager
       catalog_(catalog),
       namespace_(std::move(namespace_name)),
       configuration_(std::move(configuration)),
-      policy_(policy) {}
+      table_(capacity.node(), policy) {}
 
-std::vector<capacity::InstanceSlots> ConfigurationPluginBackend::instances() {
-  std::vector<capacity::InstanceSlots> result;
-  for (const auto& key : catalog_.instances_of(namespace_, configuration_)) {
+void ConfigurationPluginBackend::instances_changed(
+    const std::set<capacity::InstanceKey>& instances) {
+  for (const auto& key : instances) {
+    if (key.first != namespace_) continue;
     const auto* stored = capacity_.find(key);
-    if (!stored) continue;
-    auto [entry, added] = decoded_.try_emplace(key.second);
-    if (added || entry->second.revision != stored->revision)
-      entry->second = {stored->revision, capacity::InstanceSlots::decode(stored->instance)};
-    entry->second.slots.offline = catalog_.offline(key);
-    result.push_back(entry->second.slots);
+    bool ours = stored && stored->instance.configuration_name == configuration_;
+    if (ours || table_.contains(key.second)) stale_.insert(key.second);
   }
-  if (decoded_.size() > result.size()) {  // some Instances went: forget them
-    std::set<std::string> current;
-    for (const auto& slots : result) current.insert(slots.name);
-    std::erase_if(decoded_, [&](const auto& entry) { return !current.count(entry.first); });
+}
+
+void ConfigurationPluginBackend::reread(const std::string& instance) {
+  capacity::InstanceKey key{namespace_, instance};
+  const auto* stored = capacity_.find(key);
+  if (!stored || !catalog_.is_instance_of(key, configuration_)) {
+    table_.remove(instance);
+    return;
   }
-  return result;
+  table_.put(capacity::InstanceSlots::decode(stored->instance, catalog_.offline(key)));
 }
 
 void ConfigurationPluginBackend::refresh() {
-  table_.update(instances(), capacity_.node(), policy_);
+  if (std::exchange(all_stale_, false)) {
+    for (const auto& key : catalog_.instances_of(namespace_, configuration_))
+      stale_.insert(key.second);
+    for (auto& name : table_.instance_names()) stale_.insert(std::move(name));
+  }
+  for (const auto& name : std::exchange(stale_, {})) reread(name);
 }
 
 std::vector<capacity::PluginDevice> ConfigurationPluginBackend::devices() {
@@ -174,8 +181,8 @@ std::vector<capacity::PluginDevice> ConfigurationPluginBackend::devices() {
 void ConfigurationPluginBackend::allocate(const v1beta1::AllocateRequest& request,
                                           v1beta1::AllocateResponse& response) {
   refresh();
-  auto claims = capacity_.allocate_configuration_level(
-      namespace_, requested_ids(request), table_, [this] { return instances(); }, policy_);
+  auto claims = capacity_.allocate_configuration_level(namespace_, requested_ids(request), table_,
+                                                       table_.policy());
   respond(capacity_, catalog_, namespace_, claims, response);
 }
 
@@ -183,9 +190,7 @@ void ConfigurationPluginBackend::preferred_allocation(
     const v1beta1::PreferredAllocationRequest& request,
     v1beta1::PreferredAllocationResponse& response) {
   refresh();
-  size_t candidates = 0;
-  for (const auto& instance : instances())
-    if (!instance.offline && instance.free_count() > 0) ++candidates;
+  size_t candidates = table_.candidates().size();
   for (const auto& container : request.container_requests()) {
     // Held vdevs name their Instance; placeholders are bound at Allocate, so
     // take no more of them than there are distinct Instances to bind to.
@@ -198,7 +203,7 @@ void ConfigurationPluginBackend::preferred_allocation(
         ++placeholders;
     }
     prefer(container, *response.add_container_responses(), [&](const std::string& id) {
-      if (policy_ == capacity::UniqueInstances::preferred) return true;
+      if (table_.policy() == capacity::UniqueInstances::preferred) return true;
       if (auto it = table_.claimed().find(id); it != table_.claimed().end())
         return instances_used.insert(it->second.instance).second;
       if (placeholders >= candidates) return false;

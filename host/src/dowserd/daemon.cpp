@@ -301,11 +301,15 @@ void Daemon::mark_dirty(const std::set<capacity::InstanceKey>& keys) {
 
 void Daemon::refresh_plugins() {
   refresh_posted_ = false;
-  for (const auto& key : std::exchange(dirty_, {})) refresh_instance_plugin(key);
-  // Every CL plugin recomputes; one sends only when its list changed. (A
+  auto dirty = std::exchange(dirty_, {});
+  for (const auto& key : dirty) refresh_instance_plugin(key);
+  // Every CL plugin hears of every change and reads again only the Instances
+  // that are (or were) its own; it sends only when its list changed. (A
   // vanished Instance no longer names its Configuration, so none is skipped.)
-  for (const auto& [key, backend] : configuration_backends_)
+  for (const auto& [key, backend] : configuration_backends_) {
+    backend->instances_changed(dirty);
     plugins_.changed(options_.resource_domain + "/" + key.second);
+  }
 }
 
 void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {

@@ -236,12 +236,19 @@ bool InstanceReconciler::offline(const capacity::InstanceKey& instance) const {
 std::vector<capacity::InstanceKey> InstanceReconciler::instances_of(
     const std::string& namespace_name, const std::string& configuration) const {
   std::vector<capacity::InstanceKey> result;
-  for (const auto& [key, seen] : seen_) {
-    if (seen.configuration != ConfigurationKey{namespace_name, configuration}) continue;
-    const auto* stored = capacity_.find(key);
-    if (stored && visible_here(stored->instance)) result.push_back(key);
-  }
+  for (const auto& [key, seen] : seen_)
+    if (key.first == namespace_name && is_instance_of(key, configuration)) result.push_back(key);
   return result;
+}
+
+bool InstanceReconciler::is_instance_of(const capacity::InstanceKey& instance,
+                                        const std::string& configuration) const {
+  auto seen = seen_.find(instance);
+  if (seen == seen_.end() ||
+      seen->second.configuration != ConfigurationKey{instance.first, configuration})
+    return false;
+  const auto* stored = capacity_.find(instance);
+  return stored && visible_here(stored->instance);
 }
 
 bool InstanceReconciler::holds_claims(const capacity::InstanceKey& key) const {

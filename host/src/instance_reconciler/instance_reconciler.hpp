@@ -67,6 +67,8 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   bool offline(const capacity::InstanceKey& instance) const override;
   std::vector<capacity::InstanceKey> instances_of(const std::string& namespace_name,
                                                   const std::string& configuration) const override;
+  bool is_instance_of(const capacity::InstanceKey& instance,
+                      const std::string& configuration) const override;
 
   // Instances (from the capacity manager's cache) that list this node.
   bool visible_here(const store::Instance& instance) const;

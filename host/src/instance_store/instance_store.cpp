@@ -43,13 +43,34 @@ bool lost_race(const StoreError& error) {
   return error.kind() == StoreError::Kind::conflict || error.kind() == StoreError::Kind::not_found;
 }
 
+// Writes desired over `revision`; nullopt if another writer got there first.
+std::optional<StoredInstance> write_unless_raced(InstanceStore& store, Instance desired,
+                                                 uint64_t revision) {
+  try {
+    const uint64_t written = store.update(desired, revision);
+    return StoredInstance{std::move(desired), written};
+  } catch (const StoreError& error) {
+    if (!lost_race(error)) throw;
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 std::optional<StoredInstance> update_with_retry(
     InstanceStore& store, const std::string& namespace_name, const std::string& name,
-    const std::function<std::optional<Instance>(const Instance& current)>& decide,
-    int max_attempts) {
+    const std::function<std::optional<Instance>(const Instance& current)>& decide, int max_attempts,
+    const StoredInstance* cached) {
   if (max_attempts < 1) throw std::invalid_argument("update_with_retry: max_attempts must be >= 1");
+  // The cache may only start a write: "nothing to do" needs the store's word.
+  if (cached) {
+    std::optional<Instance> desired = decide(cached->instance);
+    if (desired && *desired != cached->instance) {
+      require_same_identity(*desired, namespace_name, name);
+      if (auto written = write_unless_raced(store, std::move(*desired), cached->revision))
+        return written;
+    }
+  }
   Backoff backoff;
   for (int attempt = 0; attempt < max_attempts; ++attempt) {
     if (attempt > 0) backoff.wait(attempt);
@@ -58,12 +79,8 @@ std::optional<StoredInstance> update_with_retry(
     std::optional<Instance> desired = decide(current->instance);
     if (!desired || *desired == current->instance) return current;
     require_same_identity(*desired, namespace_name, name);
-    try {
-      const uint64_t revision = store.update(*desired, current->revision);
-      return StoredInstance{std::move(*desired), revision};
-    } catch (const StoreError& error) {
-      if (!lost_race(error)) throw;
-    }
+    if (auto written = write_unless_raced(store, std::move(*desired), current->revision))
+      return written;
   }
   throw StoreError(StoreError::Kind::conflict, "Instance " + namespace_name + "/" + name +
                                                    ": gave up after " +

@@ -98,10 +98,15 @@ class InstanceStore {
 // (nullopt if the Instance does not exist). Lost races back off with random
 // jitter. Throws StoreError(io) or StoreError(conflict) after max_attempts
 // lost races.
+// `cached`, if given, is a copy believed current: the first attempt decides
+// on it without reading the store, if that leads to a write (the
+// compare-and-swap on its revision checks the belief). Saves a read per write.
+inline constexpr int kUpdateAttempts = 16;  // lost races before update_with_retry gives up
+
 std::optional<StoredInstance> update_with_retry(
     InstanceStore& store, const std::string& namespace_name, const std::string& name,
     const std::function<std::optional<Instance>(const Instance& current)>& decide,
-    int max_attempts = 16);
+    int max_attempts = kUpdateAttempts, const StoredInstance* cached = nullptr);
 
 // One JSON file per Instance under <directory>/<namespace>/<name>.json, in
 // Akri's Instance shape plus a top-level "revision", written atomically

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
+#include <random>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -75,10 +77,8 @@ TEST(InstanceLevelDevices, HealthAsAkriScenariosSixAndSeven) {
 
 std::vector<PluginDevice> table_for(std::vector<Instance> instances,
                                     UniqueInstances policy = UniqueInstances::required) {
-  std::vector<InstanceSlots> slots;
-  for (const auto& i : instances) slots.push_back(InstanceSlots::decode(i));
-  VirtualDeviceTable table;
-  table.update(slots, "node-a", policy);
+  VirtualDeviceTable table("node-a", policy);
+  for (const auto& i : instances) table.put(InstanceSlots::decode(i));
   return table.devices();
 }
 
@@ -127,25 +127,92 @@ TEST(VirtualDeviceTable, TwoDevicesOfCapacityTwoAdvertiseTwoIds) {
 }
 
 TEST(VirtualDeviceTable, PlaceholdersKeepTheirIdsUntilConsumed) {
-  VirtualDeviceTable table;
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
   auto cam1 = instance("cam-1", 1), cam2 = instance("cam-2", 1), cam3 = instance("cam-3", 1);
-  auto decode = [](std::vector<Instance> list) {
-    std::vector<InstanceSlots> slots;
-    for (const auto& i : list) slots.push_back(InstanceSlots::decode(i));
-    return slots;
-  };
-  EXPECT_TRUE(table.update(decode({cam1, cam2, cam3}), "node-a", UniqueInstances::required));
+  for (const auto& i : {cam1, cam2, cam3}) table.put(InstanceSlots::decode(i));
   EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}}));
   // The kubelet allocated vdev "1": cam-2 is now held for it.
   cam2.device_usage["cam-2-0"] = "C:1:node-a";
-  EXPECT_FALSE(table.update(decode({cam1, cam2, cam3}), "node-a", UniqueInstances::required))
-      << "same ids: no new list";
+  table.put(InstanceSlots::decode(cam2));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}}))
+      << "same ids: the consumed placeholder is now a claim";
+  EXPECT_EQ(table.claimed().at("1"), (ClaimedSlot{"cam-2", 0}));
   // An IL claim elsewhere takes cam-3's last slot: one placeholder goes, ids 0 and 1 stay.
   cam3.device_usage["cam-3-0"] = "node-b";
-  EXPECT_TRUE(table.update(decode({cam1, cam2, cam3}), "node-a", UniqueInstances::required));
+  table.put(InstanceSlots::decode(cam3));
   EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
   EXPECT_TRUE(table.is_placeholder("0"));
-  EXPECT_EQ(table.claimed().at("1"), (ClaimedSlot{"cam-2", 0}));
+  EXPECT_FALSE(table.is_placeholder("1"));
+}
+
+TEST(VirtualDeviceTable, NewPlaceholdersTakeTheSmallestUnusedId) {
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
+  table.put(InstanceSlots::decode(instance("cam-1", 2, {{"cam-1-0", "C:0:node-a"}})));
+  table.put(InstanceSlots::decode(instance("cam-2", 2, {{"cam-2-0", "C:2:node-a"}})));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}, {"3", true}}))
+      << "placeholders fill the hole at 1, then go above the claims";
+  table.remove("cam-1");
+  EXPECT_EQ(table.devices(), devices({{"1", true}, {"2", true}}))
+      << "a removed Instance takes its claim and one placeholder (the highest) with it";
+  table.put(InstanceSlots::decode(instance("cam-3", 1)));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}}));
+  table.remove("no-such-instance");
+  EXPECT_EQ(table.devices().size(), 3u);
+}
+
+TEST(VirtualDeviceTable, OfflineInstancesKeepTheirClaimsUnhealthyAndOfferNothing) {
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
+  auto cam = instance("cam-1", 3, {{"cam-1-0", "C:0:node-a"}});
+  table.put(InstanceSlots::decode(cam));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
+  table.put(InstanceSlots::decode(cam, /*offline=*/true));
+  EXPECT_EQ(table.devices(), devices({{"0", false}}));
+  EXPECT_TRUE(table.candidates().empty());
+  table.put(InstanceSlots::decode(cam));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
+}
+
+TEST(VirtualDeviceTable, PolicyChangeRecountsPlaceholders) {
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
+  table.put(InstanceSlots::decode(instance("cam-1", 3)));
+  EXPECT_EQ(table.devices().size(), 1u);
+  table.set_policy(UniqueInstances::preferred);
+  EXPECT_EQ(table.devices().size(), 3u);
+  table.set_policy(UniqueInstances::required);
+  EXPECT_EQ(table.devices(), devices({{"0", true}}));
+}
+
+// The incremental table must end where a table built from scratch ends,
+// whatever order the changes came in.
+TEST(VirtualDeviceTable, IncrementalChangesMatchATableBuiltAfresh) {
+  std::vector<Instance> cams;
+  for (int i = 0; i < 8; ++i) cams.push_back(instance("cam-" + std::to_string(i), 3));
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
+  for (const auto& cam : cams) table.put(InstanceSlots::decode(cam));
+  std::mt19937 random(7);
+  for (int step = 0; step < 400; ++step) {
+    auto& cam = cams[random() % cams.size()];
+    auto slot = cam.name + "-" + std::to_string(random() % 3);
+    const std::array<std::string, 3> usages = {"", "node-b", "C:x:node-a"};
+    std::string usage = usages.at(random() % usages.size());
+    if (usage.empty()) {
+      cam.device_usage.erase(slot);
+    } else {
+      if (usage == "C:x:node-a") {
+        auto placeholders = table.devices();
+        std::erase_if(placeholders, [&](const auto& d) { return !table.is_placeholder(d.id); });
+        if (placeholders.empty()) continue;
+        usage = "C:" + placeholders.front().id + ":node-a";
+      }
+      cam.device_usage[slot] = usage;
+    }
+    table.put(InstanceSlots::decode(cam));
+    VirtualDeviceTable fresh("node-a", UniqueInstances::required);
+    for (const auto& c : cams) fresh.put(InstanceSlots::decode(c));
+    ASSERT_EQ(table.claimed(), fresh.claimed()) << "step " << step;
+    ASSERT_EQ(table.devices().size(), fresh.devices().size()) << "step " << step;
+    ASSERT_EQ(table.candidates().size(), fresh.candidates().size()) << "step " << step;
+  }
 }
 
 TEST(VirtualDeviceTable, ForeignVdevIdsSortAfterOurs) {
@@ -160,21 +227,20 @@ TEST(VirtualDeviceTable, ForeignVdevIdsSortAfterOurs) {
 // ---- planning --------------------------------------------------------------------
 
 TEST(PlanContainer, ReusesHeldVdevsAndRanksCandidatesByFreeSlots) {
-  std::vector<InstanceSlots> slots = {
-      InstanceSlots::decode(instance("b", 3)),
-      InstanceSlots::decode(instance("a", 3)),
-      InstanceSlots::decode(instance("c", 2, {{"c-0", "C:5:node-a"}})),
-  };
-  VirtualDeviceTable table;
-  table.update(slots, "node-a", UniqueInstances::required);
-  auto plan = plan_container({"5", "0"}, table, slots);
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
+  table.put(InstanceSlots::decode(instance("b", 3)));
+  table.put(InstanceSlots::decode(instance("a", 3)));
+  table.put(InstanceSlots::decode(instance("c", 2, {{"c-0", "C:5:node-a"}})));
+  auto plan = plan_container({"5", "0"}, table);
   ASSERT_EQ(plan.reused.size(), 1u);
   EXPECT_EQ(plan.reused[0].second, (ClaimedSlot{"c", 0}));
   EXPECT_EQ(plan.new_vdevs, std::vector<std::string>{"0"});
-  EXPECT_EQ(plan.candidates, (std::vector<std::string>{"a", "b", "c"}))
+  std::vector<std::string> ranked;
+  for (const auto& candidate : table.candidates()) ranked.push_back(candidate.instance);
+  EXPECT_EQ(ranked, (std::vector<std::string>{"a", "b", "c"}))
       << "most free slots first, ties by name";
-  EXPECT_THROW(plan_container({"42"}, table, slots), std::invalid_argument);
-  EXPECT_THROW(plan_container({"0", "0"}, table, slots), std::invalid_argument);
+  EXPECT_THROW(plan_container({"42"}, table), std::invalid_argument);
+  EXPECT_THROW(plan_container({"0", "0"}, table), std::invalid_argument);
 }
 
 // ---- claims against a real store ----------------------------------------------------
@@ -202,21 +268,13 @@ class CapacityManagerTest : public ::testing::Test {
   std::map<std::string, std::string> usage(const std::string& name) {
     return store_a_->get("default", name)->instance.device_usage;
   }
-  std::function<std::vector<InstanceSlots>()> instances_of(CapacityManager& manager,
-                                                           std::vector<std::string> names) {
-    return [&manager, names] {
-      std::vector<InstanceSlots> result;
-      for (const auto& name : names)
-        if (const auto* stored = manager.find({"default", name}))
-          result.push_back(InstanceSlots::decode(stored->instance));
-      return result;
-    };
-  }
-  VirtualDeviceTable table_of(CapacityManager& manager, std::vector<std::string> names,
+  VirtualDeviceTable table_of(CapacityManager& manager, const std::vector<std::string>& names,
                               UniqueInstances policy = UniqueInstances::required) {
     refresh(manager);
-    VirtualDeviceTable table;
-    table.update(instances_of(manager, names)(), manager.node(), policy);
+    VirtualDeviceTable table(manager.node(), policy);
+    for (const auto& name : names)
+      if (const auto* stored = manager.find({"default", name}))
+        table.put(InstanceSlots::decode(stored->instance));
     return table;
   }
 
@@ -258,8 +316,8 @@ TEST_F(CapacityManagerTest, ConfigurationLevelClaimTakesTheFirstFreeSlotAsAkriSc
                 {"instance-a-2", "node-b"}}));
   auto table = table_of(*node_a_, {"instance-a"});
   ASSERT_TRUE(table.is_placeholder("0"));
-  auto claims = node_a_->allocate_configuration_level(
-      "default", {{"0"}}, table, instances_of(*node_a_, {"instance-a"}), UniqueInstances::required);
+  auto claims =
+      node_a_->allocate_configuration_level("default", {{"0"}}, table, UniqueInstances::required);
   ASSERT_EQ(claims.size(), 1u) << "one response per container request";
   EXPECT_EQ(claims[0], (ContainerClaims{{"instance-a", 3}}));
   EXPECT_EQ(usage("instance-a").at("instance-a-3"), "C:0:node-a");
@@ -282,12 +340,10 @@ TEST_F(CapacityManagerTest, TwoCameraRequestGetsTwoDistinctDevicesAndThreeFails)
   auto table = table_of(*node_a_, {"cam-1", "cam-2"});
   ASSERT_EQ(table.devices().size(), 2u);
   EXPECT_THROW(node_a_->allocate_configuration_level("default", {{"0", "1", "2"}}, table,
-                                                     instances_of(*node_a_, {"cam-1", "cam-2"}),
                                                      UniqueInstances::required),
                AllocationError)
       << "vdev 2 is not advertised";
   auto claims = node_a_->allocate_configuration_level("default", {{"0", "1"}}, table,
-                                                      instances_of(*node_a_, {"cam-1", "cam-2"}),
                                                       UniqueInstances::required);
   ASSERT_EQ(claims.at(0).size(), 2u);
   EXPECT_NE(claims[0][0].first, claims[0][1].first) << "two distinct Instances";
@@ -299,7 +355,6 @@ TEST_F(CapacityManagerTest, TwoCameraRequestGetsTwoDistinctDevicesAndThreeFails)
   EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}, {"3", true}}));
   // Three distinct cameras cannot be had.
   EXPECT_THROW(node_a_->allocate_configuration_level("default", {{"2", "3", "0"}}, table,
-                                                     instances_of(*node_a_, {"cam-1", "cam-2"}),
                                                      UniqueInstances::required),
                AllocationError);
   EXPECT_EQ(usage("cam-1").size(), 1u) << "the failed call rolled back its claims";
@@ -309,11 +364,10 @@ TEST_F(CapacityManagerTest, TwoCameraRequestGetsTwoDistinctDevicesAndThreeFails)
 TEST_F(CapacityManagerTest, ReallocatingAHeldVdevReusesItsSlot) {
   add(instance("cam-1", 1));
   auto table = table_of(*node_a_, {"cam-1"});
-  node_a_->allocate_configuration_level(
-      "default", {{"0"}}, table, instances_of(*node_a_, {"cam-1"}), UniqueInstances::required);
+  node_a_->allocate_configuration_level("default", {{"0"}}, table, UniqueInstances::required);
   table = table_of(*node_a_, {"cam-1"});
-  auto again = node_a_->allocate_configuration_level(
-      "default", {{"0"}}, table, instances_of(*node_a_, {"cam-1"}), UniqueInstances::required);
+  auto again =
+      node_a_->allocate_configuration_level("default", {{"0"}}, table, UniqueInstances::required);
   EXPECT_EQ(again.at(0), (ContainerClaims{{"cam-1", 0}}));
   EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
 }
@@ -322,12 +376,11 @@ TEST_F(CapacityManagerTest, PreferredLetsOneContainerTakeTwoSlotsOfOneDevice) {
   add(instance("cam-1", 2));
   auto table = table_of(*node_a_, {"cam-1"}, UniqueInstances::preferred);
   ASSERT_EQ(table.devices().size(), 2u);
-  EXPECT_THROW(node_a_->allocate_configuration_level(
-                   "default", {{"0", "1"}}, table_of(*node_a_, {"cam-1"}),
-                   instances_of(*node_a_, {"cam-1"}), UniqueInstances::required),
-               AllocationError);
+  EXPECT_THROW(
+      node_a_->allocate_configuration_level("default", {{"0", "1"}}, table_of(*node_a_, {"cam-1"}),
+                                            UniqueInstances::required),
+      AllocationError);
   auto claims = node_a_->allocate_configuration_level("default", {{"0", "1"}}, table,
-                                                      instances_of(*node_a_, {"cam-1"}),
                                                       UniqueInstances::preferred);
   EXPECT_EQ(claims.at(0), (ContainerClaims{{"cam-1", 0}, {"cam-1", 1}}));
 }
@@ -337,8 +390,7 @@ TEST_F(CapacityManagerTest, InstanceAndConfigurationLevelShareTheSlots) {
   auto table = table_of(*node_a_, {"cam-1"});
   node_b_->allocate_instance_level({"default", "cam-1"}, {{"cam-1-0"}}, false);
   EXPECT_THROW(
-      node_a_->allocate_configuration_level(
-          "default", {{"0"}}, table, instances_of(*node_a_, {"cam-1"}), UniqueInstances::required),
+      node_a_->allocate_configuration_level("default", {{"0"}}, table, UniqueInstances::required),
       AllocationError)
       << "node-a's view was stale; the store's compare-and-swap refuses the claim";
   EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "node-b"}}));
@@ -373,7 +425,6 @@ TEST_F(CapacityManagerTest, ConcurrentClaimsFromTwoNodesNeverOversubscribe) {
             if (table.is_placeholder(d.id) && wanted.size() < 2) wanted.push_back(d.id);
           if (wanted.empty()) continue;
           manager.allocate_configuration_level("default", {wanted}, table,
-                                               instances_of(manager, {"cam-1", "cam-2"}),
                                                UniqueInstances::required);
         }
         ++granted;

@@ -174,6 +174,37 @@ TEST_P(InstanceStoreContract, UpdateWithRetryLeavesAMissingOrUndecidedInstanceAl
   EXPECT_EQ(store().get("default", "cam-000001")->revision, created);
 }
 
+TEST_P(InstanceStoreContract, UpdateWithRetryTrustsACachedCopyOnlyThroughTheCompareAndSwap) {
+  Instance counter = sample_instance("counter-000001");
+  counter.broker_properties[kCountProperty] = "0";
+  const StoredInstance cached{counter, store().create(counter)};
+  uint64_t written = 0;
+  const auto first = update_with_retry(store(), "default", "counter-000001",
+                                       increment_count(written), kUpdateAttempts, &cached);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_GT(first->revision, cached.revision);
+  // The copy is stale now: its write must lose, and the retry count from the store.
+  const auto second = update_with_retry(store(), "default", "counter-000001",
+                                        increment_count(written), kUpdateAttempts, &cached);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(count_of(store().get("default", "counter-000001")->instance), 2u)
+      << "a stale cached copy overwrote a newer write";
+  // A copy that sees nothing to do is not believed: the store decides.
+  Instance ahead = counter;
+  ahead.broker_properties[kCountProperty] = "5";
+  const StoredInstance claims_done{ahead, second->revision};
+  const auto set_five = [](const Instance& current) -> std::optional<Instance> {
+    if (count_of(current) == 5) return std::nullopt;
+    Instance next = current;
+    next.broker_properties[kCountProperty] = "5";
+    return next;
+  };
+  const auto third = update_with_retry(store(), "default", "counter-000001", set_five,
+                                       kUpdateAttempts, &claims_done);
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(count_of(store().get("default", "counter-000001")->instance), 5u);
+}
+
 TEST_P(InstanceStoreContract, UpdateWithRetryLosesNoUpdateUnderContention) {
   constexpr int kHandles = 2;
   constexpr int kThreadsPerHandle = 8;
