@@ -91,9 +91,18 @@ bool CandidateOrder::operator()(const Candidate& a, const Candidate& b) const {
 VirtualDeviceTable::VirtualDeviceTable(std::string node, UniqueInstances policy)
     : node_(std::move(node)), policy_(policy) {}
 
+std::vector<PluginDevice> VirtualDeviceTable::listed_claims(const InstanceSlots& instance) const {
+  std::vector<PluginDevice> listed;
+  for (const auto& usage : instance.slots)
+    if (usage.kind == SlotUsage::Kind::configuration && usage.node == node_)
+      listed.push_back({usage.vdev, !instance.offline});
+  return listed;
+}
+
 void VirtualDeviceTable::put(InstanceSlots instance) {
   auto [entry, added] = instances_.try_emplace(instance.name);
   if (!added) subtract(entry->second);
+  if (added || listed_claims(entry->second) != listed_claims(instance)) ++list_revision_;
   entry->second = std::move(instance);
   add(entry->second);
   settle_placeholders();
@@ -103,6 +112,7 @@ void VirtualDeviceTable::remove(const std::string& instance) {
   auto entry = instances_.find(instance);
   if (entry == instances_.end()) return;
   subtract(entry->second);
+  if (!listed_claims(entry->second).empty()) ++list_revision_;
   instances_.erase(entry);
   settle_placeholders();
 }
@@ -201,11 +211,13 @@ void VirtualDeviceTable::settle_placeholders() {
     auto last = std::prev(placeholders_.end());
     release_id(*last);
     placeholders_.erase(last);
+    ++list_revision_;
   }
   while (placeholders_.size() < wanted_) {
     std::string id = std::to_string(smallest_unused(numbers_taken_));
     take_id(id);
     placeholders_.insert(std::move(id));
+    ++list_revision_;
   }
 }
 

@@ -100,6 +100,9 @@ class VirtualDeviceTable {
   UniqueInstances policy() const { return policy_; }
 
   std::vector<PluginDevice> devices() const;
+  // Grows whenever devices() may have changed; equal means the same list,
+  // so a caller can skip building and comparing thousands of entries.
+  uint64_t list_revision() const { return list_revision_; }
   const std::map<std::string, ClaimedSlot, VdevOrder>& claimed() const { return claimed_; }
   bool is_placeholder(const std::string& vdev) const { return placeholders_.count(vdev) > 0; }
   const std::set<Candidate, CandidateOrder>& candidates() const { return candidates_; }
@@ -111,6 +114,8 @@ class VirtualDeviceTable {
   void add(const InstanceSlots& instance);
   void subtract(const InstanceSlots& instance);
   size_t placeholders_wanted(const InstanceSlots& instance) const;
+  // The vdevs this node holds in an Instance, as listed (with their health).
+  std::vector<PluginDevice> listed_claims(const InstanceSlots& instance) const;
   // Placeholders for wanted_: consumed ones go, surplus ones go from the
   // top, missing ones take the smallest unused ids.
   void settle_placeholders();
@@ -126,6 +131,7 @@ class VirtualDeviceTable {
   std::set<std::string, VdevOrder> placeholders_;
   std::set<Candidate, CandidateOrder> candidates_;
   size_t wanted_ = 0;  // placeholders to advertise
+  uint64_t list_revision_ = 0;
   // The numbers of the decimal ids in claimed_ or placeholders_, sorted, so
   // the smallest unused one is a binary search away.
   std::vector<uint64_t> numbers_taken_;

@@ -152,7 +152,7 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
     on_core(
         [shared = shared_, stream] {
           // A new stream (the kubelet re-connected) always gets the full list.
-          shared->hub->add(stream, to_list(shared->backend->devices()));
+          shared->hub->add(stream, to_list(*shared->backend->devices()));
         },
         [stream] { stream->end(); });
     return stream;
@@ -252,9 +252,9 @@ void DevicePluginServer::serve() {
 void DevicePluginServer::publish() {
   if (!shared_->hub) return;
   auto devices = shared_->backend->devices();
-  if (last_sent_ && *last_sent_ == devices) return;
+  if (last_sent_ && (last_sent_ == devices || *last_sent_ == *devices)) return;
   last_sent_ = devices;
-  shared_->hub->broadcast(to_list(devices));
+  shared_->hub->broadcast(to_list(*devices));
 }
 
 void DevicePluginServer::stop_server() {

@@ -70,7 +70,7 @@ class DevicePluginServer {
   std::string socket_name_;
   std::unique_ptr<DevicePluginService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::optional<std::vector<capacity::PluginDevice>> last_sent_;
+  DeviceList last_sent_;
 };
 
 }  // namespace dowser::plugins

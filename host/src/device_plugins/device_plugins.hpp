@@ -42,12 +42,17 @@ class PreferredAllocationResponse;
 
 namespace dowser::plugins {
 
+// A list as advertised, shared so that publishing, metrics and the status
+// page read one copy. A backend may return the same object while its list is
+// unchanged, so the list need not be compared entry by entry.
+using DeviceList = std::shared_ptr<const std::vector<capacity::PluginDevice>>;
+
 // What the daemon does for one plugin (on the core thread).
 class PluginBackend {
  public:
   virtual ~PluginBackend() = default;
-  // The full list to advertise now.
-  virtual std::vector<capacity::PluginDevice> devices() = 0;
+  // The full list to advertise now (never null).
+  virtual DeviceList devices() = 0;
   // Claims and answers; throws capacity::AllocationError to refuse.
   virtual void allocate(const v1beta1::AllocateRequest& request,
                         v1beta1::AllocateResponse& response) = 0;
@@ -127,7 +132,7 @@ class InstancePluginBackend : public PluginBackend {
  public:
   InstancePluginBackend(capacity::CapacityManager& capacity, const capacity::DeviceCatalog& catalog,
                         capacity::InstanceKey instance);
-  std::vector<capacity::PluginDevice> devices() override;
+  DeviceList devices() override;
   void allocate(const v1beta1::AllocateRequest& request,
                 v1beta1::AllocateResponse& response) override;
   void preferred_allocation(const v1beta1::PreferredAllocationRequest& request,
@@ -151,7 +156,7 @@ class ConfigurationPluginBackend : public PluginBackend {
   // These Instances (of any Configuration) may have changed: claims, offline
   // state, visibility, gone. Read again before the table is next used.
   void instances_changed(const std::set<capacity::InstanceKey>& instances);
-  std::vector<capacity::PluginDevice> devices() override;
+  DeviceList devices() override;
   void allocate(const v1beta1::AllocateRequest& request,
                 v1beta1::AllocateResponse& response) override;
   void preferred_allocation(const v1beta1::PreferredAllocationRequest& request,
@@ -168,6 +173,8 @@ class ConfigurationPluginBackend : public PluginBackend {
   capacity::VirtualDeviceTable table_;
   std::set<std::string> stale_;  // Instance names to read again
   bool all_stale_ = true;        // read every Instance of the Configuration
+  DeviceList list_;              // as of table_.list_revision() == list_revision_
+  uint64_t list_revision_ = 0;
 };
 
 // What an allocated slot brings into a container.

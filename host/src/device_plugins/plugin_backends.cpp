@@ -110,11 +110,12 @@ InstancePluginBackend::InstancePluginBackend(capacity::CapacityManager& capacity
                                              capacity::InstanceKey instance)
     : capacity_(capacity), catalog_(catalog), instance_(std::move(instance)) {}
 
-std::vector<capacity::PluginDevice> InstancePluginBackend::devices() {
+DeviceList InstancePluginBackend::devices() {
   const auto* stored = capacity_.find(instance_);
-  if (!stored) return {};
+  if (!stored) return std::make_shared<std::vector<capacity::PluginDevice>>();
   auto slots = capacity::InstanceSlots::decode(stored->instance, catalog_.offline(instance_));
-  return capacity::instance_level_devices(slots, capacity_.node());
+  return std::make_shared<std::vector<capacity::PluginDevice>>(
+      capacity::instance_level_devices(slots, capacity_.node()));
 }
 
 void InstancePluginBackend::allocate(const v1beta1::AllocateRequest& request,
@@ -173,9 +174,13 @@ void ConfigurationPluginBackend::refresh() {
   for (const auto& name : std::exchange(stale_, {})) reread(name);
 }
 
-std::vector<capacity::PluginDevice> ConfigurationPluginBackend::devices() {
+DeviceList ConfigurationPluginBackend::devices() {
   refresh();
-  return table_.devices();
+  if (!list_ || list_revision_ != table_.list_revision()) {
+    list_ = std::make_shared<std::vector<capacity::PluginDevice>>(table_.devices());
+    list_revision_ = table_.list_revision();
+  }
+  return list_;
 }
 
 void ConfigurationPluginBackend::allocate(const v1beta1::AllocateRequest& request,

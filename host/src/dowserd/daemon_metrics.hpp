@@ -57,7 +57,7 @@ class Observed final : public Backend {
   explicit Observed(BackendHooks hooks, Args&&... args)
       : Backend(std::forward<Args>(args)...), hooks_(std::move(hooks)) {}
 
-  std::vector<capacity::PluginDevice> devices() override {
+  plugins::DeviceList devices() override {
     last_list_ = Backend::devices();
     if (hooks_.list_computed) hooks_.list_computed();
     return last_list_;
@@ -83,11 +83,11 @@ class Observed final : public Backend {
     done(hooks_.allocations_ok);
   }
 
-  const std::vector<capacity::PluginDevice>& last_list() const { return last_list_; }
+  const std::vector<capacity::PluginDevice>& last_list() const { return *last_list_; }
 
  private:
   BackendHooks hooks_;
-  std::vector<capacity::PluginDevice> last_list_;
+  plugins::DeviceList last_list_ = std::make_shared<std::vector<capacity::PluginDevice>>();
 };
 
 }  // namespace dowser::daemon

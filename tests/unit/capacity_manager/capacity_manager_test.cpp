@@ -172,6 +172,19 @@ TEST(VirtualDeviceTable, OfflineInstancesKeepTheirClaimsUnhealthyAndOfferNothing
   EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
 }
 
+TEST(VirtualDeviceTable, ListRevisionStaysWhileTheListDoes) {
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
+  auto cam = instance("cam-1", 3);
+  table.put(InstanceSlots::decode(cam));
+  auto revision = table.list_revision();
+  cam.device_usage["cam-1-0"] = "node-b";
+  table.put(InstanceSlots::decode(cam));
+  EXPECT_EQ(table.list_revision(), revision) << "an IL claim leaving free slots changes no vdev";
+  cam.device_usage["cam-1-1"] = "C:0:node-a";
+  table.put(InstanceSlots::decode(cam));
+  EXPECT_NE(table.list_revision(), revision) << "vdev 0 is claimed and a new placeholder is due";
+}
+
 TEST(VirtualDeviceTable, PolicyChangeRecountsPlaceholders) {
   VirtualDeviceTable table("node-a", UniqueInstances::required);
   table.put(InstanceSlots::decode(instance("cam-1", 3)));
@@ -206,7 +219,12 @@ TEST(VirtualDeviceTable, IncrementalChangesMatchATableBuiltAfresh) {
       }
       cam.device_usage[slot] = usage;
     }
+    auto revision_before = table.list_revision();
+    auto list_before = table.devices();
     table.put(InstanceSlots::decode(cam));
+    if (table.list_revision() == revision_before) {
+      ASSERT_EQ(table.devices(), list_before) << "the list changed but its revision did not";
+    }
     VirtualDeviceTable fresh("node-a", UniqueInstances::required);
     for (const auto& c : cams) fresh.put(InstanceSlots::decode(c));
     ASSERT_EQ(table.claimed(), fresh.claimed()) << "step " << step;
