@@ -316,8 +316,11 @@ bool streaming_with(const dowser::testkit::SimulatorStatus& status, const std::s
 
 // IL: a new device's plugin registered and listing its slot. CL: the list
 // that has one more placeholder.
+// `background` devices stay reported throughout: each event adds one device
+// to a Configuration that already has them, as on a busy node.
 std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::path& dowserd,
-                                              const fs::path& handlers, int events) {
+                                              const fs::path& handlers, int events,
+                                              int background) {
   Node node(root, dowserd, handlers);
   fs::path socket = root / "bench.sock";
   node.configuration("lat", 1, "benchHandler", bench_properties(socket));
@@ -325,18 +328,32 @@ std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::pa
   if (!wait_until(*node.kubelet, [](const auto& s) { return streaming_with(s, "akri.sh/lat", 0); }))
     throw std::runtime_error("the CL plugin never registered; see " +
                              (root / "dowserd.log").string());
+  std::vector<std::string> reported;
+  for (int i = 0; i < background; ++i) reported.push_back("background-" + std::to_string(i));
+  auto settled = [&](const dowser::testkit::SimulatorStatus& status) {
+    size_t streaming = 0;
+    for (const auto& [name, resource] : status.resources)
+      streaming += name != "akri.sh/lat" && resource.streaming ? 1 : 0;
+    return streaming == reported.size() && streaming_with(status, "akri.sh/lat", reported.size());
+  };
+  send_devices(socket, reported);
+  if (!poll_until(*node.kubelet, settled, 120s))
+    throw std::runtime_error("the background devices never all reached the kubelet");
   std::vector<double> il, cl;
   for (int i = 0; i < events; ++i) {
     std::string id = "dev-" + std::to_string(i);
-    std::mutex mutex;
     std::optional<double> il_at, cl_at;
+    std::set<std::string> before;
+    for (const auto& [name, resource] : node.kubelet->status().resources) before.insert(name);
     auto start = Clock::now();
-    send_devices(socket, {id});
+    reported.push_back(id);
+    send_devices(socket, reported);
     wait_until(*node.kubelet, [&](const dowser::testkit::SimulatorStatus& status) {
-      if (!cl_at && streaming_with(status, "akri.sh/lat", 1)) cl_at = micros_since(start);
+      if (!cl_at && streaming_with(status, "akri.sh/lat", reported.size()))
+        cl_at = micros_since(start);
       if (!il_at) {
         for (const auto& [name, resource] : status.resources)
-          if (name != "akri.sh/lat" && resource.streaming && resource.devices.size() == 1 &&
+          if (!before.count(name) && resource.streaming && resource.devices.size() == 1 &&
               resource.devices[0].healthy())
             il_at = micros_since(start);
       }
@@ -344,13 +361,9 @@ std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::pa
     });
     if (il_at) il.push_back(*il_at);
     if (cl_at) cl.push_back(*cl_at);
-    send_devices(socket, {});  // the local device goes at once: wait for a clean slate
-    wait_until(*node.kubelet, [](const dowser::testkit::SimulatorStatus& status) {
-      if (!streaming_with(status, "akri.sh/lat", 0)) return false;
-      for (const auto& [name, resource] : status.resources)
-        if (name != "akri.sh/lat" && resource.streaming) return false;
-      return true;
-    });
+    reported.pop_back();  // the local device goes at once: wait for a clean slate
+    send_devices(socket, reported);
+    wait_until(*node.kubelet, settled);
   }
   return {summarize(il), summarize(cl)};
 }
@@ -490,7 +503,7 @@ std::string row(const std::string& what, const Latency& l, double baseline_p99) 
 
 int main(int argc, char** argv) {
   fs::path dowserd, handlers, json_out;
-  int events = 1000, calls = 500, allocate_instances = 1000, idle_seconds = 10;
+  int events = 1000, calls = 500, allocate_instances = 1000, idle_seconds = 10, background = 0;
   std::vector<int> scales = {1000, 5000};
   CLI::App app{"dowser-bench: dowserd latency and scale against the kubelet simulator"};
   app.add_option("--dowserd", dowserd, "the dowserd binary")->required()->check(CLI::ExistingFile);
@@ -498,6 +511,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingDirectory);
   app.add_option("--events", events, "discovery events to time")->capture_default_str();
+  app.add_option("--background", background,
+                 "devices already reported while discovery is timed (each event adds one more)")
+      ->capture_default_str();
   app.add_option("--calls", calls, "Allocate calls to time per kind")->capture_default_str();
   app.add_option("--allocate-instances", allocate_instances, "Instances in the Allocate run")
       ->capture_default_str();
@@ -528,7 +544,7 @@ int main(int argc, char** argv) {
   auto store_update = store_update_baseline(store_dir, 500);
   fs::remove_all(store_dir);
   auto [il_discovery, cl_discovery] =
-      discovery_latency(stage("discovery"), dowserd, handlers, events);
+      discovery_latency(stage("discovery"), dowserd, handlers, events, background);
   auto [il_allocate, cl_allocate] =
       allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls);
   report["baseline"] = {{"unary", to_json(unary)},
@@ -536,7 +552,8 @@ int main(int argc, char** argv) {
                         {"store_update", to_json(store_update)}};
   // What an Allocate cannot go below: the RPC plus the durable write of its claim.
   double allocate_floor = unary.p99 + store_update.p99;
-  report["discovery_to_kubelet"] = {{"il", to_json(il_discovery)}, {"cl", to_json(cl_discovery)}};
+  report["discovery_to_kubelet"] = {
+      {"il", to_json(il_discovery)}, {"cl", to_json(cl_discovery)}, {"background", background}};
   report["allocate"] = {{"il", to_json(il_allocate)},
                         {"cl", to_json(cl_allocate)},
                         {"instances", allocate_instances}};

@@ -24,11 +24,19 @@ void fit_claims_to_capacity(store::Instance& instance) {
 
 }  // namespace
 
+namespace {
+
+std::string digest_of(const Device& device, const std::string& node) {
+  return naming::device_digest(device.id, is_shared(device), node);
+}
+
+}  // namespace
+
 store::Instance instance_for(const configuration::Configuration& configuration,
                              const Device& device, const std::string& node,
                              const std::string& resource_domain) {
   bool shared = is_shared(device);
-  std::string digest = naming::device_digest(device.id, shared, node);
+  std::string digest = digest_of(device, node);
   store::Instance instance;
   instance.namespace_name = configuration.namespace_name;
   instance.name = configuration.name + "-" + digest;
@@ -55,18 +63,29 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
     const configuration::Configuration& configuration, const host::Snapshot& devices,
     Clock::time_point now) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
+  // A device reported as before, under the same Configuration, into an
+  // Instance that still lists this node, needs no write: a snapshot of many
+  // devices costs a comparison per device, not an Instance per device.
+  auto [last, first_time] = reconciled_with_.try_emplace(key, configuration);
+  const bool same_configuration = !first_time && last->second == configuration;
+  last->second = configuration;
   std::set<capacity::InstanceKey> changed, current;
   for (const auto& device : devices) {
-    auto wanted = instance_for(configuration, device, node_, domain_);
-    capacity::InstanceKey instance_key{wanted.namespace_name, wanted.name};
+    capacity::InstanceKey instance_key{configuration.namespace_name,
+                                       configuration.name + "-" + digest_of(device, node_)};
     current.insert(instance_key);
     auto& seen = seen_[instance_key];
+    if (same_configuration && seen.configuration == key && !seen.offline_until &&
+        seen.device == device && lists_this_node(instance_key))
+      continue;
     if (seen.offline_until || seen.configuration != key) changed.insert(instance_key);
     seen = Seen{key, device, std::nullopt};
+    auto wanted = instance_for(configuration, device, node_, domain_);
     try {
       join(wanted);
     } catch (const store::StoreError& e) {
       spdlog::error("{}: cannot write Instance {}: {}", configuration.name, wanted.name, e.what());
+      reconciled_with_.erase(key);  // the next snapshot writes every Instance again
     }
   }
   adopt_stored(key);
@@ -99,6 +118,7 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
 
 std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
     const ConfigurationKey& configuration) {
+  reconciled_with_.erase(configuration);
   std::set<capacity::InstanceKey> changed;
   for (auto it = seen_.begin(); it != seen_.end();) {
     if (it->second.configuration != configuration) {
@@ -179,9 +199,14 @@ void InstanceReconciler::join(const store::Instance& wanted) {
     if (next == current) return std::nullopt;
     return next;
   };
+  // Every snapshot joins every device it holds: when the cached copy (kept
+  // current by the store watch) already says so, the store is not read.
+  const auto* cached = capacity_.find({wanted.namespace_name, wanted.name});
+  if (cached && !decide(cached->instance)) return;
   for (int attempt = 0; attempt < 8; ++attempt) {
     if (auto stored =
-            store::update_with_retry(store_, wanted.namespace_name, wanted.name, decide)) {
+            store::update_with_retry(store_, wanted.namespace_name, wanted.name, decide,
+                                     store::kUpdateAttempts, attempt == 0 ? cached : nullptr)) {
       capacity_.apply(*stored);
       return;
     }
@@ -256,6 +281,11 @@ bool InstanceReconciler::holds_claims(const capacity::InstanceKey& key) const {
   if (!stored) return false;
   return std::any_of(stored->instance.device_usage.begin(), stored->instance.device_usage.end(),
                      [this](const auto& slot) { return naming::is_claim_of(slot.second, node_); });
+}
+
+bool InstanceReconciler::lists_this_node(const capacity::InstanceKey& key) const {
+  const auto* stored = capacity_.find(key);
+  return stored && visible_here(stored->instance);
 }
 
 bool InstanceReconciler::visible_here(const store::Instance& instance) const {

@@ -80,7 +80,8 @@ class InstanceReconciler : public capacity::DeviceCatalog {
     std::optional<Clock::time_point> offline_until;  // set while the device is missing
   };
 
-  bool holds_claims(const capacity::InstanceKey& key) const;  // this node's, IL or CL
+  bool holds_claims(const capacity::InstanceKey& key) const;     // this node's, IL or CL
+  bool lists_this_node(const capacity::InstanceKey& key) const;  // the cached Instance
 
   void adopt_stored(const ConfigurationKey& configuration);
   void join(const store::Instance& wanted);
@@ -91,6 +92,9 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   std::string node_;
   std::string domain_;
   std::map<capacity::InstanceKey, Seen> seen_;
+  // The Configuration each one's last snapshot was applied with: a changed
+  // one (capacity, brokerProperties) rewrites every Instance.
+  std::map<ConfigurationKey, configuration::Configuration> reconciled_with_;
 };
 
 }  // namespace dowser::reconcile
