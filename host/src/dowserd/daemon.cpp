@@ -1,5 +1,4 @@
 #include "daemon.hpp"
-#include "api_probe.hpp"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -21,8 +20,7 @@ Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       metrics_(metrics_registry_, options_.version),
       signals_(core_, SIGTERM, SIGINT),
-      kube_client_(options_.cluster ? std::make_shared<kube::KubeClient>(*options_.cluster)
-                                    : nullptr),
+      kubernetes_(options_.kubernetes),
       store_(make_store()),
       capacity_(*store_, options_.node_name),
       reconciler_(*store_, capacity_, options_.node_name, options_.resource_domain),
@@ -54,8 +52,8 @@ int Daemon::run() {
 std::unique_ptr<store::InstanceStore> Daemon::make_store() {
   if (options_.store == StoreKind::file)
     return std::make_unique<store::FileInstanceStore>(options_.state_dir / "instances");
-  if (!kube_client_) throw std::invalid_argument("the Kubernetes store needs an API server");
-  return std::make_unique<store::KubeInstanceStore>(kube_client_, options_.kube_namespace);
+  if (!kubernetes_) throw std::invalid_argument("the Kubernetes store needs an API server");
+  return kubernetes_->make_instance_store();
 }
 
 std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_source() {
@@ -96,21 +94,16 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
     return std::make_unique<configuration::FileConfigurationSource>(options_.config_dir,
                                                                     std::move(events));
   }
-  if (!kube_client_)
+  if (!kubernetes_)
     throw std::invalid_argument("the Kubernetes Configuration source needs an API server");
-  return std::make_unique<configuration::KubeConfigurationSource>(
-      *kube_client_, options_.kube_namespace, options_.node_name, std::move(events));
+  return kubernetes_->make_configuration_source(std::move(events));
 }
 
 void Daemon::start_kubernetes_helpers() {
-  if (!kube_client_) return;
-  api_probe_ = std::make_unique<ApiProbe>(*kube_client_, options_.node_name, kApiProbeInterval);
-  api_probe_->start();
-  if (options_.store != StoreKind::kubernetes) return;
-  node_cleaner_ = std::make_unique<node_cleanup::NodeCleaner>(
-      *kube_client_, *store_,
-      node_cleanup::NodeCleanerOptions{options_.node_name, options_.dead_node_grace});
-  node_cleaner_->start();
+  if (!kubernetes_) return;
+  kubernetes_->start_api_probe(kApiProbeInterval);
+  if (options_.store == StoreKind::kubernetes)
+    kubernetes_->start_node_cleaner(*store_, options_.dead_node_grace);
 }
 
 void Daemon::start() {
@@ -121,8 +114,8 @@ void Daemon::start() {
       options_.node_name, kube_source ? "from the API server" : options_.config_dir.string(),
       options_.handler_dir.string(), kube_store ? "on the API server" : options_.state_dir.string(),
       options_.kubelet_dir.string());
-  if (kube_client_) {
-    spdlog::info("Kubernetes API server {}, {}", kube_client_->access().server,
+  if (kubernetes_) {
+    spdlog::info("Kubernetes API server {}, {}", kubernetes_->server(),
                  options_.kube_namespace.empty() ? "all namespaces"
                                                  : "namespace " + options_.kube_namespace);
   }
@@ -154,8 +147,7 @@ void Daemon::shutdown() {
   if (status_server_) status_server_->stop();
   configurations_source_->stop();
   configurations_source_.reset();
-  if (node_cleaner_) node_cleaner_->stop();
-  if (api_probe_) api_probe_->stop();
+  if (kubernetes_) kubernetes_->stop();
   if (reclaimer_) reclaimer_->stop();
   expiry_timer_.cancel();
   discovery_.shutdown();

@@ -9,8 +9,7 @@
 #include "discovery_manager.hpp"
 #include "instance_reconciler.hpp"
 #include "instance_store.hpp"
-#include "kube_client.hpp"
-#include "node_cleanup.hpp"
+#include "kubernetes_backend.hpp"
 #include "slot_reclaimer.hpp"
 #include "status_api.hpp"
 
@@ -27,8 +26,6 @@
 #include <string>
 
 namespace dowser::daemon {
-
-class ApiProbe;
 
 // Where Instances live, and where Configurations come from.
 enum class StoreKind { file, kubernetes };
@@ -49,8 +46,9 @@ struct DaemonOptions {
   std::string version;
   StoreKind store = StoreKind::file;
   ConfigSourceKind config_source = ConfigSourceKind::directory;
-  // The API server, when the store or the Configuration source is Kubernetes.
-  std::optional<kube::ClusterAccess> cluster;
+  // The API server (the loaded dowser-kubernetes module), when the store or
+  // the Configuration source is Kubernetes.
+  std::shared_ptr<kubernetes_backend::KubernetesBackend> kubernetes;
   std::string kube_namespace;  // empty: all namespaces
   std::chrono::milliseconds dead_node_grace = std::chrono::minutes(5);
 };
@@ -136,15 +134,14 @@ class Daemon {
   DaemonMetrics metrics_;
   boost::asio::io_context core_;
   boost::asio::signal_set signals_;
-  std::shared_ptr<kube::KubeClient> kube_client_;  // set when anything comes from the cluster
+  // Set when anything comes from the cluster; before store_, which it makes.
+  std::shared_ptr<kubernetes_backend::KubernetesBackend> kubernetes_;
   std::unique_ptr<store::InstanceStore> store_;
   capacity::CapacityManager capacity_;
   reconcile::InstanceReconciler reconciler_;
   plugins::PluginManager plugins_;
   discovery::DiscoveryManager discovery_;
   std::unique_ptr<configuration::ConfigurationSource> configurations_source_;
-  std::unique_ptr<node_cleanup::NodeCleaner> node_cleaner_;  // Kubernetes store only
-  std::unique_ptr<ApiProbe> api_probe_;                      // for /readyz
   std::unique_ptr<reclaim::SlotReclaimer> reclaimer_;
   std::unique_ptr<store::WatchSubscription> store_watch_;
   boost::asio::steady_timer expiry_timer_;

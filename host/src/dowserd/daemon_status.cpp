@@ -1,6 +1,5 @@
 // The daemon's observability: metrics wiring, the status API's views (built
 // on the core thread) and readiness.
-#include "api_probe.hpp"
 #include "daemon.hpp"
 
 #include <spdlog/spdlog.h>
@@ -338,9 +337,9 @@ status_api::Readiness Daemon::readiness() {
           missing.empty() ? std::to_string(loaded.size()) + " loaded" : "missing: " + missing_list);
   }
 
-  // The API server is asked off the core (ApiProbe), so a slow network never stalls it.
-  std::optional<ApiProbe::Result> api;
-  if (api_probe_) api = api_probe_->last();
+  // The API server is asked off the core (the backend's probe), so a slow network never stalls it.
+  std::optional<kubernetes_backend::ApiStatus> api;
+  if (kubernetes_) api = kubernetes_->api_status();
   if (options_.store == StoreKind::file) {
     try {
       store_->list();

@@ -13,17 +13,6 @@
 
 namespace {
 
-// --kubeconfig, else the first file of $KUBECONFIG, else in-cluster when in a pod.
-dowser::kube::ClusterAccess cluster_access(const std::string& kubeconfig) {
-  std::string path = kubeconfig;
-  if (const char* variable = std::getenv("KUBECONFIG"); path.empty() && variable != nullptr)
-    path = std::string(variable).substr(0, std::string(variable).find(':'));
-  if (!path.empty()) return dowser::kube::load_kubeconfig(path);
-  if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) return dowser::kube::load_in_cluster();
-  throw dowser::kube::ConfigError(
-      "no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (in-cluster)");
-}
-
 std::string default_node_name() {
   if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
   char host[HOST_NAME_MAX + 1] = {};
@@ -118,15 +107,6 @@ int main(int argc, char** argv) {
   options.reclaim_grace = std::chrono::milliseconds(reclaim_grace_ms);
   options.handler_rescan = std::chrono::milliseconds(handler_rescan_ms);
   options.dead_node_grace = std::chrono::seconds(dead_node_grace_seconds);
-  if (options.store == dowser::daemon::StoreKind::kubernetes ||
-      options.config_source == dowser::daemon::ConfigSourceKind::kubernetes) {
-    try {
-      options.cluster = cluster_access(kubeconfig);
-    } catch (const dowser::kube::ConfigError& e) {
-      spdlog::error("Kubernetes: {}", e.what());
-      return 2;
-    }
-  }
   // Checked once here, so no invalid resource name ever reaches the kubelet.
   if (auto problem = dowser::naming::extended_resource_name_problem(options.resource_domain + "/x");
       !problem.empty()) {
@@ -145,6 +125,19 @@ int main(int argc, char** argv) {
   if (options.node_name.empty()) {
     spdlog::error("no node name: pass --node-name or set NODE_NAME");
     return 2;
+  }
+  if (options.store == dowser::daemon::StoreKind::kubernetes ||
+      options.config_source == dowser::daemon::ConfigSourceKind::kubernetes) {
+    // Loaded only now: a dowserd that never talks to an API server maps no
+    // libcurl (nor its TLS, Kerberos and LDAP libraries).
+    try {
+      options.kubernetes =
+          dowser::kubernetes_backend::load(dowser::kubernetes_backend::default_module_path(),
+                                           {kubeconfig, options.kube_namespace, options.node_name});
+    } catch (const dowser::kubernetes_backend::BackendError& e) {
+      spdlog::error("Kubernetes: {}", e.what());
+      return 2;
+    }
   }
   try {
     dowser::daemon::Daemon daemon(options);

@@ -56,6 +56,7 @@ step "package contents and control data"
 dpkg-deb -c "$dowser_deb" >"$work/dowser.list"
 contains "dowser" "$work/dowser.list" '\./usr/bin/dowserd$' '\./usr/bin/dowserctl$' \
   '\./usr/lib/dowser/handlers/libdowser-handler-debug-echo\.so$' \
+  '\./usr/lib/dowser/libdowser-kubernetes\.so$' \
   '\./lib/systemd/system/dowser\.service$' '\./etc/dowser/dowserd\.env$' \
   '\./etc/dowser/configurations/$'
 for built in "$build_dir"/lib/dowser/handlers/*.so; do
@@ -112,6 +113,17 @@ done
 step "dowserd --version from the installed path"
 installed_version=$("$root/usr/bin/dowserd" --version)
 [[ $installed_version == *"$version"* ]] || fail "dowserd --version says '$installed_version', not $version"
+
+step "dowserd loads its Kubernetes module from the installed path"
+# Only the module reads --kubeconfig: its complaint about the file shows it loaded.
+if "$root/usr/bin/dowserd" --store=kubernetes --node-name=package-test \
+  --kubeconfig="$work/no-kubeconfig" >"$log" 2>&1; then
+  fail "dowserd started without a kubeconfig"
+fi
+if ! grep -q "Kubernetes: $work/no-kubeconfig" "$log"; then
+  cat "$log" >&2
+  fail "dowserd did not load $root/usr/lib/dowser/libdowser-kubernetes.so"
+fi
 
 step "dowserctl validate with the installed handlers"
 handlers="$root/usr/lib/dowser/handlers"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kube_client.hpp"
+#include "kubernetes_backend.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -10,15 +11,10 @@
 #include <string>
 #include <thread>
 
-namespace dowser::daemon {
+namespace dowser::kubernetes_backend {
 
 class ApiProbe {
  public:
-  struct Result {
-    bool ok = false;
-    std::string detail;
-  };
-
   // Reads this node's Node object every interval: any answer but a refusal
   // of our credentials shows the server reachable (404 included).
   ApiProbe(kube::KubeClient& client, std::string node, std::chrono::milliseconds interval);
@@ -28,20 +24,20 @@ class ApiProbe {
 
   void start();
   void stop();
-  Result last() const;
+  ApiStatus last() const;
 
  private:
   void run();
-  Result probe();
+  ApiStatus probe();
 
   kube::KubeClient& client_;
   const std::string node_;
   const std::chrono::milliseconds interval_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  Result last_{false, "not checked yet"};
+  ApiStatus last_;
   bool stopping_ = false;
   std::thread thread_;
 };
 
-}  // namespace dowser::daemon
+}  // namespace dowser::kubernetes_backend

@@ -1,6 +1,6 @@
 #include "api_probe.hpp"
 
-namespace dowser::daemon {
+namespace dowser::kubernetes_backend {
 
 ApiProbe::ApiProbe(kube::KubeClient& client, std::string node, std::chrono::milliseconds interval)
     : client_(client), node_(std::move(node)), interval_(interval) {}
@@ -20,12 +20,12 @@ void ApiProbe::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-ApiProbe::Result ApiProbe::last() const {
+ApiStatus ApiProbe::last() const {
   std::lock_guard lock(mutex_);
   return last_;
 }
 
-ApiProbe::Result ApiProbe::probe() {
+ApiStatus ApiProbe::probe() {
   const std::string server = client_.access().server;
   try {
     client_.get(kube::ResourceType{"", "v1", "nodes", false}, "", node_);
@@ -41,11 +41,11 @@ void ApiProbe::run() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     lock.unlock();
-    Result result = probe();
+    ApiStatus result = probe();
     lock.lock();
     last_ = std::move(result);
     wake_.wait_for(lock, interval_, [this] { return stopping_; });
   }
 }
 
-}  // namespace dowser::daemon
+}  // namespace dowser::kubernetes_backend
