@@ -102,14 +102,18 @@ class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse
   bool ending_ = false;
 };
 
-void StreamHub::add(ListStream* stream, const v1beta1::ListAndWatchResponse& first) {
+void StreamHub::add(ListStream* stream) {
   std::lock_guard lock(mutex_);
   if (closed_) {
     stream->end();
     return;
   }
   streams_.insert(stream);
-  stream->push(first);
+}
+
+void StreamHub::send_to(ListStream* stream, const v1beta1::ListAndWatchResponse& list) {
+  std::lock_guard lock(mutex_);
+  if (streams_.count(stream)) stream->push(list);
 }
 
 void StreamHub::remove(ListStream* stream) {
@@ -148,13 +152,16 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
 
   grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
       grpc::CallbackServerContext*, const v1beta1::Empty*) override {
+    // Registered at once, so that a stop ends it and the hub knows whether
+    // it still exists when its first list is ready.
     auto* stream = new ListStream(shared_->hub);
+    shared_->hub->add(stream);
     on_core(
         [shared = shared_, stream] {
           // A new stream (the kubelet re-connected) always gets the full list.
-          shared->hub->add(stream, to_list(*shared->backend->devices()));
+          shared->hub->send_to(stream, to_list(*shared->backend->devices()));
         },
-        [stream] { stream->end(); });
+        [] {});  // stopped: the hub's close() ended the stream
     return stream;
   }
 

@@ -22,7 +22,12 @@ class StreamHub {
  public:
   explicit StreamHub(std::shared_ptr<std::atomic<uint64_t>> lists_sent)
       : lists_sent_(std::move(lists_sent)) {}
-  void add(ListStream* stream, const v1beta1::ListAndWatchResponse& first);
+  // Registers a new stream (ends it at once if the hub is closed). A
+  // registered stream lives until remove(), so the hub may push to it.
+  void add(ListStream* stream);
+  // The first list of a stream, if it is still there: the kubelet may have
+  // gone (and the stream with it) before the list was computed.
+  void send_to(ListStream* stream, const v1beta1::ListAndWatchResponse& list);
   void remove(ListStream* stream);
   void broadcast(const v1beta1::ListAndWatchResponse& list);
   void close();  // ends every stream and refuses new ones

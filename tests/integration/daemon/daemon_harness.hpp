@@ -103,6 +103,8 @@ class Node {
   }
 
   bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // The kubelet's device-plugin directory of this node (plugin sockets).
+  fs::path plugin_dir() const { return root_ / name_ / "dp"; }
 
   // Waits for the simulator's status to satisfy predicate.
   bool wait(const std::function<bool(const testkit::SimulatorStatus&)>& predicate,

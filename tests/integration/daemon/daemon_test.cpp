@@ -2,6 +2,10 @@
 // unix sockets: the scenarios the daemon issue asks for.
 #include "daemon_harness.hpp"
 
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <set>
 #include <thread>
@@ -355,6 +359,36 @@ TEST_F(DaemonTest, TwoNodesNeverHoldASlotTwice) {
 
 namespace dowser::it {
 namespace {
+
+// A kubelet may hang up a ListAndWatch before the plugin has computed the
+// stream's first list; the plugin must not touch the stream after that and
+// must keep serving. (A race this test opens the window for but cannot force; a
+// dowserd that used a gone stream crashed with "pure virtual method called".)
+TEST_F(DaemonTest, ListAndWatchStreamsDroppedAtOnceLeaveThePluginServing) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  auto endpoint = node.kubelet->status().resource("akri.sh/cams")->endpoint;
+  auto stub = v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
+      "unix:" + (node.plugin_dir() / endpoint).string(), grpc::InsecureChannelCredentials()));
+  // Several kubelets at once, so the core thread has a queue to work through
+  // while the streams go.
+  std::vector<std::thread> kubelets;
+  for (int k = 0; k < 4; ++k) {
+    kubelets.emplace_back([&stub] {
+      for (int i = 0; i < 150; ++i) {
+        grpc::ClientContext context;
+        auto reader = stub->ListAndWatch(&context, v1beta1::Empty());
+        context.TryCancel();
+        reader->Finish();
+      }
+    });
+  }
+  for (auto& kubelet : kubelets) kubelet.join();
+  ASSERT_TRUE(node.running()) << node.log();
+  auto allocated = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
+  EXPECT_TRUE(allocated.ok()) << allocated.status.error_message();
+}
 
 TEST_F(DaemonTest, ChangedDiscoveryDetailsRestartDiscovery) {
   echo_configuration("cams", {"cam0"}, 1);
