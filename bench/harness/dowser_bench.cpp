@@ -296,13 +296,14 @@ bool wait_until(const dowser::testkit::KubeletSimulator& kubelet,
 }
 
 // Polls instead of re-checking on every change: with thousands of plugins,
-// copying the simulator's status per list would dominate what is measured.
+// walking the simulator's status per list would dominate what is measured.
+// (wait_for with no timeout checks once, without copying the status.)
 bool poll_until(const dowser::testkit::KubeletSimulator& kubelet,
                 const std::function<bool(const dowser::testkit::SimulatorStatus&)>& predicate,
                 std::chrono::seconds timeout) {
   auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
-    if (predicate(kubelet.status())) return true;
+    if (kubelet.wait_for(predicate, 0ms)) return true;
     std::this_thread::sleep_for(20ms);
   }
   return false;

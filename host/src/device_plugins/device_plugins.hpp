@@ -29,8 +29,9 @@
 #include <vector>
 
 namespace grpc {
+class Channel;
 class Status;
-}
+}  // namespace grpc
 
 namespace v1beta1 {
 class AllocateRequest;
@@ -118,6 +119,8 @@ class PluginManager {
                          const grpc::Status& status);
   void reregister_all(const std::string& why);
   void on_socket_deleted(const std::string& file_name);
+  std::shared_ptr<grpc::Channel> kubelet_channel();
+  void registration_answered();
 
   boost::asio::io_context& core_;
   PluginManagerOptions options_;
@@ -125,6 +128,11 @@ class PluginManager {
   std::unique_ptr<Watcher> watcher_;
   std::shared_ptr<bool> alive_;  // posted callbacks check it before touching this
   RegistrationObserver registration_observer_;
+  // Every registration goes over one connection to kubelet.sock: a channel
+  // per registration cost tens of KB each while thousands were in flight.
+  std::shared_ptr<grpc::Channel> kubelet_channel_;
+  size_t registrations_in_flight_ = 0;
+  size_t answered_since_trim_ = 0;
 };
 
 // The IL plugin of one Instance: its devices are the Instance's slots.

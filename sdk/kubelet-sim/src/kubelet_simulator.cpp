@@ -6,6 +6,7 @@
 #include "podresources_view.hpp"
 #include "resource_name.hpp"
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
@@ -88,9 +89,8 @@ void remove_sockets(const std::filesystem::path& dir) {
 }  // namespace
 
 struct KubeletSimulator::Impl {
-  // A registered resource: what status() shows, plus the plugin it came from.
-  struct ResourceEntry {
-    ResourceStatus status;
+  // The plugin a registered resource came from (its status is in `state`).
+  struct Plugin {
     std::shared_ptr<PluginConnection> connection;  // null after a restart
     std::uint64_t connection_id = 0;               // 0: none
   };
@@ -103,47 +103,107 @@ struct KubeletSimulator::Impl {
     std::vector<std::string> already_held;  // ids this container holds; sent again
   };
 
-  class RegistrationService final : public v1beta1::Registration::Service {
+  // One Register call. The kubelet dials back inside Register, so it answers
+  // only after that; the dial runs on gRPC's threads, as many at once as
+  // plugins register, without a thread each.
+  class RegisterCall final : public grpc::ServerUnaryReactor {
+   public:
+    RegisterCall(Impl& impl, const v1beta1::RegisterRequest& request) {
+      if (auto refusal = registration_refusal(request)) {
+        spdlog::warn("registration of {} refused: {}", request.resource_name(), *refusal);
+        Finish({grpc::StatusCode::INVALID_ARGUMENT, *refusal});
+        return;
+      }
+      // OnDone cannot come before the handler returns this, even if the
+      // dial is answered first: setting dial_ afterwards is safe.
+      auto dial = PluginConnection::dial(
+          impl.config.device_plugin_dir / request.endpoint(), impl.config.dial_timeout,
+          [this, &impl, request](const grpc::Status& status,
+                                 const std::shared_ptr<PluginConnection>& connection) {
+            Finish(impl.dialled(request, status, connection));
+          });
+      std::lock_guard lock(mutex_);
+      dial_ = std::move(dial);
+    }
+    // A kubelet that stops does not wait for plugins that do not answer.
+    void OnCancel() override {
+      std::shared_ptr<grpc::ClientContext> dial;
+      {
+        std::lock_guard lock(mutex_);
+        dial = dial_;
+      }
+      if (dial) dial->TryCancel();  // not under mutex_: the answer may run right here
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    std::mutex mutex_;
+    std::shared_ptr<grpc::ClientContext> dial_;  // cancelling it once answered does nothing
+  };
+
+  class RegistrationService final : public v1beta1::Registration::CallbackService {
    public:
     explicit RegistrationService(Impl& impl) : impl_(impl) {}
-    grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request,
-                          v1beta1::Empty*) override {
-      return impl_.register_plugin(*request);
+    grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext*,
+                                       const v1beta1::RegisterRequest* request,
+                                       v1beta1::Empty*) override {
+      return new RegisterCall(impl_, *request);
     }
 
    private:
     Impl& impl_;
   };
 
-  class PodResourcesService final : public v1::PodResourcesLister::Service {
+  // A callback service, like every other gRPC user here, and it lives as long
+  // as the simulator: gRPC 1.51 may run callbacks on a completion queue shared
+  // by every server and channel that uses them, and aborts if the last of
+  // those goes away on that queue's own thread, as a plugin channel freed at
+  // the end of its ListAndWatch stream would after a restart.
+  class PodResourcesService final : public v1::PodResourcesLister::CallbackService {
    public:
     explicit PodResourcesService(Impl& impl) : impl_(impl) {}
-    grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
-                      v1::ListPodResourcesResponse* response) override {
+    grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                   const v1::ListPodResourcesRequest*,
+                                   v1::ListPodResourcesResponse* response) override {
       *response = list_pod_resources(impl_.status().allocations);
-      return grpc::Status::OK;
+      return answer(context, grpc::Status::OK);
     }
-    grpc::Status GetAllocatableResources(grpc::ServerContext*,
-                                         const v1::AllocatableResourcesRequest*,
-                                         v1::AllocatableResourcesResponse* response) override {
+    grpc::ServerUnaryReactor* GetAllocatableResources(
+        grpc::CallbackServerContext* context, const v1::AllocatableResourcesRequest*,
+        v1::AllocatableResourcesResponse* response) override {
       *response = allocatable_resources(impl_.status().resources);
-      return grpc::Status::OK;
+      return answer(context, grpc::Status::OK);
     }
-    grpc::Status Get(grpc::ServerContext*, const v1::GetPodResourcesRequest* request,
-                     v1::GetPodResourcesResponse* response) override {
+    grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                  const v1::GetPodResourcesRequest* request,
+                                  v1::GetPodResourcesResponse* response) override {
       const PodRef pod{request->pod_namespace(), request->pod_name()};
       auto found = find_pod_resources(impl_.status().allocations, pod);
-      if (!found) return {grpc::StatusCode::NOT_FOUND, "pod " + pod_name(pod) + " not found"};
+      if (!found) {
+        return answer(context,
+                      {grpc::StatusCode::NOT_FOUND, "pod " + pod_name(pod) + " not found"});
+      }
       *response->mutable_pod_resources() = std::move(*found);
-      return grpc::Status::OK;
+      return answer(context, grpc::Status::OK);
     }
 
    private:
+    static grpc::ServerUnaryReactor* answer(grpc::CallbackServerContext* context,
+                                            const grpc::Status& status) {
+      auto* reactor = context->DefaultReactor();
+      reactor->Finish(status);
+      return reactor;
+    }
+
     Impl& impl_;
   };
 
   explicit Impl(KubeletSimulatorConfig config_in)
       : config(std::move(config_in)), kubelet_socket(config.device_plugin_dir / "kubelet.sock") {
+    // Debian's abseil tracks lock order across every mutex gRPC creates (it
+    // is built without NDEBUG): with thousands of plugins, that is most of
+    // the work. The kubelet has no such cost.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     if (std::filesystem::create_directories(config.device_plugin_dir)) {
       std::filesystem::permissions(config.device_plugin_dir, std::filesystem::perms(0750));
     }
@@ -156,8 +216,8 @@ struct KubeletSimulator::Impl {
 
   ~Impl() {
     stop_server(registration_server);
-    stop_server(podresources_server);
-    for (auto& connection : take_connections()) connection->close();
+    close_all();
+    stop_server(podresources_server);  // last: see PodResourcesService
   }
 
   // A starting kubelet: clean the directory, then listen on a new kubelet.sock.
@@ -167,21 +227,14 @@ struct KubeletSimulator::Impl {
     registration_server = serve_unix(kubelet_socket, *registration_service);
   }
 
-  grpc::Status register_plugin(const v1beta1::RegisterRequest& request) {
-    if (auto refusal = registration_refusal(request)) {
-      spdlog::warn("registration of {} refused: {}", request.resource_name(), *refusal);
-      return {grpc::StatusCode::INVALID_ARGUMENT, *refusal};
-    }
-    // The kubelet dials back inside Register, so Register returns only after that.
-    const auto socket = config.device_plugin_dir / request.endpoint();
-    std::unique_ptr<PluginConnection> dialled;
-    grpc::Status status = PluginConnection::dial(socket, config.dial_timeout, dialled);
+  // The end of a Register call's dial-back: Register's answer.
+  grpc::Status dialled(const v1beta1::RegisterRequest& request, const grpc::Status& status,
+                       const std::shared_ptr<PluginConnection>& connection) {
     if (!status.ok()) {
       spdlog::warn("registration of {} failed: {}", request.resource_name(),
                    status.error_message());
       return status;
     }
-    std::shared_ptr<PluginConnection> connection = std::move(dialled);
     auto replaced = install(request.resource_name(), request.endpoint(), connection);
     if (replaced) replaced->close();
     spdlog::info("registered {} at {}", request.resource_name(), request.endpoint());
@@ -207,10 +260,11 @@ struct KubeletSimulator::Impl {
     std::uint64_t id = 0;
     {
       std::lock_guard lock(mutex);
-      auto& entry = resources[resource];
-      replaced = std::exchange(entry.connection, connection);
-      id = entry.connection_id = ++last_connection_id;
-      auto& status = entry.status;
+      auto& plugin = plugins[resource];
+      replaced = std::exchange(plugin.connection, connection);
+      id = plugin.connection_id = ++last_connection_id;
+      ++open_streams;
+      auto& status = state.resources[resource];
       status.endpoint = endpoint;
       status.pre_start_required = connection->options().pre_start_required();
       status.get_preferred_allocation_available =
@@ -220,7 +274,10 @@ struct KubeletSimulator::Impl {
     }
     changed.notify_all();
     connection->watch([this, resource, id](const auto& list) { record_list(resource, id, list); },
-                      [this, resource, id] { record_stream_end(resource, id); });
+                      [this, resource, id] {
+                        record_stream_end(resource, id);
+                        stream_closed();
+                      });
     return replaced;
   }
 
@@ -230,9 +287,9 @@ struct KubeletSimulator::Impl {
   void update_if_current(const std::string& resource, std::uint64_t connection_id, Update update) {
     {
       std::lock_guard lock(mutex);
-      auto found = resources.find(resource);
-      if (found == resources.end() || found->second.connection_id != connection_id) return;
-      update(found->second.status);
+      auto found = plugins.find(resource);
+      if (found == plugins.end() || found->second.connection_id != connection_id) return;
+      update(state.resources.at(resource));
     }
     changed.notify_all();
   }
@@ -288,23 +345,23 @@ struct KubeletSimulator::Impl {
                               const std::string& container, std::size_t count,
                               AdmissionPlan& plan) {
     std::lock_guard lock(mutex);
-    auto found = resources.find(resource);
-    if (found == resources.end()) {
+    auto found = state.resources.find(resource);
+    if (found == state.resources.end()) {
       return {grpc::StatusCode::NOT_FOUND, "cannot allocate unregistered device " + resource};
     }
-    const auto& status = found->second.status;
+    const auto& status = found->second;
     const auto healthy = status.healthy_ids();
     if (healthy.empty()) {
       return {grpc::StatusCode::FAILED_PRECONDITION,
               "no healthy devices present; cannot allocate unhealthy devices " + resource};
     }
     if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "no devices requested"};
-    plan.connection = found->second.connection;
+    plan.connection = plugins.at(resource).connection;
     if (const auto* held = held_by(pod, container, resource)) {
       return plan_reuse(status, *held, count, plan);
     }
     std::set<std::string> taken;
-    for (const auto& allocation : allocations) {
+    for (const auto& allocation : state.allocations) {
       if (allocation.resource == resource)
         taken.insert(allocation.device_ids.begin(), allocation.device_ids.end());
     }
@@ -343,7 +400,7 @@ struct KubeletSimulator::Impl {
 
   const Allocation* held_by(const PodRef& pod, const std::string& container,
                             const std::string& resource) const {
-    for (const auto& allocation : allocations) {
+    for (const auto& allocation : state.allocations) {
       if (same_pod(allocation.pod, pod) && allocation.container == container &&
           allocation.resource == resource) {
         return &allocation;
@@ -408,11 +465,11 @@ struct KubeletSimulator::Impl {
   void record_allocation(Allocation allocation) {
     {
       std::lock_guard lock(mutex);
-      std::erase_if(allocations, [&](const Allocation& a) {
+      std::erase_if(state.allocations, [&](const Allocation& a) {
         return same_pod(a.pod, allocation.pod) && a.container == allocation.container &&
                a.resource == allocation.resource;
       });
-      allocations.push_back(std::move(allocation));
+      state.allocations.push_back(std::move(allocation));
     }
     changed.notify_all();
   }
@@ -421,8 +478,8 @@ struct KubeletSimulator::Impl {
     std::size_t removed = 0;
     {
       std::lock_guard lock(mutex);
-      removed =
-          std::erase_if(allocations, [&](const Allocation& a) { return same_pod(a.pod, pod); });
+      removed = std::erase_if(state.allocations,
+                              [&](const Allocation& a) { return same_pod(a.pod, pod); });
     }
     changed.notify_all();
     return removed;
@@ -434,11 +491,11 @@ struct KubeletSimulator::Impl {
     std::vector<std::shared_ptr<PluginConnection>> taken;
     {
       std::lock_guard lock(mutex);
-      for (auto& [name, entry] : resources) {
-        if (entry.connection) taken.push_back(std::move(entry.connection));
-        entry.connection.reset();
-        entry.connection_id = 0;
-        auto& status = entry.status;
+      for (auto& [name, plugin] : plugins) {
+        if (plugin.connection) taken.push_back(std::move(plugin.connection));
+        plugin.connection.reset();
+        plugin.connection_id = 0;
+        auto& status = state.resources.at(name);
         status.endpoint.clear();
         status.pre_start_required = status.get_preferred_allocation_available = false;
         status.streaming = false;
@@ -455,36 +512,47 @@ struct KubeletSimulator::Impl {
     // The old kubelet goes first: a Register in flight finishes before the
     // state is reset, so it cannot outlive the restart.
     stop_server(registration_server);
-    for (auto& connection : take_connections()) connection->close();
+    close_all();
     serve_registration();
+  }
+
+  // Ends every stream and waits until they are over: their handlers use this.
+  void close_all() {
+    for (auto& connection : take_connections()) connection->close();
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [this] { return open_streams == 0; });
+  }
+
+  void stream_closed() {
+    {
+      std::lock_guard lock(mutex);
+      --open_streams;
+    }
+    changed.notify_all();
   }
 
   SimulatorStatus status() const {
     std::lock_guard lock(mutex);
-    return snapshot();
+    return state;
   }
 
-  SimulatorStatus snapshot() const {
-    SimulatorStatus status;
-    for (const auto& [name, entry] : resources) status.resources.emplace(name, entry.status);
-    status.allocations = allocations;
-    return status;
-  }
-
+  // The predicate sees the state itself: copying thousands of resources per
+  // change would cost more than what a scale test measures.
   bool wait_for(const std::function<bool(const SimulatorStatus&)>& predicate,
                 std::chrono::milliseconds timeout) const {
     std::unique_lock lock(mutex);
-    return changed.wait_for(lock, timeout, [&] { return predicate(snapshot()); });
+    return changed.wait_for(lock, timeout, [&] { return predicate(state); });
   }
 
   const KubeletSimulatorConfig config;
   const std::filesystem::path kubelet_socket;
 
-  mutable std::mutex mutex;  // guards resources, allocations, last_connection_id
+  mutable std::mutex mutex;  // guards state, plugins, last_connection_id, open_streams
   mutable std::condition_variable changed;
-  std::map<std::string, ResourceEntry> resources;
-  std::vector<Allocation> allocations;
+  SimulatorStatus state;  // every registered resource has a plugin entry too
+  std::map<std::string, Plugin> plugins;
   std::uint64_t last_connection_id = 0;
+  std::size_t open_streams = 0;  // ListAndWatch streams whose end was not handled yet
 
   std::mutex admission_mutex;  // admissions and restarts happen one at a time
   std::unique_ptr<RegistrationService> registration_service;

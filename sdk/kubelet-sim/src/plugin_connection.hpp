@@ -1,5 +1,9 @@
 // The kubelet's client side of one registered device plugin: the channel to
 // its socket, the options it answered, and the ListAndWatch stream.
+//
+// Everything runs on gRPC's callback threads, with no thread per plugin: a
+// node with thousands of plugins must not cost the simulator thousands of
+// threads, or it, not the plugins, is what a scale test measures.
 #pragma once
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
@@ -12,19 +16,21 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 namespace dowser::testkit {
 
-class PluginConnection {
+class PluginConnection : public std::enable_shared_from_this<PluginConnection> {
  public:
   using ListHandler = std::function<void(const v1beta1::ListAndWatchResponse&)>;
   using EndHandler = std::function<void()>;
+  using Dialled = std::function<void(const grpc::Status&, std::shared_ptr<PluginConnection>)>;
 
   // Dials the plugin's socket and asks for its options, as the kubelet does
-  // inside Register. On failure `connection` stays empty.
-  static grpc::Status dial(const std::filesystem::path& socket, std::chrono::milliseconds timeout,
-                           std::unique_ptr<PluginConnection>& connection);
+  // inside Register, waiting up to `timeout` for the socket to accept. Calls
+  // `done` once, from a gRPC thread, with the connection or the error.
+  // Returns the call's context, to cancel it.
+  static std::shared_ptr<grpc::ClientContext> dial(const std::filesystem::path& socket,
+                                                   std::chrono::milliseconds timeout, Dialled done);
 
   ~PluginConnection();
   PluginConnection(const PluginConnection&) = delete;
@@ -33,24 +39,25 @@ class PluginConnection {
   const v1beta1::DevicePluginOptions& options() const { return options_; }
   v1beta1::DevicePlugin::Stub& stub() { return *stub_; }
 
-  // Opens ListAndWatch on its own thread: on_list for every message, then
-  // on_end once the stream is over, whoever ended it.
+  // Opens ListAndWatch: on_list for every message, then on_end once the
+  // stream is over, whoever ended it. Both run on gRPC threads, one at a time.
   void watch(ListHandler on_list, EndHandler on_end);
 
-  // Ends the stream and waits for the watch thread. Must not be called from
-  // a handler or with a lock a handler takes.
+  // Ends the stream without waiting; on_end follows.
   void close();
 
  private:
+  class ListReader;
+  struct Dial;
+
   PluginConnection(std::shared_ptr<grpc::Channel> channel, v1beta1::DevicePluginOptions options);
-  void read_lists(const ListHandler& on_list, const EndHandler& on_end);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1beta1::DevicePlugin::Stub> stub_;
   v1beta1::DevicePluginOptions options_;
-  grpc::ClientContext watch_context_;
-  std::once_flag close_once_;
-  std::thread watcher_;
+  std::mutex mutex_;                                     // guards stream_context_ and closed_
+  std::shared_ptr<grpc::ClientContext> stream_context_;  // of the ListAndWatch stream
+  bool closed_ = false;
 };
 
 }  // namespace dowser::testkit

@@ -111,7 +111,9 @@ class KubeletSimulator {
 
   SimulatorStatus status() const;
 
-  // Waits until predicate(status) holds, re-checking on every change.
+  // Waits until predicate(status) holds, re-checking on every change. The
+  // predicate sees the live status under the simulator's lock, without a
+  // copy: it must not call the simulator. A zero timeout checks once.
   bool wait_for(const std::function<bool(const SimulatorStatus&)>& predicate,
                 std::chrono::milliseconds timeout) const;
 
