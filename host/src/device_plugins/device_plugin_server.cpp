@@ -9,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <utility>
 
 namespace dowser::plugins {
 namespace {
@@ -25,10 +26,11 @@ std::string fresh_socket_name(const std::string& resource_name) {
   return base + "-" + std::to_string(ms) + "-" + std::to_string(counter++) + ".sock";
 }
 
-v1beta1::ListAndWatchResponse to_list(const std::vector<capacity::PluginDevice>& devices) {
-  v1beta1::ListAndWatchResponse list;
+SharedList to_list(const std::vector<capacity::PluginDevice>& devices) {
+  auto list = std::make_shared<v1beta1::ListAndWatchResponse>();
+  list->mutable_devices()->Reserve(static_cast<int>(devices.size()));
   for (const auto& device : devices) {
-    auto* entry = list.add_devices();
+    auto* entry = list->add_devices();
     entry->set_id(device.id);
     entry->set_health(device.healthy ? "Healthy" : "Unhealthy");
   }
@@ -45,7 +47,7 @@ class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse
  public:
   explicit ListStream(std::shared_ptr<StreamHub> hub) : hub_(std::move(hub)) {}
 
-  void push(const v1beta1::ListAndWatchResponse& list) {
+  void push(const SharedList& list) {
     std::lock_guard lock(mutex_);
     if (ending_) return;
     if (writing_) {
@@ -73,9 +75,7 @@ class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse
     if (ending_) {
       Finish(grpc::Status::OK);
     } else if (pending_) {
-      auto next = std::move(*pending_);
-      pending_.reset();
-      start_write(next);
+      start_write(std::exchange(pending_, nullptr));
     }
   }
 
@@ -87,17 +87,17 @@ class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse
   }
 
  private:
-  void start_write(const v1beta1::ListAndWatchResponse& list) {
-    current_ = list;
+  void start_write(SharedList list) {
+    current_ = std::move(list);  // kept until OnWriteDone
     writing_ = true;
-    StartWrite(&current_);
+    StartWrite(current_.get());
     hub_->count_list();
   }
 
   std::shared_ptr<StreamHub> hub_;
   std::mutex mutex_;
-  v1beta1::ListAndWatchResponse current_;
-  std::optional<v1beta1::ListAndWatchResponse> pending_;
+  SharedList current_;
+  SharedList pending_;  // the newest list while one is being written
   bool writing_ = false;
   bool ending_ = false;
 };
@@ -111,7 +111,7 @@ void StreamHub::add(ListStream* stream) {
   streams_.insert(stream);
 }
 
-void StreamHub::send_to(ListStream* stream, const v1beta1::ListAndWatchResponse& list) {
+void StreamHub::send_to(ListStream* stream, const SharedList& list) {
   std::lock_guard lock(mutex_);
   if (streams_.count(stream)) stream->push(list);
 }
@@ -121,7 +121,7 @@ void StreamHub::remove(ListStream* stream) {
   streams_.erase(stream);
 }
 
-void StreamHub::broadcast(const v1beta1::ListAndWatchResponse& list) {
+void StreamHub::broadcast(const SharedList& list) {
   std::lock_guard lock(mutex_);
   for (auto* stream : streams_) stream->push(list);
 }

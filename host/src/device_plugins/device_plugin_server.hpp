@@ -17,6 +17,9 @@ namespace dowser::plugins {
 class ListStream;
 class DevicePluginService;
 
+// A list as sent: one message shared by every stream that sends it.
+using SharedList = std::shared_ptr<const v1beta1::ListAndWatchResponse>;
+
 // The live ListAndWatch streams of one server (touched from gRPC threads).
 class StreamHub {
  public:
@@ -27,9 +30,9 @@ class StreamHub {
   void add(ListStream* stream);
   // The first list of a stream, if it is still there: the kubelet may have
   // gone (and the stream with it) before the list was computed.
-  void send_to(ListStream* stream, const v1beta1::ListAndWatchResponse& list);
+  void send_to(ListStream* stream, const SharedList& list);
   void remove(ListStream* stream);
-  void broadcast(const v1beta1::ListAndWatchResponse& list);
+  void broadcast(const SharedList& list);
   void close();  // ends every stream and refuses new ones
   void count_list() { ++*lists_sent_; }
 
