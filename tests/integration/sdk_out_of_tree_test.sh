@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the SDK from a build tree, then builds and tests the plain-C example
 # handler (docs/examples/plain-c-handler) against that installed copy only, as
-# a third party would: with CMake (find_package + conformance test) and by hand
-# with pkg-config.
+# a third party would: with CMake (find_package + conformance test), by hand
+# with pkg-config, and with a GoogleTest test of their own that drives the
+# handler through the installed test kit's FakeHost.
 #
 # usage: sdk_out_of_tree_test.sh <build-dir> <source-dir>
 set -euo pipefail
@@ -36,8 +37,8 @@ run() {
   fi
 }
 
-step "install the SDK from $build_dir into $prefix"
-run "cmake --install" cmake --install "$build_dir" --prefix "$prefix"
+step "install the SDK (component sdk) from $build_dir into $prefix"
+run "cmake --install" cmake --install "$build_dir" --prefix "$prefix" --component sdk
 
 step "configure the example against the installed SDK only"
 run "configuring $example_dir" \
@@ -54,6 +55,63 @@ run "building the example" cmake --build "$example_build"
 step "run its conformance test"
 run "the example's conformance test (ctest in $example_build)" \
   ctest --test-dir "$example_build" --output-on-failure --no-tests=error
+
+step "check that it exports the entry symbol and nothing else"
+handler="$example_build/libexample-c-handler.so"
+exported=$(nm -D --defined-only "$handler" | awk '{print $NF}')
+[[ "$exported" == dowser_get_handler_api ]] ||
+  fail "dowser_add_handler() left more than dowser_get_handler_api exported: $(tr '\n' ' ' <<<"$exported")"
+
+step "test it with GoogleTest and the installed test kit's FakeHost"
+testkit_user="$work/testkit-user"
+mkdir -p "$testkit_user"
+cat >"$testkit_user/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(testkit-user LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 17)  # what a handler author may use: the SDK is C++17
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+enable_testing()
+find_package(dowser-sdk REQUIRED)
+find_package(GTest REQUIRED)
+add_executable(example_handler_test example_handler_test.cpp)
+target_link_libraries(example_handler_test PRIVATE dowser::testkit GTest::gtest_main)
+target_compile_definitions(example_handler_test PRIVATE EXAMPLE_HANDLER="${EXAMPLE_HANDLER}")
+add_test(NAME example_handler_test COMMAND example_handler_test)
+CMAKE
+cat >"$testkit_user/example_handler_test.cpp" <<'CPP'
+#include <dowser/testkit.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+TEST(ExampleHandler, ReportsEveryIdAndRefusesEmptyDetails) {
+  dowser::testkit::FakeHost host{std::filesystem::path(EXAMPLE_HANDLER)};
+  EXPECT_EQ(host.handler().name(), "exampleC");
+  auto session = host.start({"a,b", {}});
+  ASSERT_TRUE(host.wait_for_snapshot(
+      session, [](const dowser::testkit::Snapshot& s) { return s.size() == 2; },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(host.latest_snapshot(session)->at(1).properties.at("EXAMPLE_ID"), "b");
+  host.stop(session);
+  EXPECT_THROW(host.start({"", {}}), dowser::host::HandlerCallError);
+  EXPECT_TRUE(host.violations().empty());
+}
+CPP
+# The test kit is a static library: a sanitized SDK build needs a sanitized user.
+sanitize=()
+if grep -q '^DOWSER_SANITIZE:BOOL=ON$' "$build_dir/CMakeCache.txt"; then
+  flags="-fsanitize=address,undefined"
+  sanitize=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags")
+fi
+run "configuring a GoogleTest project against the installed test kit" \
+  cmake -S "$testkit_user" -B "$testkit_user/build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+  -DEXAMPLE_HANDLER="$handler" "${sanitize[@]}"
+run "building the GoogleTest project" cmake --build "$testkit_user/build"
+run "its test, FakeHost driving the example handler" \
+  ctest --test-dir "$testkit_user/build" --output-on-failure --no-tests=error
 
 step "compile it by hand with pkg-config"
 pc_file=$(find "$prefix" -name dowser-sdk.pc -print -quit)

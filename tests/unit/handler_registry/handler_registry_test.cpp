@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -111,6 +113,10 @@ void probe_stop(dowser_handler*, dowser_session*) {
   // A report while stopping is refused, but it is not a violation (T2).
   report_during_stop_refused =
       host_api().report_devices(probe_session, nullptr, 0) == DOWSER_ERR_STOPPED;
+}
+
+dowser_status probe_validate(dowser_handler*, const dowser_discover_request*, char*, size_t) {
+  return DOWSER_OK;
 }
 
 dowser_handler_api probe_api(uint32_t flags) {
@@ -225,6 +231,42 @@ TEST(HandlerLoader, ChecksRequiredMembersOfTheTable) {
   api = probe_api(0);
   api.struct_size = 8;
   EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
+}
+
+TEST(HandlerLoader, RefusesAMissingDependencyWhenOpeningNotWhenCalling) {
+  // The fixture calls a function nobody defines, only from start_discovery:
+  // lazy binding would load it and crash later. RTLD_NOW refuses it here.
+  auto error = load_error(FIXTURE_UNRESOLVED_SYMBOL);
+  EXPECT_EQ(error.stage(), "open");
+  EXPECT_NE(error.reason().find("fixture_function_nobody_defines"), std::string::npos)
+      << error.what();
+}
+
+TEST(HandlerLoader, KeepsTheLibraryLoadedWithItsSymbolsLocal) {
+  // A C fixture (no STB_GNU_UNIQUE symbols, which would pin it anyway), copied
+  // so that this test's load is the only one of that file.
+  TempDir dir;
+  fs::path copy = dir.path() / "libkept.so";
+  fs::copy_file(FIXTURE_INIT_FAILS, copy);
+  load_handler(copy).reset();  // nothing refers to the handler any more
+
+  void* still_loaded = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(still_loaded, nullptr) << "the library was unloaded";
+  if (still_loaded != nullptr) ::dlclose(still_loaded);  // only the reference NOLOAD took
+  EXPECT_EQ(::dlsym(RTLD_DEFAULT, DOWSER_ENTRY_SYMBOL), nullptr)
+      << "a handler's symbols must not become global (RTLD_LOCAL)";
+}
+
+TEST(HandlerLoader, CopiesTheTableByItsStructSize) {
+  // A table from an older minor ends before validate_request: what lies
+  // beyond its struct_size is not the handler's and must read as NULL.
+  auto api = probe_api(0);
+  api.validate_request = probe_validate;
+  EXPECT_TRUE(adopt_handler("probe", &api)->has_validate());
+  api.struct_size = offsetof(dowser_handler_api, validate_request);
+  auto older = adopt_handler("probe", &api);
+  EXPECT_FALSE(older->has_validate());
+  EXPECT_EQ(older->api().stop_discovery, probe_stop) << "members within struct_size are kept";
 }
 
 TEST(HandlerRegistry, RefusesASecondHandlerWithTheSameName) {
@@ -370,6 +412,29 @@ TEST(HostTable, ConcurrentReportsAreCopiedWhole) {
     EXPECT_EQ(snapshot.size(), std::stoul(owner) + 1);
     for (const auto& d : snapshot) EXPECT_EQ(d.id.substr(0, d.id.find('-')), owner);
   }
+}
+
+TEST(HostTable, CopiesAReportBeforeReturning) {
+  ProbeSession probe;
+  {
+    // The handler's buffers, freed as soon as report_devices returns.
+    auto id = std::make_unique<std::string>("camera-1");
+    auto value = std::make_unique<std::string>("/dev/video0");
+    dowser_property property{sizeof(dowser_property), dowser::abi::view("DEVNODE"),
+                             dowser::abi::view(*value), 1};
+    dowser_device raw{};
+    raw.struct_size = sizeof raw;
+    raw.id = dowser::abi::view(*id);
+    raw.properties = &property;
+    raw.properties_len = 1;
+    ASSERT_EQ(host_api().report_devices(probe_session, &raw, 1), DOWSER_OK);
+    id->assign(id->size(), 'X');
+    value->assign(value->size(), 'Y');
+  }
+  ASSERT_EQ(probe.sink->snapshots.size(), 1u);
+  const auto& device = probe.sink->snapshots[0].at(0);
+  EXPECT_EQ(device.id, "camera-1");
+  EXPECT_EQ(device.properties.at("DEVNODE"), "/dev/video0");
 }
 
 TEST(CoalescingSink, KeepsOnlyTheNewestAndNotifiesOncePerBatch) {

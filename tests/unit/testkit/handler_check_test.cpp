@@ -224,6 +224,9 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"throws-in-start", "discover",
                     "start_discovery failed: status 1 (DOWSER_ERR_GENERIC): \"fixture: start "
                     "throws\""},
+        FixtureCase{"unresolved-symbol", "load", "libfixture-unresolved-symbol.so: open: "},
+        FixtureCase{"unresolved-symbol", "negotiate",
+                    "undefined symbol: fixture_function_nobody_defines"},
         FixtureCase{"reports-after-stop", "no-report-after-stop",
                     "report_devices after stop_discovery returned"},
         FixtureCase{"stop-hangs", "stop-latency", "stop_discovery did not return within 300 ms"},
