@@ -59,13 +59,24 @@ void keep_loaded(boost::dll::shared_library library) {
   libraries->push_back(std::move(library));
 }
 
+// Boost.DLL wraps dlerror()'s text in its own and appends a stale errno
+// text; the dynamic loader's words alone say what is wrong.
+std::string dlopen_reason(std::string_view boost_message) {
+  constexpr std::string_view kPrefix = "dlerror system message: ";
+  const size_t start = boost_message.find(kPrefix);
+  const size_t end = boost_message.rfind("): ");
+  if (start == std::string_view::npos || end == std::string_view::npos || end < start)
+    return std::string(boost_message);
+  return std::string(boost_message.substr(start + kPrefix.size(), end - start - kPrefix.size()));
+}
+
 dowser_get_handler_api_fn open_entry(const std::filesystem::path& file) {
   boost::dll::shared_library library;
   try {
     library.load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::system_error& e) {
     throw HandlerLoadError(file, "open",
-                           std::string(e.what()) + " (check its dependencies with ldd)");
+                           dlopen_reason(e.what()) + " (check its dependencies with ldd)");
   }
   if (!library.has(DOWSER_ENTRY_SYMBOL)) {
     throw HandlerLoadError(file, "resolve entry",
