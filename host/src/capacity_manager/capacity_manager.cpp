@@ -311,7 +311,7 @@ std::vector<ContainerClaims> CapacityManager::allocate_instance_level(
     const InstanceKey& instance, const std::vector<std::vector<std::string>>& container_ids,
     bool offline) {
   auto own = SlotUsage::instance_level(node_);
-  return all_or_nothing([&](std::vector<Claim>& made) {
+  return all_or_nothing(instance.first, [&](std::vector<Claim>& made) {
     std::vector<ContainerClaims> result;
     if (offline) throw AllocationError("device " + instance.second + " is offline");
     for (const auto& ids : container_ids) {
@@ -360,7 +360,7 @@ std::optional<CapacityManager::Claim> CapacityManager::claim_for_vdev(
 std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
     const std::string& namespace_name, const std::vector<std::vector<std::string>>& container_vdevs,
     const VirtualDeviceTable& table, UniqueInstances policy) {
-  return all_or_nothing([&](std::vector<Claim>& made) {
+  return all_or_nothing(namespace_name, [&](std::vector<Claim>& made) {
     std::vector<ContainerClaims> result;
     std::set<std::string> vdevs_of_call;
     for (const auto& vdevs : container_vdevs) {
@@ -395,10 +395,17 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
   });
 }
 
-std::vector<ContainerClaims> CapacityManager::all_or_nothing(const AllocationBody& body) {
+std::vector<ContainerClaims> CapacityManager::all_or_nothing(const std::string& namespace_name,
+                                                             const AllocationBody& body) {
   std::vector<Claim> made;
   try {
-    return body(made);
+    auto granted = body(made);
+    if (grant_listener_) {
+      for (const auto& claims : granted)
+        for (const auto& [instance, slot] : claims)
+          grant_listener_({namespace_name, instance}, slot);
+    }
+    return granted;
   } catch (const AllocationError&) {
     rollback(made);
     throw;

@@ -180,6 +180,9 @@ class CapacityManager {
   // compare-and-swap lost to another writer (and retried).
   enum class SlotEvent { claimed, released, lost_race };
   using SlotObserver = std::function<void(SlotEvent, const naming::SlotUsage& usage)>;
+  // Called for every slot an Allocate grants, newly claimed or held before
+  // (a container restarted), once the whole call has succeeded.
+  using GrantListener = std::function<void(const InstanceKey& instance, uint32_t slot)>;
 
   CapacityManager(store::InstanceStore& store, std::string node);
 
@@ -193,6 +196,7 @@ class CapacityManager {
   const std::map<InstanceKey, store::StoredInstance>& instances() const { return cache_; }
   void set_change_listener(ChangeListener listener) { listener_ = std::move(listener); }
   void set_slot_observer(SlotObserver observer) { slot_observer_ = std::move(observer); }
+  void set_grant_listener(GrantListener listener) { grant_listener_ = std::move(listener); }
 
   // IL Allocate: claims the named slots (ids "<instance>-<i>") for this
   // node, per container request; a slot this node's IL already holds is
@@ -233,9 +237,11 @@ class CapacityManager {
                                       UniqueInstances policy);
   void rollback(const std::vector<Claim>& claims);
   // Runs body, which records every claim it makes; if it fails, every one of
-  // them is undone (a call claims all it was asked for or nothing).
+  // them is undone (a call claims all it was asked for or nothing). If it
+  // succeeds, every slot granted (in namespace_name) goes to the grant listener.
   using AllocationBody = std::function<std::vector<ContainerClaims>(std::vector<Claim>& made)>;
-  std::vector<ContainerClaims> all_or_nothing(const AllocationBody& body);
+  std::vector<ContainerClaims> all_or_nothing(const std::string& namespace_name,
+                                              const AllocationBody& body);
   // Reports the races lost, then `event` (unless nullopt).
   void observe(std::optional<SlotEvent> event, const naming::SlotUsage& usage, int lost_races);
 
@@ -244,6 +250,7 @@ class CapacityManager {
   std::map<InstanceKey, store::StoredInstance> cache_;
   ChangeListener listener_;
   SlotObserver slot_observer_;
+  GrantListener grant_listener_;
 };
 
 }  // namespace dowser::capacity

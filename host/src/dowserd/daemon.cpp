@@ -139,6 +139,8 @@ void Daemon::start() {
       core_, options_.podresources_socket, options_.reclaim_interval, options_.reclaim_grace,
       [this] { return held_slots(); }, [this](const reclaim::HeldSlot& slot) { release(slot); });
   reclaimer_->start();
+  capacity_.set_grant_listener(
+      [this](const capacity::InstanceKey& key, uint32_t slot) { granted(key, slot); });
   start_status_server();
 }
 
@@ -331,22 +333,35 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {
 
 // ---- reclaiming ----------------------------------------------------------------------
 
+std::optional<reclaim::HeldSlot> Daemon::held_slot(const capacity::InstanceKey& key,
+                                                   const store::Instance& instance,
+                                                   const capacity::InstanceSlots& slots,
+                                                   uint32_t slot) const {
+  const auto& usage = slots.slots[slot];
+  const auto& node = options_.node_name;
+  if (usage.is_free() || usage.node != node) return std::nullopt;
+  if (usage.kind == naming::SlotUsage::Kind::instance)
+    return reclaim::instance_level_slot(options_.resource_domain, key, slot, node);
+  return reclaim::configuration_level_slot(options_.resource_domain, instance.configuration_name,
+                                           usage.vdev, key, slot, node);
+}
+
 std::vector<reclaim::HeldSlot> Daemon::held_slots() const {
   std::vector<reclaim::HeldSlot> held;
-  const auto& node = options_.node_name;
   for (const auto& [key, stored] : capacity_.instances()) {
     auto slots = capacity::InstanceSlots::decode(stored.instance);
-    for (uint32_t i = 0; i < slots.capacity; ++i) {
-      const auto& usage = slots.slots[i];
-      if (usage.is_free() || usage.node != node) continue;
-      held.push_back(usage.kind == naming::SlotUsage::Kind::instance
-                         ? reclaim::instance_level_slot(options_.resource_domain, key, i, node)
-                         : reclaim::configuration_level_slot(options_.resource_domain,
-                                                             stored.instance.configuration_name,
-                                                             usage.vdev, key, i, node));
-    }
+    for (uint32_t i = 0; i < slots.capacity; ++i)
+      if (auto slot = held_slot(key, stored.instance, slots, i)) held.push_back(std::move(*slot));
   }
   return held;
+}
+
+void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
+  const auto* stored = capacity_.find(key);
+  if (!reclaimer_ || !stored) return;
+  auto slots = capacity::InstanceSlots::decode(stored->instance);
+  if (slot >= slots.capacity) return;
+  if (auto held = held_slot(key, stored->instance, slots, slot)) reclaimer_->granted(*held);
 }
 
 void Daemon::release(const reclaim::HeldSlot& slot) {

@@ -52,6 +52,10 @@ ReclaimerStats SlotReclaimer::stats() const {
   return stats_;
 }
 
+void SlotReclaimer::granted(const HeldSlot& slot) {
+  tracker_.granted(slot, StaleSlotTracker::Clock::now());
+}
+
 // The poller thread: only the client and interval_ (both immutable) are used
 // here; everything else happens on the core.
 void SlotReclaimer::poll(const std::stop_token& stop, const AliveFlag& alive) {

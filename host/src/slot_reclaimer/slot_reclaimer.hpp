@@ -70,6 +70,10 @@ class StaleSlotTracker {
   // again or no longer held are forgotten.
   std::vector<HeldSlot> due(const std::vector<HeldSlot>& held, const DevicesInUse& in_use,
                             Clock::time_point now);
+  // The slot was just granted again (a held slot re-allocated): its grace
+  // starts over, since the kubelet reports the container only some time
+  // after the Allocate, and a list taken before that must not free it.
+  void granted(const HeldSlot& slot, Clock::time_point now);
 
   Clock::duration grace() const { return grace_; }
 
@@ -128,6 +132,8 @@ class SlotReclaimer {
   void stop();
 
   ReclaimerStats stats() const;  // thread-safe
+  // An Allocate granted this slot now (core thread): see StaleSlotTracker::granted.
+  void granted(const HeldSlot& slot);
 
  private:
   using AliveFlag = std::shared_ptr<std::atomic<bool>>;

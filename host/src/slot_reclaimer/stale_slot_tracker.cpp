@@ -42,4 +42,8 @@ std::vector<HeldSlot> StaleSlotTracker::due(const std::vector<HeldSlot>& held,
   return stale;
 }
 
+void StaleSlotTracker::granted(const HeldSlot& slot, Clock::time_point now) {
+  unused_since_[key_of(slot)] = now;
+}
+
 }  // namespace dowser::reclaim

@@ -67,6 +67,19 @@ TEST_F(StaleSlotTrackerTest, UseAgainRestartsTheGrace) {
   EXPECT_EQ(tracker.due({il_slot(0)}, {}, t0 + 40s).size(), 1u);
 }
 
+// A held slot re-allocated (a pod restarted on it) while unused for almost
+// the whole grace: the kubelet reports the new container only after the
+// Allocate, so a list taken before that must not free the slot under it.
+TEST_F(StaleSlotTrackerTest, AGrantRestartsTheGrace) {
+  tracker.due({il_slot(0), il_slot(1)}, {}, t0);
+  tracker.granted(il_slot(0), t0 + 19s);
+  EXPECT_EQ(tracker.due({il_slot(0), il_slot(1)}, {}, t0 + 20s), std::vector<HeldSlot>{il_slot(1)})
+      << "only the slot nobody was granted is due";
+  EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 38s).empty());
+  EXPECT_EQ(tracker.due({il_slot(0)}, {}, t0 + 39s).size(), 1u)
+      << "a grant nobody reports is reclaimed a grace after it";
+}
+
 TEST_F(StaleSlotTrackerTest, ForgetsSlotsNoLongerHeld) {
   tracker.due({il_slot(0)}, {}, t0);
   tracker.due({}, {}, t0 + 10s);  // released by someone else meanwhile
