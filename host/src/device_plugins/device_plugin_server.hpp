@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 namespace dowser::plugins {
 
@@ -20,26 +21,49 @@ class DevicePluginService;
 // A list as sent: one message shared by every stream that sends it.
 using SharedList = std::shared_ptr<const v1beta1::ListAndWatchResponse>;
 
-// The live ListAndWatch streams of one server (touched from gRPC threads).
-class StreamHub {
+// Turns lists into messages and writes them to the streams on a thread of
+// its own, shared by every plugin, so that building, encoding and freeing
+// big lists never holds up Allocate on the core thread.
+class ListPublisher {
  public:
-  explicit StreamHub(std::shared_ptr<std::atomic<uint64_t>> lists_sent)
-      : lists_sent_(std::move(lists_sent)) {}
+  ListPublisher();
+  ~ListPublisher();  // drops what is still queued
+  ListPublisher(const ListPublisher&) = delete;
+  ListPublisher& operator=(const ListPublisher&) = delete;
+  boost::asio::io_context& context() { return context_; }
+
+ private:
+  boost::asio::io_context context_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread thread_;
+};
+
+// The live ListAndWatch streams of one server (touched from the core, the
+// publisher and gRPC threads). Every stream gets the newest list: a new one
+// the last list sent at once, all of them each list offered afterwards.
+class StreamHub : public std::enable_shared_from_this<StreamHub> {
+ public:
+  StreamHub(ListPublisher& publisher, std::shared_ptr<std::atomic<uint64_t>> lists_sent)
+      : publisher_(publisher), lists_sent_(std::move(lists_sent)) {}
   // Registers a new stream (ends it at once if the hub is closed). A
   // registered stream lives until remove(), so the hub may push to it.
   void add(ListStream* stream);
-  // The first list of a stream, if it is still there: the kubelet may have
-  // gone (and the stream with it) before the list was computed.
-  void send_to(ListStream* stream, const SharedList& list);
   void remove(ListStream* stream);
-  void broadcast(const SharedList& list);
+  // Sends devices to every stream soon, on the publisher's thread. Lists
+  // offered faster than they are sent are coalesced into the newest.
+  void offer(DeviceList devices);
   void close();  // ends every stream and refuses new ones
   void count_list() { ++*lists_sent_; }
 
  private:
+  void send_newest();  // on the publisher's thread
+
+  ListPublisher& publisher_;
   std::mutex mutex_;
   std::set<ListStream*> streams_;
   bool closed_ = false;
+  DeviceList newest_;  // offered, not sent yet
+  SharedList sent_;    // the last list sent to every stream
   std::shared_ptr<std::atomic<uint64_t>> lists_sent_;
 };
 
@@ -54,13 +78,14 @@ struct ServerShared {
 
 class DevicePluginServer {
  public:
-  DevicePluginServer(boost::asio::io_context& core, std::string resource_name,
-                     std::filesystem::path directory, PluginBackend& backend);
+  DevicePluginServer(boost::asio::io_context& core, ListPublisher& publisher,
+                     std::string resource_name, std::filesystem::path directory,
+                     PluginBackend& backend);
   ~DevicePluginServer();
 
   // (Re)starts serving on a fresh socket name; the old socket goes.
   void serve();
-  // Sends the backend's list to every stream if it differs from the last.
+  // Offers the backend's list to the streams if it differs from the last.
   void publish();
   void stop();
 
@@ -73,6 +98,7 @@ class DevicePluginServer {
   void stop_server();
 
   boost::asio::io_context& core_;
+  ListPublisher& publisher_;
   std::filesystem::path directory_;
   std::shared_ptr<ServerShared> shared_;
   std::string socket_name_;

@@ -77,6 +77,8 @@ struct PluginManagerOptions {
   std::chrono::milliseconds max_retry_delay = std::chrono::seconds(10);
 };
 
+class ListPublisher;
+
 // Owns every plugin of this daemon: serving, registering, re-registering.
 class PluginManager {
  public:
@@ -124,6 +126,7 @@ class PluginManager {
 
   boost::asio::io_context& core_;
   PluginManagerOptions options_;
+  std::unique_ptr<ListPublisher> publisher_;  // outlives every plugin's server
   std::map<std::string, std::unique_ptr<Entry>> plugins_;
   std::unique_ptr<Watcher> watcher_;
   std::shared_ptr<bool> alive_;  // posted callbacks check it before touching this
