@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -227,6 +228,8 @@ class Node {
     started = Clock::now();
     pid = ::fork();
     if (pid == 0) {
+      // A harness that dies must not leave dowserd running (holding its pipes).
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (std::freopen((root_ / "dowserd.log").c_str(), "w", stderr) == nullptr) ::_exit(126);
       std::vector<std::string> args = {dowserd_.string(),
                                        "--node-name=bench-node",
@@ -369,13 +372,16 @@ std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::pa
   return {summarize(il), summarize(cl)};
 }
 
-// A plugin's stub, dialled like the kubelet does.
+// A plugin's stub, dialled like the kubelet does: connected before the first
+// call is timed, as the kubelet's connection is (it dials once, at registration).
 std::unique_ptr<v1beta1::DevicePlugin::Stub> plugin_stub(const fs::path& dir,
                                                          const dowser::testkit::SimulatorStatus& s,
                                                          const std::string& resource) {
-  return v1beta1::DevicePlugin::NewStub(
-      grpc::CreateChannel("unix:" + (dir / s.resource(resource)->endpoint).string(),
-                          grpc::InsecureChannelCredentials()));
+  auto channel = grpc::CreateChannel("unix:" + (dir / s.resource(resource)->endpoint).string(),
+                                     grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + 10s))
+    throw std::runtime_error("cannot connect to the plugin of " + resource);
+  return v1beta1::DevicePlugin::NewStub(channel);
 }
 
 // One Allocate RPC for one device id; microseconds, or nullopt if refused.
@@ -500,38 +506,19 @@ std::string row(const std::string& what, const Latency& l, double baseline_p99) 
   return out.str();
 }
 
-}  // namespace
+fs::path make_temporary_directory(const fs::path& parent) {
+  std::string pattern = (parent / "dowser-bench-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot create a directory in " + parent.string());
+  return pattern;
+}
 
-int main(int argc, char** argv) {
-  fs::path dowserd, handlers, json_out;
-  int events = 1000, calls = 500, allocate_instances = 1000, idle_seconds = 10, background = 0;
-  std::vector<int> scales = {1000, 5000};
-  CLI::App app{"dowser-bench: dowserd latency and scale against the kubelet simulator"};
-  app.add_option("--dowserd", dowserd, "the dowserd binary")->required()->check(CLI::ExistingFile);
-  app.add_option("--handlers", handlers, "directory with benchHandler and debugEcho")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  app.add_option("--events", events, "discovery events to time")->capture_default_str();
-  app.add_option("--background", background,
-                 "devices already reported while discovery is timed (each event adds one more)")
-      ->capture_default_str();
-  app.add_option("--calls", calls, "Allocate calls to time per kind")->capture_default_str();
-  app.add_option("--allocate-instances", allocate_instances, "Instances in the Allocate run")
-      ->capture_default_str();
-  app.add_option("--scale", scales, "Instance counts for the scale runs")->delimiter(',');
-  app.add_option("--idle-seconds", idle_seconds, "how long idle CPU is measured")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 3600));
-  app.add_option("--json", json_out, "also write the figures as JSON here");
-  app.add_option("--state-base", Node::state_base,
-                 "put dowserd's state (the file store) here instead, e.g. /dev/shm, to see "
-                 "what fsync costs");
-  CLI11_PARSE(app, argc, argv);
-  ::signal(SIGPIPE, SIG_IGN);
-  spdlog::set_level(spdlog::level::warn);  // the simulator's per-list lines would swamp the table
-
-  std::string pattern = "/tmp/dowser-bench-XXXXXX";
-  fs::path root = ::mkdtemp(pattern.data());
+int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::path& json_out,
+                   int events, int background, int calls, int allocate_instances,
+                   const std::vector<int>& scales, int idle_seconds) {
+  fs::path root = make_temporary_directory("/tmp");
+  // A fresh state base per run: state left by an earlier run would change what is measured.
+  if (!Node::state_base.empty()) Node::state_base = make_temporary_directory(Node::state_base);
   auto stage = [&](const std::string& name) {
     std::cerr << "... " << name << std::endl;
     fs::path dir = root / name;
@@ -587,6 +574,7 @@ int main(int argc, char** argv) {
   std::cout << "startup: " << report["startup"].dump() << "\n";
   if (!json_out.empty()) std::ofstream(json_out) << report.dump(2) << "\n";
   fs::remove_all(root);
+  if (!Node::state_base.empty()) fs::remove_all(Node::state_base);
   // A stage that never completed makes its figures meaningless: say so.
   bool complete = report["startup"]["ready"].get<bool>() && il_discovery.samples > 0 &&
                   cl_discovery.samples > 0 && il_allocate.samples > 0 && cl_allocate.samples > 0;
@@ -594,4 +582,43 @@ int main(int argc, char** argv) {
     complete = complete && figures["all_registered"].get<bool>();
   if (!complete) std::cerr << "some stage did not complete; see the figures above\n";
   return complete ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path dowserd, handlers, json_out;
+  int events = 1000, calls = 500, allocate_instances = 1000, idle_seconds = 10, background = 0;
+  std::vector<int> scales = {1000, 5000};
+  CLI::App app{"dowser-bench: dowserd latency and scale against the kubelet simulator"};
+  app.add_option("--dowserd", dowserd, "the dowserd binary")->required()->check(CLI::ExistingFile);
+  app.add_option("--handlers", handlers, "directory with benchHandler and debugEcho")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--events", events, "discovery events to time")->capture_default_str();
+  app.add_option("--background", background,
+                 "devices already reported while discovery is timed (each event adds one more)")
+      ->capture_default_str();
+  app.add_option("--calls", calls, "Allocate calls to time per kind")->capture_default_str();
+  app.add_option("--allocate-instances", allocate_instances, "Instances in the Allocate run")
+      ->capture_default_str();
+  app.add_option("--scale", scales, "Instance counts for the scale runs")->delimiter(',');
+  app.add_option("--idle-seconds", idle_seconds, "how long idle CPU is measured")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--json", json_out, "also write the figures as JSON here");
+  app.add_option("--state-base", Node::state_base,
+                 "put dowserd's state (the file store) here instead, e.g. /dev/shm, to see "
+                 "what fsync costs");
+  CLI11_PARSE(app, argc, argv);
+  ::signal(SIGPIPE, SIG_IGN);
+  spdlog::set_level(spdlog::level::warn);  // the simulator's per-list lines would swamp the table
+
+  try {
+    return run_benchmarks(dowserd, handlers, json_out, events, background, calls,
+                          allocate_instances, scales, idle_seconds);
+  } catch (const std::exception& error) {  // unwinds, so every dowserd started is stopped
+    std::cerr << "dowser-bench: " << error.what() << "\n";
+    return 1;
+  }
 }
