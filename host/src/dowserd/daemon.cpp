@@ -333,27 +333,8 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {
 
 // ---- reclaiming ----------------------------------------------------------------------
 
-std::optional<reclaim::HeldSlot> Daemon::held_slot(const capacity::InstanceKey& key,
-                                                   const store::Instance& instance,
-                                                   const capacity::InstanceSlots& slots,
-                                                   uint32_t slot) const {
-  const auto& usage = slots.slots[slot];
-  const auto& node = options_.node_name;
-  if (usage.is_free() || usage.node != node) return std::nullopt;
-  if (usage.kind == naming::SlotUsage::Kind::instance)
-    return reclaim::instance_level_slot(options_.resource_domain, key, slot, node);
-  return reclaim::configuration_level_slot(options_.resource_domain, instance.configuration_name,
-                                           usage.vdev, key, slot, node);
-}
-
 std::vector<reclaim::HeldSlot> Daemon::held_slots() const {
-  std::vector<reclaim::HeldSlot> held;
-  for (const auto& [key, stored] : capacity_.instances()) {
-    auto slots = capacity::InstanceSlots::decode(stored.instance);
-    for (uint32_t i = 0; i < slots.capacity; ++i)
-      if (auto slot = held_slot(key, stored.instance, slots, i)) held.push_back(std::move(*slot));
-  }
-  return held;
+  return reclaim::held_slots(options_.resource_domain, options_.node_name, capacity_.instances());
 }
 
 void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
@@ -361,7 +342,9 @@ void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
   if (!reclaimer_ || !stored) return;
   auto slots = capacity::InstanceSlots::decode(stored->instance);
   if (slot >= slots.capacity) return;
-  if (auto held = held_slot(key, stored->instance, slots, slot)) reclaimer_->granted(*held);
+  if (auto held = reclaim::held_slot(options_.resource_domain, options_.node_name, key,
+                                     stored->instance, slots, slot))
+    reclaimer_->granted(*held);
 }
 
 void Daemon::release(const reclaim::HeldSlot& slot) {

@@ -87,11 +87,6 @@ class Daemon {
   void refresh_instance_plugin(const capacity::InstanceKey& key);
   void schedule_expiry();
 
-  // The claim this node holds in a slot, as the reclaimer names it.
-  std::optional<reclaim::HeldSlot> held_slot(const capacity::InstanceKey& key,
-                                             const store::Instance& instance,
-                                             const capacity::InstanceSlots& slots,
-                                             uint32_t slot) const;
   std::vector<reclaim::HeldSlot> held_slots() const;
   // An Allocate granted the slot: the reclaimer's grace for it starts over.
   void granted(const capacity::InstanceKey& key, uint32_t slot);

@@ -58,6 +58,17 @@ HeldSlot configuration_level_slot(std::string_view domain, std::string_view conf
                                   const std::string& vdev, const capacity::InstanceKey& instance,
                                   uint32_t slot, const std::string& node);
 
+// The claim `node` holds in one slot of an Instance, named as the kubelet
+// reports it; nullopt if the slot is free or another node's.
+std::optional<HeldSlot> held_slot(std::string_view domain, const std::string& node,
+                                  const capacity::InstanceKey& key, const store::Instance& instance,
+                                  const capacity::InstanceSlots& slots, uint32_t slot);
+
+// Every claim `node` holds in these Instances (IL and CL alike).
+std::vector<HeldSlot> held_slots(
+    std::string_view domain, const std::string& node,
+    const std::map<capacity::InstanceKey, store::StoredInstance>& instances);
+
 // Decides which held slots have gone unused for the grace period. Pure: the
 // caller supplies the time.
 class StaleSlotTracker {

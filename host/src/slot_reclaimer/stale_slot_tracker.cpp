@@ -17,6 +17,30 @@ HeldSlot configuration_level_slot(std::string_view domain, std::string_view conf
           naming::SlotUsage::configuration_level(vdev, node)};
 }
 
+std::optional<HeldSlot> held_slot(std::string_view domain, const std::string& node,
+                                  const capacity::InstanceKey& key, const store::Instance& instance,
+                                  const capacity::InstanceSlots& slots, uint32_t slot) {
+  const auto& usage = slots.slots[slot];
+  if (usage.is_free() || usage.node != node) return std::nullopt;
+  if (usage.kind == naming::SlotUsage::Kind::instance)
+    return instance_level_slot(domain, key, slot, node);
+  return configuration_level_slot(domain, instance.configuration_name, usage.vdev, key, slot, node);
+}
+
+std::vector<HeldSlot> held_slots(
+    std::string_view domain, const std::string& node,
+    const std::map<capacity::InstanceKey, store::StoredInstance>& instances) {
+  std::vector<HeldSlot> held;
+  for (const auto& [key, stored] : instances) {
+    auto slots = capacity::InstanceSlots::decode(stored.instance);
+    for (uint32_t i = 0; i < slots.capacity; ++i) {
+      if (auto slot = held_slot(domain, node, key, stored.instance, slots, i))
+        held.push_back(std::move(*slot));
+    }
+  }
+  return held;
+}
+
 StaleSlotTracker::SlotKey StaleSlotTracker::key_of(const HeldSlot& slot) {
   return {slot.resource, slot.device_id, slot.instance, slot.slot};
 }

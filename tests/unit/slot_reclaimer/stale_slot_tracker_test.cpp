@@ -40,6 +40,35 @@ TEST(HeldSlotTest, ConfigurationLevelSlotIsNamedByItsVirtualDevice) {
   EXPECT_EQ(slot.usage, naming::SlotUsage::configuration_level("3", "node-a"));
 }
 
+// Akri section 10 item 9 (get_used_slots): what this node holds, in the
+// kubelet's id space. Akri keeps the domain on the IL id, so its IL slots
+// never match what the kubelet reports; dowser's do.
+TEST(HeldSlotsTest, AkriItemNineNoInstancesHoldNothing) {
+  EXPECT_TRUE(held_slots("akri.sh", "node-a", {}).empty());
+}
+
+TEST(HeldSlotsTest, AkriItemNineEveryClaimOfThisNodeAndNoOtherNodes) {
+  store::StoredInstance stored;
+  stored.instance.name = "instance-a";
+  stored.instance.configuration_name = "config-a";
+  stored.instance.capacity = 4;
+  // The slots of item 8: [C(config-a-1, node-a), Node(node-a), Node(node-b), Unused].
+  stored.instance.device_usage = {{"instance-a-0", "C:config-a-1:node-a"},
+                                  {"instance-a-1", "node-a"},
+                                  {"instance-a-2", "node-b"}};
+  const capacity::InstanceKey key{"default", "instance-a"};
+  auto held = held_slots("akri.sh", "node-a", {{key, stored}});
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0],
+            configuration_level_slot("akri.sh", "config-a", "config-a-1", key, 0, "node-a"));
+  EXPECT_EQ(held[0].resource, "akri.sh/config-a");
+  EXPECT_EQ(held[0].device_id, "config-a-1");
+  EXPECT_EQ(held[1], instance_level_slot("akri.sh", key, 1, "node-a"));
+  EXPECT_EQ(held[1].device_id, "instance-a-1") << "no domain, as the kubelet reports it";
+  EXPECT_EQ(held_slots("akri.sh", "node-b", {{key, stored}}),
+            std::vector<HeldSlot>{instance_level_slot("akri.sh", key, 2, "node-b")});
+}
+
 TEST_F(StaleSlotTrackerTest, NotDueBeforeGrace) {
   EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0).empty());
   EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 19s).empty());
