@@ -69,17 +69,18 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
   auto [last, first_time] = reconciled_with_.try_emplace(key, configuration);
   const bool same_configuration = !first_time && last->second == configuration;
   last->second = configuration;
-  std::set<capacity::InstanceKey> changed, current;
+  const uint64_t snapshot = ++snapshots_;
+  std::set<capacity::InstanceKey> changed;
   for (const auto& device : devices) {
     capacity::InstanceKey instance_key{configuration.namespace_name,
                                        configuration.name + "-" + digest_of(device, node_)};
-    current.insert(instance_key);
     auto& seen = seen_[instance_key];
+    seen.snapshot = snapshot;
     if (same_configuration && seen.configuration == key && !seen.offline_until &&
         seen.device == device && lists_this_node(instance_key))
       continue;
     if (seen.offline_until || seen.configuration != key) changed.insert(instance_key);
-    seen = Seen{key, device, std::nullopt};
+    seen = Seen{key, device, std::nullopt, snapshot};
     auto wanted = instance_for(configuration, device, node_, domain_);
     try {
       join(wanted);
@@ -88,12 +89,14 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
       reconciled_with_.erase(key);  // the next snapshot writes every Instance again
     }
   }
-  adopt_stored(key);
+  // Instances stored before this process saw them can only predate its first
+  // snapshot of the Configuration (or the first after a failed write).
+  if (!same_configuration) adopt_stored(key);
   // What this Configuration had here but the snapshot lacks.
   auto grace = configuration.shared_offline_grace;
   for (auto it = seen_.begin(); it != seen_.end();) {
     auto& [instance_key, seen] = *it;
-    if (seen.configuration != key || current.count(instance_key)) {
+    if (seen.snapshot == snapshot || seen.configuration != key) {
       ++it;
       continue;
     }
@@ -182,7 +185,7 @@ void InstanceReconciler::adopt_stored(const ConfigurationKey& configuration) {
     Device unknown;
     unknown.id = "(not seen since restart)";
     unknown.sharing = instance.shared ? Sharing::shared : Sharing::local;
-    seen_[key] = Seen{configuration, unknown, std::nullopt};
+    seen_[key] = Seen{configuration, unknown, std::nullopt, 0};
   }
 }
 

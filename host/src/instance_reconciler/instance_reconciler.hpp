@@ -78,6 +78,7 @@ class InstanceReconciler : public capacity::DeviceCatalog {
     ConfigurationKey configuration;
     Device device;
     std::optional<Clock::time_point> offline_until;  // set while the device is missing
+    uint64_t snapshot = 0;  // the last snapshot that held the device (snapshots_)
   };
 
   bool holds_claims(const capacity::InstanceKey& key) const;     // this node's, IL or CL
@@ -92,6 +93,7 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   std::string node_;
   std::string domain_;
   std::map<capacity::InstanceKey, Seen> seen_;
+  uint64_t snapshots_ = 0;  // snapshots reconciled, of any Configuration
   // The Configuration each one's last snapshot was applied with: a changed
   // one (capacity, brokerProperties) rewrites every Instance.
   std::map<ConfigurationKey, configuration::Configuration> reconciled_with_;
