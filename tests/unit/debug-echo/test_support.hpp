@@ -4,6 +4,7 @@
 #define DOWSER_TESTS_UNIT_DEBUG_ECHO_TEST_SUPPORT_HPP
 
 #include <dowser/handler.hpp>
+#include "temp_dir.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -100,27 +101,7 @@ class RecordingHost {
   std::vector<std::string> logs_;
 };
 
-// A fresh directory, removed with its content at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "debug-echo-test-XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using dowser::test::TempDir;
 
 inline void write_file(const std::string& path, const std::string& content) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << content;

@@ -3,6 +3,7 @@
 // handler defined here, which hands its session handle to the test so the
 // test can call the host table exactly as a handler thread would.
 #include "handler_registry.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,18 +26,7 @@ namespace {
 
 // ---- helpers ---------------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "dowser-test-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using dowser::test::TempDir;
 
 HandlerLoadError load_error(const fs::path& file, const LoadPolicy& policy = {}) {
   try {

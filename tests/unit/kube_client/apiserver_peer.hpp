@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "temp_dir.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -38,25 +39,7 @@ inline void write_text(const fs::path& path, const std::string& text) {
   fs::rename(temporary, path);
 }
 
-// A fresh directory under the test temporary directory, removed at the end.
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    std::string pattern = ::testing::TempDir() + "kube.XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TemporaryDirectory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TemporaryDirectory(const TemporaryDirectory&) = delete;
-  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TemporaryDirectory = dowser::test::TempDir;
 
 class TestApiServer {
  public:

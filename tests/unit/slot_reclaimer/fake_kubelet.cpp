@@ -16,17 +16,6 @@ class UntilCancelled final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-TempDir::TempDir() {
-  std::string pattern = "/tmp/dowser-reclaim-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 void FakePodResources::set_response(v1::ListPodResourcesResponse response) {
   std::lock_guard lock(mutex_);
   response_ = std::move(response);

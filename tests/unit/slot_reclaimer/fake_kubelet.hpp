@@ -5,6 +5,7 @@
 
 #include "podresources/v1/api.grpc.pb.h"
 #include "slot_reclaimer.hpp"
+#include "temp_dir.hpp"
 
 #include <grpcpp/grpcpp.h>
 
@@ -17,18 +18,7 @@
 
 namespace dowser::reclaim::testing {
 
-// A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using dowser::test::TempDir;
 
 enum class ListMode { answer, fail, hold_until_cancelled };
 

@@ -1,6 +1,7 @@
 // FakeHost against the real debugEcho handler (loaded from its .so, as
 // dowserd loads it) and against a raw C table linked into this test.
 #include <dowser/testkit.hpp>
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -24,19 +25,7 @@ using dowser::testkit::Snapshot;
 
 constexpr auto kPatience = 10s;  // generous: only a broken handler waits this long
 
-// A fresh directory, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "testkit-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using dowser::test::TempDir;
 
 void write_file(const std::filesystem::path& file, const std::string& text) {
   // Written to a temporary name and renamed, so a reader never sees half of it.

@@ -2,6 +2,7 @@
 // each misbehaving fixture, which must fail the right check without taking
 // the checker down.
 #include <dowser/handler.h>
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -24,20 +25,7 @@ namespace {
 
 using nlohmann::json;
 
-// A fresh directory, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "handler-check-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using dowser::test::TempDir;
 
 std::string read_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
