@@ -1,0 +1,238 @@
+// PluginManager and its DevicePluginServers against the kubelet simulator
+// (the real device-plugin gRPC protocol over unix sockets in a temp dir):
+// registration, ListAndWatch lists, Allocate and GetPreferredAllocation
+// routed to the backend, removal, re-registration after a kubelet restart.
+// The backend is a fake with a list the test sets: the manager and its
+// servers are under test here, not the slot pool behind a real backend.
+#include "device_plugins.hpp"
+#include "temp_dir.hpp"
+
+#include "deviceplugin/v1beta1/api.pb.h"
+
+#include <dowser/kubelet_sim.hpp>
+
+#include <gtest/gtest.h>
+#include <boost/asio/executor_work_guard.hpp>
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace fs = std::filesystem;
+using dowser::capacity::PluginDevice;
+using dowser::plugins::DeviceList;
+using dowser::plugins::PluginBackend;
+using dowser::plugins::PluginManager;
+using dowser::testkit::KubeletSimulator;
+using dowser::testkit::SimulatorStatus;
+
+namespace {
+
+constexpr std::chrono::seconds kDeadline{10};  // generous: waits end when their condition holds
+const std::string kResource = "akri.sh/cams-a1b2c3";
+
+DeviceList list_of(std::vector<PluginDevice> devices) {
+  return std::make_shared<const std::vector<PluginDevice>>(std::move(devices));
+}
+
+// Lives on the core thread, as a real backend does.
+class FakeBackend : public PluginBackend {
+ public:
+  DeviceList devices() override { return list; }
+  // Answers each container with one variable per device id it was given.
+  void allocate(const v1beta1::AllocateRequest& request,
+                v1beta1::AllocateResponse& response) override {
+    for (const auto& container : request.container_requests()) {
+      auto* answer = response.add_container_responses();
+      for (const auto& id : container.devices_ids())
+        (*answer->mutable_envs())["GRANTED_" + id] = id;
+    }
+  }
+  // Prefers the last ids offered, which the kubelet would not pick by itself.
+  void preferred_allocation(const v1beta1::PreferredAllocationRequest& request,
+                            v1beta1::PreferredAllocationResponse& response) override {
+    for (const auto& container : request.container_requests()) {
+      auto* answer = response.add_container_responses();
+      const auto& ids = container.available_deviceids();
+      for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+        if (answer->deviceids_size() >= container.allocation_size()) break;
+        answer->add_deviceids(*it);
+      }
+    }
+  }
+
+  DeviceList list = list_of({{"cams-a1b2c3-0", true}, {"cams-a1b2c3-1", true}});
+};
+
+using dowser::test::TempDir;
+
+std::vector<std::pair<std::string, bool>> listed(const SimulatorStatus& status) {
+  std::vector<std::pair<std::string, bool>> result;
+  if (const auto* resource = status.resource(kResource))
+    for (const auto& device : resource->devices) result.emplace_back(device.id, device.healthy());
+  return result;
+}
+
+std::vector<std::pair<std::string, bool>> expected(const DeviceList& list) {
+  std::vector<std::pair<std::string, bool>> result;
+  for (const auto& device : *list) result.emplace_back(device.id, device.healthy);
+  return result;
+}
+
+dowser::testkit::KubeletSimulatorConfig kubelet_config(const fs::path& dir) {
+  dowser::testkit::KubeletSimulatorConfig config;
+  config.device_plugin_dir = dir / "device-plugins";
+  config.podresources_socket = dir / "pod-resources" / "kubelet.sock";
+  return config;
+}
+
+class PluginManagerTest : public ::testing::Test {
+ protected:
+  PluginManagerTest() {
+    on_core([this] {
+      dowser::plugins::PluginManagerOptions options;
+      options.kubelet_dir = plugin_dir();
+      manager_ = std::make_unique<PluginManager>(core_, options);
+      manager_->set_registration_observer(
+          [this](const std::string& resource, const dowser::plugins::PluginStats& stats) {
+            if (resource != kResource || !stats.registered) return;
+            auto socket = manager_->stats(resource)->socket_name;
+            {
+              std::lock_guard lock(mutex_);
+              registered_with_.push_back(std::move(socket));
+            }
+            registered_.notify_all();
+          });
+      manager_->start();
+    });
+  }
+  ~PluginManagerTest() override {
+    on_core([this] { manager_.reset(); });
+    work_.reset();
+    core_thread_.join();
+  }
+
+  const fs::path& plugin_dir() const { return kubelet_.config().device_plugin_dir; }
+
+  // Runs task on the core thread, where every PluginManager member must run.
+  template <typename Task>
+  std::invoke_result_t<Task> on_core(Task task) {
+    std::packaged_task<std::invoke_result_t<Task>()> packaged(std::move(task));
+    auto result = packaged.get_future();
+    boost::asio::post(core_, std::move(packaged));
+    if (result.wait_for(kDeadline) != std::future_status::ready)
+      throw std::runtime_error("the core thread did not answer");
+    return result.get();
+  }
+
+  bool wait_for(const std::function<bool(const SimulatorStatus&)>& condition) {
+    return kubelet_.wait_for(condition, kDeadline);
+  }
+
+  // Waits until the kubelet has accepted `count` registrations of the plugin
+  // (the kubelet streams lists before it answers Register).
+  std::vector<std::string> wait_registered(size_t count) {
+    std::unique_lock lock(mutex_);
+    registered_.wait_for(lock, kDeadline, [&] { return registered_with_.size() >= count; });
+    return registered_with_;
+  }
+
+  // Adds the plugin and waits until the kubelet streams its first list and
+  // the plugin has its answer to Register.
+  void add_and_wait() {
+    on_core([this] { manager_->add(kResource, backend_); });
+    ASSERT_TRUE(wait_for([](const SimulatorStatus& status) {
+      const auto* resource = status.resource(kResource);
+      return resource && resource->streaming && !resource->devices.empty();
+    }));
+    ASSERT_EQ(wait_registered(1).size(), 1u);
+  }
+
+  TempDir dir_;
+  KubeletSimulator kubelet_{kubelet_config(dir_.path())};
+  boost::asio::io_context core_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
+      boost::asio::make_work_guard(core_);
+  FakeBackend backend_;  // touched on the core thread only, once the plugin is served
+  std::unique_ptr<PluginManager> manager_;
+  std::mutex mutex_;
+  std::condition_variable registered_;
+  std::vector<std::string> registered_with_;  // the socket of each accepted registration
+  std::thread core_thread_{[this] { core_.run(); }};
+};
+
+TEST_F(PluginManagerTest, ListAndWatchSendsTheListAndANewerOneAfterChanged) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto first = expected(on_core([this] { return backend_.list; }));
+  EXPECT_TRUE(wait_for([&](const SimulatorStatus& status) { return listed(status) == first; }));
+
+  auto newer =
+      list_of({{"cams-a1b2c3-0", true}, {"cams-a1b2c3-1", false}, {"cams-a1b2c3-2", true}});
+  on_core([&] {
+    backend_.list = newer;
+    manager_->changed(kResource);
+  });
+  EXPECT_TRUE(wait_for([&](const SimulatorStatus& status) {
+    return listed(status) == expected(newer);
+  })) << "the kubelet never saw the list offered after changed()";
+
+  auto stats = on_core([this] { return manager_->stats(kResource); });
+  ASSERT_TRUE(stats);
+  EXPECT_TRUE(stats->registered);
+  EXPECT_EQ(stats->registrations, 1u);
+  EXPECT_EQ(stats->socket_name, kubelet_.status().resource(kResource)->endpoint);
+}
+
+TEST_F(PluginManagerTest, AllocateAndPreferenceAreTheBackends) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto result = kubelet_.allocate(kResource, {"default", "pod-a"}, "main", 1);
+  ASSERT_TRUE(result.ok()) << result.status.error_message();
+  EXPECT_EQ(result.device_ids, std::vector<std::string>{"cams-a1b2c3-1"})
+      << "the kubelet took the id GetPreferredAllocation preferred";
+  ASSERT_EQ(result.response.container_responses_size(), 1);
+  EXPECT_EQ(result.response.container_responses(0).envs().at("GRANTED_cams-a1b2c3-1"),
+            "cams-a1b2c3-1");
+}
+
+TEST_F(PluginManagerTest, RemoveEndsTheStreamAndDeletesTheSocket) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto socket = plugin_dir() / kubelet_.status().resource(kResource)->endpoint;
+  ASSERT_TRUE(fs::exists(socket));
+
+  on_core([this] { manager_->remove(kResource); });
+  EXPECT_FALSE(fs::exists(socket));
+  EXPECT_FALSE(on_core([this] { return manager_->has(kResource); }));
+  EXPECT_TRUE(wait_for([](const SimulatorStatus& status) {
+    const auto* resource = status.resource(kResource);
+    return resource && !resource->streaming;
+  }));
+}
+
+TEST_F(PluginManagerTest, KubeletRestartBringsAFreshRegistration) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto before = kubelet_.status().resource(kResource)->endpoint;
+
+  kubelet_.restart();
+
+  auto sockets = wait_registered(2);
+  ASSERT_GE(sockets.size(), 2u) << "the plugin did not register again";
+  EXPECT_EQ(sockets.front(), before);
+  EXPECT_NE(sockets.back(), before) << "a registration after a restart uses a fresh socket";
+  EXPECT_TRUE(wait_for([&](const SimulatorStatus& status) {
+    const auto* resource = status.resource(kResource);
+    return resource && resource->streaming && resource->endpoint != before &&
+           !resource->devices.empty();
+  })) << "the kubelet gets no list on the new socket";
+}
+
+}  // namespace

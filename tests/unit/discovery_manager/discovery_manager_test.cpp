@@ -1,0 +1,217 @@
+// DiscoveryManager with the real debugEcho handler library, copied into a
+// temp handler directory: sessions started, restarted and waiting for a
+// handler that is not there yet; events arrive on a core thread of the test.
+#include "discovery_manager.hpp"
+
+#include <gtest/gtest.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+
+#include <stdlib.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace fs = std::filesystem;
+using dowser::configuration::Configuration;
+using dowser::discovery::ConfigurationKey;
+using dowser::discovery::DiscoveryManager;
+using dowser::discovery::DiscoveryOptions;
+
+namespace {
+
+constexpr std::chrono::seconds kDeadline{10};  // generous: waits end when their condition holds
+const ConfigurationKey kKey{"default", "echoes"};
+
+// What the manager reported, from the core thread; the test waits on it.
+class Recorder {
+ public:
+  struct Reports {
+    std::vector<std::vector<std::string>> snapshots;  // device ids of each snapshot of kKey
+    std::vector<std::string> failures;                // reasons given for kKey
+  };
+
+  DiscoveryManager::Events events() {
+    return {[this](const ConfigurationKey& key, const dowser::host::Snapshot& snapshot) {
+              std::vector<std::string> ids;
+              for (const auto& device : snapshot) ids.push_back(device.id);
+              record(key, [&](Reports& reports) { reports.snapshots.push_back(ids); });
+            },
+            [this](const ConfigurationKey& key, const std::string& reason) {
+              record(key, [&](Reports& reports) { reports.failures.push_back(reason); });
+            }};
+  }
+
+  bool wait_for(const std::function<bool(const Reports&)>& condition) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kDeadline, [&] { return condition(reports_); });
+  }
+
+ private:
+  template <typename Change>
+  void record(const ConfigurationKey& key, Change change) {
+    if (key != kKey) return;
+    {
+      std::lock_guard lock(mutex_);
+      change(reports_);
+    }
+    changed_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  Reports reports_;
+};
+
+bool mentions(const std::vector<std::string>& reasons, const std::string& text) {
+  for (const auto& reason : reasons)
+    if (reason.find(text) != std::string::npos) return true;
+  return false;
+}
+
+class DiscoveryManagerTest : public ::testing::Test {
+ protected:
+  DiscoveryManagerTest() {
+    std::string pattern = (fs::temp_directory_path() / "dowser-discovery-XXXXXX").string();
+    dir_ = ::mkdtemp(pattern.data());
+    fs::create_directories(handler_dir());
+    DiscoveryOptions options;
+    options.handler_dir = handler_dir();
+    // Short, so that the tests need not wait long for a rescan or a retry.
+    options.handler_rescan = std::chrono::milliseconds(50);
+    options.first_retry = std::chrono::milliseconds(50);
+    options.max_retry = std::chrono::milliseconds(200);
+    on_core(
+        [&] { manager_ = std::make_unique<DiscoveryManager>(core_, options, recorder_.events()); });
+  }
+  ~DiscoveryManagerTest() override {
+    on_core([this] { manager_.reset(); });
+    work_.reset();
+    core_thread_.join();
+    fs::remove_all(dir_);
+  }
+
+  fs::path handler_dir() const { return dir_ / "handlers"; }
+
+  // Puts the handler library in whole (rename), so a rescan never sees half a file.
+  void install_handler() {
+    fs::copy_file(DEBUG_ECHO_SO, dir_ / "staged.so");
+    fs::rename(dir_ / "staged.so", handler_dir() / "libdowser-handler-debug-echo.so");
+  }
+
+  // A debugEcho Configuration with an availability file of this test's own.
+  Configuration echoes(const std::string& details) const {
+    Configuration configuration;
+    configuration.name = kKey.second;
+    configuration.handler_name = "debugEcho";
+    configuration.discovery_details = details;
+    configuration.discovery_properties = {
+        {"DEBUG_ECHO_AVAILABILITY_FILE", (dir_ / "availability.txt").string(), {}, {}}};
+    return configuration;
+  }
+
+  // Runs task on the core thread, where every DiscoveryManager member must run.
+  template <typename Task>
+  std::invoke_result_t<Task> on_core(Task task) {
+    std::packaged_task<std::invoke_result_t<Task>()> packaged(std::move(task));
+    auto result = packaged.get_future();
+    boost::asio::post(core_, std::move(packaged));
+    if (result.wait_for(kDeadline) != std::future_status::ready)
+      throw std::runtime_error("the core thread did not answer");
+    return result.get();
+  }
+
+  bool wait_for_snapshot(const std::vector<std::string>& ids) {
+    return recorder_.wait_for([&](const Recorder::Reports& reports) {
+      return !reports.snapshots.empty() && reports.snapshots.back() == ids;
+    });
+  }
+
+  fs::path dir_;
+  Recorder recorder_;
+  boost::asio::io_context core_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
+      boost::asio::make_work_guard(core_);
+  std::unique_ptr<DiscoveryManager> manager_;
+  std::thread core_thread_{[this] { core_.run(); }};
+};
+
+TEST_F(DiscoveryManagerTest, MissingHandlerIsReportedAndItsSessionStartsWhenItAppears) {
+  on_core([this] {
+    manager_->start();
+    manager_->run(echoes("descriptions: [foo0, foo1]"));
+  });
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.failures, "no discovery handler named 'debugEcho' is loaded");
+  }));
+  EXPECT_THROW(on_core([this] { manager_->validate(echoes("descriptions: [foo0]")); }),
+               std::runtime_error);
+
+  install_handler();
+
+  EXPECT_TRUE(wait_for_snapshot({"foo0", "foo1"})) << "the waiting session did not start";
+  auto handlers = on_core([this] { return manager_->handlers(); });
+  ASSERT_EQ(handlers.size(), 1u);
+  EXPECT_EQ(handlers[0].name, "debugEcho");
+  EXPECT_EQ(handlers[0].path, handler_dir() / "libdowser-handler-debug-echo.so");
+}
+
+TEST_F(DiscoveryManagerTest, ChangedDiscoveryDetailsRestartTheSession) {
+  install_handler();
+  on_core([this] {
+    manager_->start();
+    manager_->run(echoes("descriptions: [foo0]"));
+  });
+  ASSERT_TRUE(wait_for_snapshot({"foo0"}));
+
+  on_core([this] { manager_->run(echoes("descriptions: [bar0, bar1]")); });
+  EXPECT_TRUE(wait_for_snapshot({"bar0", "bar1"})) << "the session kept its old details";
+}
+
+TEST_F(DiscoveryManagerTest, AvailabilityChangesReachTheCoreAsNewSnapshots) {
+  install_handler();
+  on_core([this] {
+    manager_->start();
+    manager_->run(echoes("descriptions: [foo0]"));
+  });
+  ASSERT_TRUE(wait_for_snapshot({"foo0"}));
+
+  std::ofstream(dir_ / "availability.txt") << "OFFLINE\n";
+  EXPECT_TRUE(wait_for_snapshot({}));
+  std::ofstream(dir_ / "availability.txt") << "ONLINE\n";
+  EXPECT_TRUE(wait_for_snapshot({"foo0"}));
+}
+
+TEST_F(DiscoveryManagerTest, ValidateUsesTheHandlersChecks) {
+  install_handler();
+  on_core([this] { manager_->start(); });
+  EXPECT_NO_THROW(on_core([this] { manager_->validate(echoes("descriptions: [foo0]")); }));
+  EXPECT_THROW(on_core([this] { manager_->validate(echoes("descriptions: 5")); }),
+               dowser::host::HandlerCallError);
+}
+
+TEST_F(DiscoveryManagerTest, PropertyFromASecretIsRefusedWithoutTheKubernetesSource) {
+  install_handler();
+  auto configuration = echoes("descriptions: [foo0]");
+  dowser::configuration::KeyReference secret;
+  secret.name = "camera-credentials";
+  secret.key = "password";
+  configuration.discovery_properties.push_back({"PASSWORD", std::nullopt, secret, std::nullopt});
+  on_core([&] {
+    manager_->start();
+    manager_->run(configuration);
+  });
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.failures, "discovery property PASSWORD");
+  }));
+}
+
+}  // namespace

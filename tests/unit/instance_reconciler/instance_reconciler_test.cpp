@@ -1,0 +1,263 @@
+// instance_for and the InstanceReconciler against a real file store in a
+// temp dir: Instances created, left alone, withdrawn, kept offline for a
+// shared device's grace. Time is the `now` argument, never a sleep.
+#include "instance_reconciler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+
+namespace fs = std::filesystem;
+using dowser::Device;
+using dowser::Sharing;
+using dowser::capacity::CapacityManager;
+using dowser::capacity::InstanceKey;
+using dowser::configuration::Configuration;
+using dowser::reconcile::Clock;
+using dowser::reconcile::instance_for;
+using dowser::reconcile::InstanceReconciler;
+using dowser::store::FileInstanceStore;
+
+namespace {
+
+Configuration configuration(std::string name, uint32_t capacity = 2) {
+  Configuration result;
+  result.name = std::move(name);
+  result.handler_name = "debugEcho";
+  result.capacity = capacity;
+  return result;
+}
+
+Device device(std::string id, Sharing sharing, dowser::Properties properties = {}) {
+  Device result;
+  result.id = std::move(id);
+  result.sharing = sharing;
+  result.properties = std::move(properties);
+  return result;
+}
+
+// ---- instance_for ------------------------------------------------------------------
+
+TEST(InstanceFor, SharedDeviceIsNamedByItsIdAlone) {
+  auto config = configuration("cams", 3);
+  config.namespace_name = "edge";
+  config.broker_properties = {{"RESOLUTION", "1080p"}, {"SOURCE", "configuration"}};
+  auto dev = device("dev_1", Sharing::shared,
+                    {{"SOURCE", "device"}, {"DEBUG_ECHO_DESCRIPTION", "dev_1"}, {"BARE", {}}});
+
+  auto instance = instance_for(config, dev, "node-a", "example.com");
+
+  EXPECT_EQ(instance.name, "cams-cb2ad7") << "Akri's digest of a shared device id";
+  EXPECT_EQ(instance.namespace_name, "edge");
+  EXPECT_EQ(instance.configuration_name, "cams");
+  EXPECT_EQ(instance.cdi_name, "example.com/cams=cb2ad7");
+  EXPECT_EQ(instance.capacity, 3u);
+  EXPECT_TRUE(instance.shared);
+  EXPECT_EQ(instance.broker_properties,
+            (std::map<std::string, std::string>{{"DEBUG_ECHO_DESCRIPTION", "dev_1"},
+                                                {"RESOLUTION", "1080p"},
+                                                {"SOURCE", "configuration"}}))
+      << "device properties with the Configuration's laid over; one without a value is left out";
+  EXPECT_TRUE(instance.nodes.empty()) << "nodes are the caller's";
+  EXPECT_TRUE(instance.device_usage.empty());
+  EXPECT_EQ(instance_for(config, dev, "node-b", "example.com"), instance)
+      << "every node names a shared device alike";
+}
+
+TEST(InstanceFor, LocalDeviceIsNamedByIdAndNode) {
+  auto config = configuration("usb");
+  auto on_a = instance_for(config, device("my_local_device", Sharing::local), "my_node", "akri.sh");
+  auto on_b =
+      instance_for(config, device("my_local_device", Sharing::local), "my_other_node", "akri.sh");
+  EXPECT_EQ(on_a.name, "usb-e77db4");
+  EXPECT_EQ(on_b.name, "usb-099763");
+  EXPECT_EQ(on_a.cdi_name, "akri.sh/usb=e77db4");
+  EXPECT_FALSE(on_a.shared);
+}
+
+// ---- the reconciler on a real store ---------------------------------------------------
+
+class InstanceReconcilerTest : public ::testing::Test {
+ protected:
+  InstanceReconcilerTest() {
+    std::string pattern = (fs::temp_directory_path() / "dowser-reconciler-XXXXXX").string();
+    dir_ = ::mkdtemp(pattern.data());
+    store_ = std::make_unique<FileInstanceStore>(dir_);
+    capacity_ = std::make_unique<CapacityManager>(*store_, "node-a");
+    reconciler_ = std::make_unique<InstanceReconciler>(*store_, *capacity_, "node-a", "akri.sh");
+  }
+  ~InstanceReconcilerTest() override {
+    reconciler_.reset();
+    capacity_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+
+  std::optional<dowser::store::StoredInstance> stored(const InstanceKey& key) {
+    return store_->get(key.first, key.second);
+  }
+
+  fs::path dir_;
+  std::unique_ptr<FileInstanceStore> store_;
+  std::unique_ptr<CapacityManager> capacity_;
+  std::unique_ptr<InstanceReconciler> reconciler_;
+  const Clock::time_point start_ = Clock::now();
+};
+
+const InstanceKey kShared{"default", "cams-cb2ad7"};  // dev_1, shared
+
+TEST_F(InstanceReconcilerTest, NewDeviceCreatesAnInstanceListingThisNode) {
+  auto config = configuration("cams", 3);
+  config.broker_properties = {{"RESOLUTION", "1080p"}};
+  auto dev = device("dev_1", Sharing::shared, {{"DEBUG_ECHO_DESCRIPTION", "dev_1"}});
+
+  EXPECT_EQ(reconciler_->reconcile(config, {dev}, start_), std::set<InstanceKey>{kShared});
+
+  auto in_store = stored(kShared);
+  ASSERT_TRUE(in_store);
+  EXPECT_EQ(in_store->instance.nodes, std::set<std::string>{"node-a"});
+  EXPECT_EQ(in_store->instance.capacity, 3u);
+  EXPECT_EQ(in_store->instance.broker_properties,
+            (std::map<std::string, std::string>{{"DEBUG_ECHO_DESCRIPTION", "dev_1"},
+                                                {"RESOLUTION", "1080p"}}));
+  ASSERT_NE(capacity_->find(kShared), nullptr) << "the pool's cache knows it at once";
+  EXPECT_EQ(capacity_->find(kShared)->revision, in_store->revision);
+  ASSERT_NE(reconciler_->device(kShared), nullptr);
+  EXPECT_EQ(*reconciler_->device(kShared), dev);
+  EXPECT_FALSE(reconciler_->offline(kShared));
+  EXPECT_EQ(reconciler_->instances_of("default", "cams"), std::vector<InstanceKey>{kShared});
+  EXPECT_TRUE(reconciler_->is_instance_of(kShared, "cams"));
+  EXPECT_FALSE(reconciler_->is_instance_of(kShared, "other"));
+}
+
+TEST_F(InstanceReconcilerTest, UnchangedSnapshotWritesNothing) {
+  auto config = configuration("cams");
+  auto dev = device("dev_1", Sharing::shared, {{"DEBUG_ECHO_DESCRIPTION", "dev_1"}});
+  reconciler_->reconcile(config, {dev}, start_);
+  auto first = stored(kShared);
+  ASSERT_TRUE(first);
+
+  EXPECT_TRUE(reconciler_->reconcile(config, {dev}, start_).empty());
+  EXPECT_EQ(stored(kShared)->revision, first->revision);
+
+  // A changed property is written, under the same name and to the same node.
+  dev.properties["DEBUG_ECHO_DESCRIPTION"] = "renamed";
+  EXPECT_TRUE(reconciler_->reconcile(config, {dev}, start_).empty()) << "visibility did not change";
+  auto second = stored(kShared);
+  EXPECT_GT(second->revision, first->revision);
+  EXPECT_EQ(second->instance.broker_properties.at("DEBUG_ECHO_DESCRIPTION"), "renamed");
+  EXPECT_EQ(second->instance.nodes, std::set<std::string>{"node-a"});
+}
+
+TEST_F(InstanceReconcilerTest, ChangedCapacityRewritesTheInstance) {
+  auto config = configuration("cams", 2);
+  auto dev = device("dev_1", Sharing::shared);
+  reconciler_->reconcile(config, {dev}, start_);
+  config.capacity = 5;
+  reconciler_->reconcile(config, {dev}, start_);
+  EXPECT_EQ(stored(kShared)->instance.capacity, 5u);
+}
+
+TEST_F(InstanceReconcilerTest, VanishedLocalDeviceIsWithdrawnAtOnce) {
+  auto config = configuration("usb");
+  auto dev = device("my_local_device", Sharing::local);
+  InstanceKey key{"default", "usb-" + dowser::naming::device_digest(dev.id, false, "node-a")};
+  reconciler_->reconcile(config, {dev}, start_);
+  ASSERT_TRUE(stored(key));
+
+  EXPECT_EQ(reconciler_->reconcile(config, {}, start_), std::set<InstanceKey>{key});
+  EXPECT_FALSE(stored(key)) << "the last node out deletes the Instance";
+  EXPECT_EQ(capacity_->find(key), nullptr);
+  EXPECT_EQ(reconciler_->device(key), nullptr);
+  EXPECT_FALSE(reconciler_->next_expiry());
+}
+
+TEST_F(InstanceReconcilerTest, VanishedSharedDeviceStaysOfflineForItsGrace) {
+  auto config = configuration("cams");
+  config.shared_offline_grace = std::chrono::seconds(300);
+  reconciler_->reconcile(config, {device("dev_1", Sharing::shared)}, start_);
+
+  EXPECT_EQ(reconciler_->reconcile(config, {}, start_), std::set<InstanceKey>{kShared});
+  EXPECT_TRUE(stored(kShared));
+  EXPECT_TRUE(reconciler_->offline(kShared));
+  EXPECT_EQ(reconciler_->next_expiry(), start_ + std::chrono::seconds(300));
+  EXPECT_TRUE(reconciler_->reconcile(config, {}, start_ + std::chrono::seconds(10)).empty())
+      << "still missing: nothing new, and the grace does not restart";
+  EXPECT_EQ(reconciler_->next_expiry(), start_ + std::chrono::seconds(300));
+
+  EXPECT_TRUE(reconciler_->expire(start_ + std::chrono::seconds(299)).empty());
+  EXPECT_TRUE(stored(kShared));
+  EXPECT_EQ(reconciler_->expire(start_ + std::chrono::seconds(300)),
+            std::set<InstanceKey>{kShared});
+  EXPECT_FALSE(stored(kShared));
+  EXPECT_FALSE(reconciler_->offline(kShared));
+  EXPECT_FALSE(reconciler_->next_expiry());
+}
+
+TEST_F(InstanceReconcilerTest, SharedDeviceBackWithinItsGraceIsOnlineAgain) {
+  auto config = configuration("cams");
+  auto dev = device("dev_1", Sharing::shared);
+  reconciler_->reconcile(config, {dev}, start_);
+  reconciler_->reconcile(config, {}, start_);
+  ASSERT_TRUE(reconciler_->offline(kShared));
+
+  EXPECT_EQ(reconciler_->reconcile(config, {dev}, start_ + std::chrono::seconds(5)),
+            std::set<InstanceKey>{kShared});
+  EXPECT_FALSE(reconciler_->offline(kShared));
+  EXPECT_FALSE(reconciler_->next_expiry());
+  EXPECT_TRUE(reconciler_->expire(start_ + std::chrono::hours(1)).empty());
+  EXPECT_TRUE(stored(kShared));
+}
+
+TEST_F(InstanceReconcilerTest, ClaimedSharedDeviceOutlastsItsGraceUntilReleased) {
+  auto config = configuration("cams");
+  config.shared_offline_grace = std::chrono::seconds(60);
+  reconciler_->reconcile(config, {device("dev_1", Sharing::shared)}, start_);
+  capacity_->allocate_instance_level(kShared, {{"cams-cb2ad7-0"}}, false);
+  reconciler_->reconcile(config, {}, start_);
+
+  EXPECT_FALSE(reconciler_->next_expiry()) << "it waits for the release, not for a clock";
+  EXPECT_TRUE(reconciler_->expire(start_ + std::chrono::hours(1)).empty());
+  ASSERT_TRUE(stored(kShared));
+
+  ASSERT_TRUE(capacity_->release(kShared, 0, dowser::naming::SlotUsage::instance_level("node-a")));
+  EXPECT_EQ(reconciler_->expire(start_ + std::chrono::hours(1)), std::set<InstanceKey>{kShared});
+  EXPECT_FALSE(stored(kShared));
+}
+
+TEST_F(InstanceReconcilerTest, SharedDeviceIsOneInstanceAcrossNodes) {
+  // A second node on the same store directory, as two daemons on one machine.
+  FileInstanceStore store_b(dir_);
+  CapacityManager capacity_b(store_b, "node-b");
+  InstanceReconciler node_b(store_b, capacity_b, "node-b", "akri.sh");
+  auto config = configuration("cams");
+  config.shared_offline_grace = std::chrono::seconds(0);
+  auto dev = device("dev_1", Sharing::shared);
+
+  reconciler_->reconcile(config, {dev}, start_);
+  node_b.reconcile(config, {dev}, start_);
+  EXPECT_EQ(stored(kShared)->instance.nodes, (std::set<std::string>{"node-a", "node-b"}));
+
+  EXPECT_EQ(reconciler_->reconcile(config, {}, start_), std::set<InstanceKey>{kShared})
+      << "no grace: node-a leaves at once";
+  ASSERT_TRUE(stored(kShared)) << "node-b still sees it";
+  EXPECT_EQ(stored(kShared)->instance.nodes, std::set<std::string>{"node-b"});
+}
+
+TEST_F(InstanceReconcilerTest, WithdrawAllLeavesEveryInstanceOfTheConfiguration) {
+  auto cams = configuration("cams");
+  auto usb = configuration("usb");
+  reconciler_->reconcile(cams, {device("dev_1", Sharing::shared)}, start_);
+  reconciler_->reconcile(usb, {device("dev_2", Sharing::local)}, start_);
+  ASSERT_EQ(store_->list().size(), 2u);
+
+  EXPECT_EQ(reconciler_->withdraw_all({"default", "cams"}), std::set<InstanceKey>{kShared});
+  auto left = store_->list();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].instance.configuration_name, "usb");
+}
+
+}  // namespace
