@@ -2,6 +2,7 @@
 // asks of the plugins' sockets and registrations, of the Instances it writes,
 // and of claims under contention and across a crash, checked claim by claim.
 #include "daemon_harness.hpp"
+#include "eventually.hpp"
 #include "naming.hpp"
 
 #include <sys/stat.h>
@@ -16,16 +17,7 @@ namespace {
 
 const testkit::PodRef pod_a{"default", "pod-a"};
 
-// Waits for a condition on state outside the simulator (the store, the
-// plugin directory), re-checking it until the deadline.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+using dowser::test::eventually;
 
 std::vector<std::string> il_resources(const std::vector<store::StoredInstance>& instances,
                                       const std::string& configuration) {

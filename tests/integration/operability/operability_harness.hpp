@@ -3,6 +3,7 @@
 #pragma once
 
 #include "daemon_harness.hpp"
+#include "eventually.hpp"
 #include "status_api.hpp"
 
 #include <fcntl.h>
@@ -41,16 +42,7 @@ inline double metric(const std::string& url, const std::string& series) {
   return std::nan("");
 }
 
-// Polls what only HTTP can show until `done` holds or the deadline passes.
-inline bool eventually(const std::function<bool()>& done,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
+using dowser::test::eventually;
 
 struct CommandResult {
   int exit_code = -1;
