@@ -129,7 +129,8 @@ class PluginManager {
   std::unique_ptr<ListPublisher> publisher_;  // outlives every plugin's server
   std::map<std::string, std::unique_ptr<Entry>> plugins_;
   std::unique_ptr<Watcher> watcher_;
-  std::shared_ptr<bool> alive_;  // posted callbacks check it before touching this
+  class CoreLink;
+  std::shared_ptr<CoreLink> link_;  // what other threads post through
   RegistrationObserver registration_observer_;
   // Every registration goes over one connection to kubelet.sock: a channel
   // per registration cost tens of KB each while thousands were in flight.

@@ -23,6 +23,36 @@ constexpr size_t kTrimAfterAnswers = 256;
 
 }  // namespace
 
+// How other threads hand work to the core thread for the manager, and only
+// while it lives: a registration's gRPC callback may come after the manager,
+// and the core's io_context with it, are gone (a daemon stopping while a
+// Register call is in flight).
+class PluginManager::CoreLink : public std::enable_shared_from_this<CoreLink> {
+ public:
+  explicit CoreLink(boost::asio::io_context& core) : core_(&core) {}
+
+  // Runs work on the core thread, unless the manager is gone by then.
+  void post(std::function<void()> work) {
+    std::lock_guard lock(mutex_);
+    if (core_ == nullptr) return;
+    boost::asio::post(*core_, [link = shared_from_this(), work = std::move(work)] {
+      if (link->alive()) work();
+    });
+  }
+  bool alive() {
+    std::lock_guard lock(mutex_);
+    return core_ != nullptr;
+  }
+  void sever() {
+    std::lock_guard lock(mutex_);
+    core_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  boost::asio::io_context* core_;
+};
+
 // Follows the kubelet directory on its own thread and posts what it sees.
 struct PluginManager::Watcher {
   Watcher(std::filesystem::path dir, std::function<void(const std::string&, bool created)> seen)
@@ -78,7 +108,7 @@ PluginManager::PluginManager(boost::asio::io_context& core, PluginManagerOptions
     : core_(core),
       options_(std::move(options)),
       publisher_(std::make_unique<ListPublisher>()),
-      alive_(std::make_shared<bool>(true)) {
+      link_(std::make_shared<CoreLink>(core)) {
   // gRPC locks absl mutexes, and Debian builds abseil without NDEBUG, so
   // every lock taken under another adds to a process-wide graph of all
   // mutexes to find lock-order cycles. With thousands of plugins that graph
@@ -87,7 +117,7 @@ PluginManager::PluginManager(boost::asio::io_context& core, PluginManagerOptions
 }
 
 PluginManager::~PluginManager() {
-  *alive_ = false;
+  link_->sever();
   watcher_.reset();
   stop_all();
 }
@@ -95,9 +125,8 @@ PluginManager::~PluginManager() {
 void PluginManager::start() {
   std::filesystem::create_directories(options_.kubelet_dir);
   watcher_ = std::make_unique<Watcher>(
-      options_.kubelet_dir, [this, alive = alive_](const std::string& name, bool created) {
-        boost::asio::post(core_, [this, alive, name, created] {
-          if (!*alive) return;
+      options_.kubelet_dir, [this, link = link_](const std::string& name, bool created) {
+        link->post([this, name, created] {
           if (name == kKubeletSocket && created) {
             reregister_all("kubelet.sock was re-created (kubelet restart)");
           } else if (!created) {
@@ -167,8 +196,8 @@ void PluginManager::register_plugin(const std::string& resource_name,
   uint64_t generation = ++entry.generation;
   entry.timer->expires_after(delay);
   entry.timer->async_wait(
-      [this, alive = alive_, resource_name, generation](const boost::system::error_code& error) {
-        if (error || !*alive) return;
+      [this, link = link_, resource_name, generation](const boost::system::error_code& error) {
+        if (error || !link->alive()) return;
         auto it = plugins_.find(resource_name);
         if (it == plugins_.end() || it->second->generation != generation) return;
         send_registration(resource_name, generation);
@@ -193,9 +222,8 @@ void PluginManager::send_registration(const std::string& resource_name, uint64_t
   ++registrations_in_flight_;
   call->stub->async()->Register(
       &call->context, &call->request, &call->response,
-      [this, alive = alive_, call, resource_name, generation](const grpc::Status& status) {
-        boost::asio::post(core_, [this, alive, call, resource_name, generation, status] {
-          if (!*alive) return;
+      [this, link = link_, call, resource_name, generation](const grpc::Status& status) {
+        link->post([this, call, resource_name, generation, status] {
           registration_done(resource_name, generation, status);
           registration_answered();
         });
