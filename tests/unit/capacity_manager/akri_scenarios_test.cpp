@@ -4,12 +4,10 @@
 // Akri's defects are fixed as DESIGN.md says (the CL list never starts empty;
 // a release frees only the claim it names). Claims go through a real file store.
 #include "capacity_manager.hpp"
+#include "two_nodes_one_store.hpp"
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
-namespace fs = std::filesystem;
 using namespace dowser::capacity;
 using dowser::naming::SlotUsage;
 using dowser::store::FileInstanceStore;
@@ -92,30 +90,15 @@ TEST(AkriScenarios, TwentyOneOneVdevHoldingEverySlotIsOneDevice) {
       << "another node's claim leaves free slots: one placeholder";
 }
 
-class AkriClaimScenarios : public ::testing::Test {
+class AkriClaimScenarios : public TwoNodesOneStore {
  protected:
-  AkriClaimScenarios() {
-    std::string pattern = (fs::temp_directory_path() / "dowser-akri-XXXXXX").string();
-    dir_ = ::mkdtemp(pattern.data());
-    store_ = std::make_unique<FileInstanceStore>(dir_);
-    other_store_ = std::make_unique<FileInstanceStore>(dir_);
-    node_a_ = std::make_unique<CapacityManager>(*store_, "node-a");
-    node_b_ = std::make_unique<CapacityManager>(*other_store_, "node-b");
-  }
-  ~AkriClaimScenarios() override { fs::remove_all(dir_); }
-
-  void add(const Instance& i) {
-    uint64_t revision = store_->create(i);
-    node_a_->apply({i, revision});
-    node_b_->apply({i, revision});
-  }
   Usage usage(const std::string& name) {
-    return store_->get("default", name)->instance.device_usage;
+    return store_a_->get("default", name)->instance.device_usage;
   }
   VirtualDeviceTable table(const std::vector<std::string>& names) {
     VirtualDeviceTable result("node-a", UniqueInstances::required);
     for (const auto& name : names)
-      result.put(InstanceSlots::decode(store_->get("default", name)->instance));
+      result.put(InstanceSlots::decode(store_a_->get("default", name)->instance));
     return result;
   }
   std::vector<ContainerClaims> allocate(const std::vector<std::string>& vdevs,
@@ -123,10 +106,6 @@ class AkriClaimScenarios : public ::testing::Test {
     return node_a_->allocate_configuration_level("default", {vdevs}, table,
                                                  UniqueInstances::required);
   }
-
-  fs::path dir_;
-  std::unique_ptr<FileInstanceStore> store_, other_store_;
-  std::unique_ptr<CapacityManager> node_a_, node_b_;
 };
 
 TEST_F(AkriClaimScenarios, FiveAnUpdatedInstanceReplacesTheCachedSlots) {
@@ -134,7 +113,7 @@ TEST_F(AkriClaimScenarios, FiveAnUpdatedInstanceReplacesTheCachedSlots) {
   std::vector<StoredInstance> heard;
   node_a_->set_change_listener([&](const StoredInstance& now) { heard.push_back(now); });
   auto updated = instance("instance-a", 3, {{"instance-a-1", "node-a"}});
-  uint64_t revision = store_->update(updated, store_->get("default", "instance-a")->revision);
+  uint64_t revision = store_a_->update(updated, store_a_->get("default", "instance-a")->revision);
   ASSERT_TRUE(node_a_->apply({updated, revision}));
   auto slots = InstanceSlots::decode(node_a_->find({"default", "instance-a"})->instance);
   EXPECT_TRUE(slots.is_free(0));
@@ -198,7 +177,7 @@ TEST_F(AkriClaimScenarios, TwentyTwoASlotHeldForAnotherVdevCannotCoverTheRequest
   Usage before_1 = usage("instance-1");
   auto stale = table({"instance-2"});
   add(instance("instance-3", 1));
-  stale.put(InstanceSlots::decode(store_->get("default", "instance-3")->instance));
+  stale.put(InstanceSlots::decode(store_a_->get("default", "instance-3")->instance));
   ASSERT_EQ(stale.devices().size(), 2u);
   node_b_->allocate_instance_level({"default", "instance-3"}, {{"instance-3-0"}}, false);
   EXPECT_THROW(allocate({"0", "1"}, stale), AllocationError);

@@ -3,15 +3,14 @@
 // directory stand for two nodes). Ports akri-behaviour.md section 10,
 // scenarios 3, 6-8, 11-12, 21-22, with Akri's defects fixed as DESIGN.md says.
 #include "capacity_manager.hpp"
+#include "two_nodes_one_store.hpp"
 
 #include <gtest/gtest.h>
 
 #include <array>
-#include <filesystem>
 #include <random>
 #include <thread>
 
-namespace fs = std::filesystem;
 using namespace dowser::capacity;
 using dowser::naming::SlotUsage;
 using dowser::store::FileInstanceStore;
@@ -263,23 +262,8 @@ TEST(PlanContainer, ReusesHeldVdevsAndRanksCandidatesByFreeSlots) {
 
 // ---- claims against a real store ----------------------------------------------------
 
-class CapacityManagerTest : public ::testing::Test {
+class CapacityManagerTest : public TwoNodesOneStore {
  protected:
-  CapacityManagerTest() {
-    std::string pattern = (fs::temp_directory_path() / "dowser-capacity-XXXXXX").string();
-    dir_ = ::mkdtemp(pattern.data());
-    store_a_ = std::make_unique<FileInstanceStore>(dir_);
-    store_b_ = std::make_unique<FileInstanceStore>(dir_);
-    node_a_ = std::make_unique<CapacityManager>(*store_a_, "node-a");
-    node_b_ = std::make_unique<CapacityManager>(*store_b_, "node-b");
-  }
-  ~CapacityManagerTest() override { fs::remove_all(dir_); }
-
-  void add(const Instance& i) {
-    uint64_t revision = store_a_->create(i);
-    node_a_->apply({i, revision});
-    node_b_->apply({i, revision});
-  }
   void refresh(CapacityManager& manager) {
     for (const auto& stored : store_a_->list()) manager.apply(stored);
   }
@@ -295,10 +279,6 @@ class CapacityManagerTest : public ::testing::Test {
         table.put(InstanceSlots::decode(stored->instance));
     return table;
   }
-
-  fs::path dir_;
-  std::unique_ptr<FileInstanceStore> store_a_, store_b_;
-  std::unique_ptr<CapacityManager> node_a_, node_b_;
 };
 
 TEST_F(CapacityManagerTest, InstanceLevelClaimsAsAkriScenarioEight) {
