@@ -4,7 +4,9 @@
 # to start when another preloaded library comes before it).
 # Usage: run_under_umockdev.sh <program> [args...]
 set -euo pipefail
-asan=$(ldd "$1" 2>/dev/null | awk '/libasan/ { print $3; exit }')
+# awk reads to the end: an early exit could kill ldd with SIGPIPE, and with
+# pipefail that ended this script silently (a rare ASan-run failure).
+asan=$(ldd "$1" 2>/dev/null | awk '/libasan/ && !found { print $3; found = 1 }')
 preload="libumockdev-preload.so.0"
 export LD_PRELOAD="${asan:+$asan:}$preload${LD_PRELOAD:+:$LD_PRELOAD}"
 exec "$@"
