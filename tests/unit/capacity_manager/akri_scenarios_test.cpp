@@ -4,7 +4,7 @@
 // Akri's defects are fixed as DESIGN.md says (the CL list never starts empty;
 // a release frees only the claim it names). Claims go through a real file store.
 #include "capacity_manager.hpp"
-#include "two_nodes_one_store.hpp"
+#include "capacity_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,22 +16,6 @@ using dowser::store::StoredInstance;
 using Usage = std::map<std::string, std::string>;
 
 namespace {
-
-Instance instance(std::string name, uint32_t capacity, Usage usage = {}) {
-  Instance result;
-  result.name = std::move(name);
-  result.configuration_name = "config-a";
-  result.capacity = capacity;
-  result.nodes = {"node-a"};
-  result.device_usage = std::move(usage);
-  return result;
-}
-
-std::vector<PluginDevice> devices(std::initializer_list<std::pair<const char*, bool>> list) {
-  std::vector<PluginDevice> result;
-  for (auto [id, healthy] : list) result.push_back({id, healthy});
-  return result;
-}
 
 std::vector<PluginDevice> table_for(const std::vector<Instance>& instances) {
   VirtualDeviceTable table("node-a", UniqueInstances::required);

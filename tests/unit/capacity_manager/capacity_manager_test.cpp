@@ -3,7 +3,7 @@
 // directory stand for two nodes). Ports akri-behaviour.md section 10,
 // scenarios 3, 6-8, 11-12, 21-22, with Akri's defects fixed as DESIGN.md says.
 #include "capacity_manager.hpp"
-#include "two_nodes_one_store.hpp"
+#include "capacity_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,23 +17,6 @@ using dowser::store::FileInstanceStore;
 using dowser::store::Instance;
 
 namespace {
-
-Instance instance(std::string name, uint32_t capacity,
-                  std::map<std::string, std::string> usage = {}) {
-  Instance result;
-  result.name = std::move(name);
-  result.configuration_name = "config-a";
-  result.capacity = capacity;
-  result.nodes = {"node-a", "node-b"};
-  result.device_usage = std::move(usage);
-  return result;
-}
-
-std::vector<PluginDevice> devices(std::initializer_list<std::pair<const char*, bool>> list) {
-  std::vector<PluginDevice> result;
-  for (auto [id, healthy] : list) result.push_back({id, healthy});
-  return result;
-}
 
 // ---- decoding and lists ----------------------------------------------------------
 
