@@ -118,6 +118,7 @@ struct KubeletSimulator::Impl {
       // dial is answered first: setting dial_ afterwards is safe.
       auto dial = PluginConnection::dial(
           impl.config.device_plugin_dir / request.endpoint(), impl.config.dial_timeout,
+          impl.grpc_token,
           [this, &impl, request](const grpc::Status& status,
                                  const std::shared_ptr<PluginConnection>& connection) {
             Finish(impl.dialled(request, status, connection));
@@ -154,11 +155,12 @@ struct KubeletSimulator::Impl {
     Impl& impl_;
   };
 
-  // A callback service, like every other gRPC user here, and it lives as long
-  // as the simulator: gRPC 1.51 may run callbacks on a completion queue shared
-  // by every server and channel that uses them, and aborts if the last of
-  // those goes away on that queue's own thread, as a plugin channel freed at
-  // the end of its ListAndWatch stream would after a restart.
+  // A callback service, like every other gRPC user here, and it outlives
+  // every plugin channel: gRPC 1.51 may run callbacks on a completion queue
+  // shared by every server and channel that uses them, and frees that queue
+  // twice if the last of those goes away on the queue's own thread, as a
+  // plugin channel freed at the end of its ListAndWatch stream or its dial
+  // would. Hence grpc_token, waited for before this server stops.
   class PodResourcesService final : public v1::PodResourcesLister::CallbackService {
    public:
     explicit PodResourcesService(Impl& impl) : impl_(impl) {}
@@ -199,7 +201,9 @@ struct KubeletSimulator::Impl {
   };
 
   explicit Impl(KubeletSimulatorConfig config_in)
-      : config(std::move(config_in)), kubelet_socket(config.device_plugin_dir / "kubelet.sock") {
+      : config(std::move(config_in)),
+        kubelet_socket(config.device_plugin_dir / "kubelet.sock"),
+        grpc_token(std::make_shared<const TokenRelease>(*this)) {
     // Debian's abseil tracks lock order across every mutex gRPC creates (it
     // is built without NDEBUG): with thousands of plugins, that is most of
     // the work. The kubelet has no such cost.
@@ -217,7 +221,30 @@ struct KubeletSimulator::Impl {
   ~Impl() {
     stop_server(registration_server);
     close_all();
+    // A stream's end is handled before its reader lets go of the channel,
+    // and a dial's answer before gRPC lets go of the dial.
+    wait_for_grpc_token();
     stop_server(podresources_server);  // last: see PodResourcesService
+  }
+
+  // Runs when the last copy of grpc_token goes, on whichever thread drops it.
+  struct TokenRelease {
+    explicit TokenRelease(Impl& owner) : impl(owner) {}
+    TokenRelease(const TokenRelease&) = delete;
+    TokenRelease& operator=(const TokenRelease&) = delete;
+    ~TokenRelease() {
+      std::lock_guard lock(impl.mutex);
+      impl.grpc_token_released = true;
+      impl.changed.notify_all();  // under the lock: the waiter destroys `changed` next
+    }
+    Impl& impl;
+  };
+
+  // Drops the simulator's own copy and waits until every other one is gone.
+  void wait_for_grpc_token() {
+    grpc_token.reset();
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [this] { return grpc_token_released; });
   }
 
   // A starting kubelet: clean the directory, then listen on a new kubelet.sock.
@@ -553,6 +580,9 @@ struct KubeletSimulator::Impl {
   std::map<std::string, Plugin> plugins;
   std::uint64_t last_connection_id = 0;
   std::size_t open_streams = 0;  // ListAndWatch streams whose end was not handled yet
+  // Held by every dial and plugin connection until their channels are gone.
+  PluginConnection::Token grpc_token;
+  bool grpc_token_released = false;  // guarded by mutex
 
   std::mutex admission_mutex;  // admissions and restarts happen one at a time
   std::unique_ptr<RegistrationService> registration_service;

@@ -50,7 +50,7 @@ class PluginConnection::ListReader final
   }
 
  private:
-  std::shared_ptr<PluginConnection> connection_;  // and so its channel
+  std::shared_ptr<PluginConnection> connection_;  // and so its channel and token; goes last
   std::shared_ptr<grpc::ClientContext> context_;  // shared with close()
   ListHandler on_list_;
   EndHandler on_end_;
@@ -60,6 +60,7 @@ class PluginConnection::ListReader final
 
 // A GetDevicePluginOptions call in flight, with what it needs to live.
 struct PluginConnection::Dial {
+  Token token;  // first, so it goes last
   std::filesystem::path socket;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
@@ -71,8 +72,9 @@ struct PluginConnection::Dial {
 
 std::shared_ptr<grpc::ClientContext> PluginConnection::dial(const std::filesystem::path& socket,
                                                             std::chrono::milliseconds timeout,
-                                                            Dialled done) {
+                                                            Token token, Dialled done) {
   auto call = std::make_shared<Dial>();
+  call->token = std::move(token);
   call->socket = socket;
   call->channel = unix_channel(socket);
   call->stub = v1beta1::DevicePlugin::NewStub(call->channel);
@@ -85,7 +87,7 @@ std::shared_ptr<grpc::ClientContext> PluginConnection::dial(const std::filesyste
       &call->context, &call->request, &call->options, [call](const grpc::Status& status) {
         if (status.ok()) {
           call->done(status, std::shared_ptr<PluginConnection>(
-                                 new PluginConnection(call->channel, call->options)));
+                                 new PluginConnection(call->token, call->channel, call->options)));
         } else if (call->channel->GetState(false) != GRPC_CHANNEL_READY) {
           call->done({grpc::StatusCode::UNAVAILABLE,
                       "cannot connect to device plugin at " + call->socket.string()},
@@ -99,9 +101,10 @@ std::shared_ptr<grpc::ClientContext> PluginConnection::dial(const std::filesyste
   return {call, &call->context};
 }
 
-PluginConnection::PluginConnection(std::shared_ptr<grpc::Channel> channel,
+PluginConnection::PluginConnection(Token token, std::shared_ptr<grpc::Channel> channel,
                                    v1beta1::DevicePluginOptions options)
-    : channel_(std::move(channel)),
+    : token_(std::move(token)),
+      channel_(std::move(channel)),
       stub_(v1beta1::DevicePlugin::NewStub(channel_)),
       options_(std::move(options)) {}
 

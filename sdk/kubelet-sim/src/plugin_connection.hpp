@@ -24,13 +24,18 @@ class PluginConnection : public std::enable_shared_from_this<PluginConnection> {
   using ListHandler = std::function<void(const v1beta1::ListAndWatchResponse&)>;
   using EndHandler = std::function<void()>;
   using Dialled = std::function<void(const grpc::Status&, std::shared_ptr<PluginConnection>)>;
+  // The caller's token: every dial, connection and stream holds a copy and
+  // drops it only after its channel and calls, so the last copy going tells
+  // the caller that nothing of theirs is left to be freed on a gRPC thread.
+  using Token = std::shared_ptr<const void>;
 
   // Dials the plugin's socket and asks for its options, as the kubelet does
   // inside Register, waiting up to `timeout` for the socket to accept. Calls
   // `done` once, from a gRPC thread, with the connection or the error.
   // Returns the call's context, to cancel it.
   static std::shared_ptr<grpc::ClientContext> dial(const std::filesystem::path& socket,
-                                                   std::chrono::milliseconds timeout, Dialled done);
+                                                   std::chrono::milliseconds timeout, Token token,
+                                                   Dialled done);
 
   ~PluginConnection();
   PluginConnection(const PluginConnection&) = delete;
@@ -50,8 +55,10 @@ class PluginConnection : public std::enable_shared_from_this<PluginConnection> {
   class ListReader;
   struct Dial;
 
-  PluginConnection(std::shared_ptr<grpc::Channel> channel, v1beta1::DevicePluginOptions options);
+  PluginConnection(Token token, std::shared_ptr<grpc::Channel> channel,
+                   v1beta1::DevicePluginOptions options);
 
+  Token token_;  // first, so it goes last
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1beta1::DevicePlugin::Stub> stub_;
   v1beta1::DevicePluginOptions options_;
