@@ -158,8 +158,8 @@ std::pair<Latency, Latency> grpc_baseline(const fs::path& dir, int samples) {
 }
 
 // The other physical limit of a claim: one durable Instance update in the
-// file store (write a temporary file, fsync, rename, fsync the directory),
-// in the directory dowserd's store uses in this run.
+// file store (a journal record made durable with fdatasync, then the file
+// rewritten in place), in the directory dowserd's store uses in this run.
 Latency store_update_baseline(const fs::path& dir, int samples) {
   dowser::store::FileInstanceStore store(dir);
   dowser::store::Instance instance;

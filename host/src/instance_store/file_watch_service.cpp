@@ -20,7 +20,7 @@ class FileWatchService::Session {
                           [this] { check_known_for_removal(); }}) {
     // The watches are in place, so a change from here on is either in this
     // baseline or reported later; the filter drops what is reported twice.
-    for (const StoredInstance& stored : files_.read_all()) filter_.remember(stored);
+    for (const StoredInstance& stored : files_.read_all_settled()) filter_.remember(stored);
     watcher_.start();
   }
 
@@ -31,7 +31,7 @@ class FileWatchService::Session {
   void changed(const std::string& namespace_name, const std::string& name) {
     std::optional<StoredInstance> current;
     try {
-      current = files_.read(namespace_name, name);
+      current = files_.read_settled(namespace_name, name);
     } catch (const StoreError& error) {
       spdlog::warn("instance store: watch skips an unreadable Instance file: {}", error.what());
       return;

@@ -99,6 +99,17 @@ std::vector<StoredInstance> InstanceFiles::read_all() const {
   return all;
 }
 
+std::optional<StoredInstance> InstanceFiles::read_settled(const std::string& namespace_name,
+                                                          const std::string& name) const {
+  const FileLock lock(lock_file(), FileLock::Mode::shared);
+  return read(namespace_name, name);
+}
+
+std::vector<StoredInstance> InstanceFiles::read_all_settled() const {
+  const FileLock lock(lock_file(), FileLock::Mode::shared);
+  return read_all();
+}
+
 std::vector<std::string> InstanceFiles::namespaces() const {
   return entry_names(root_, [](const std::filesystem::directory_entry& entry) {
     std::error_code error;

@@ -1,5 +1,6 @@
 // The file store's directory layout: <root>/<namespace>/<name>.json, plus
-// <root>/.lock and <root>/.revision. Reading only; writes live in the store.
+// <root>/.lock, <root>/.revision and <root>/.journal. Reading only; writes
+// live in the store.
 #pragma once
 
 #include <filesystem>
@@ -19,6 +20,7 @@ class InstanceFiles {
   const std::filesystem::path& root() const { return root_; }
   std::filesystem::path lock_file() const { return root_ / ".lock"; }
   std::filesystem::path revision_file() const { return root_ / ".revision"; }
+  std::filesystem::path journal_file() const { return root_ / ".journal"; }
 
   // Both throw StoreError(io) for a namespace or name that could leave the
   // directory or hide among the store's own files.
@@ -34,6 +36,13 @@ class InstanceFiles {
   // Every Instance that can be read, by namespace and name; an unreadable one
   // is reported as a warning and skipped, and one vanishing meanwhile is skipped.
   std::vector<StoredInstance> read_all() const;
+
+  // read() and read_all() under a shared lock on lock_file(): writers rewrite
+  // files in place under the exclusive lock, so this never sees half a file.
+  // Writers, who hold the exclusive lock, call read() and read_all().
+  std::optional<StoredInstance> read_settled(const std::string& namespace_name,
+                                             const std::string& name) const;
+  std::vector<StoredInstance> read_all_settled() const;
 
   std::vector<std::string> namespaces() const;
   std::vector<std::string> instance_names(const std::string& namespace_name) const;

@@ -4,6 +4,7 @@
 // several daemons on one machine may share one store directory.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -109,16 +110,25 @@ std::optional<StoredInstance> update_with_retry(
     int max_attempts = kUpdateAttempts, const StoredInstance* cached = nullptr);
 
 // One JSON file per Instance under <directory>/<namespace>/<name>.json, in
-// Akri's Instance shape plus a top-level "revision", written atomically
-// (write, fsync, rename, fsync the directory); a flock on <directory>/.lock
-// makes compare-and-swap safe across processes, and revisions come from a
-// store-wide counter in <directory>/.revision. One inotify thread per store
-// drives watches. Namespaces and names that are empty, contain '/' or start
-// with '.' are refused (StoreError io). list() skips an unreadable file with
-// a logged warning; get() of one throws StoreError(io) naming it.
+// Akri's Instance shape plus a top-level "revision". A flock on
+// <directory>/.lock makes compare-and-swap safe across processes (readers
+// take it shared), and revisions come from a store-wide counter in
+// <directory>/.revision. Every write is first made durable in a write-ahead
+// journal, <directory>/.journal (one fdatasync, no file created), then the
+// Instance file is rewritten in place; opening the store redoes journalled
+// writes a machine crash took from the files, and a full journal is emptied
+// after fsyncing the files it covers (journal_capacity bytes, zero-filled as
+// it grows). One inotify thread per store drives watches. Namespaces and names
+// that are empty, contain '/' or start with '.' are refused (StoreError io).
+// list() skips an unreadable file with a logged warning; get() of one throws
+// StoreError(io) naming it.
+inline constexpr size_t kDefaultJournalCapacity = size_t{16} << 20;
+
 class FileInstanceStore : public InstanceStore {
  public:
-  explicit FileInstanceStore(std::filesystem::path directory);  // creates it if missing
+  // Creates the directory if missing; redoes what the journal holds.
+  explicit FileInstanceStore(std::filesystem::path directory,
+                             size_t journal_capacity = kDefaultJournalCapacity);
   ~FileInstanceStore() override;
   std::vector<StoredInstance> list() override;
   std::optional<StoredInstance> get(const std::string& namespace_name,

@@ -17,37 +17,6 @@ namespace {
 constexpr mode_t kFileMode = 0644;
 constexpr mode_t kDirectoryMode = 0755;
 
-void write_all(int fd, std::string_view data, const std::filesystem::path& path) {
-  while (!data.empty()) {
-    const ssize_t written = ::write(fd, data.data(), data.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw_io_error("write", path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(written));
-  }
-}
-
-// Unlinks a temporary file unless it was renamed into place.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(std::string path) : path_(std::move(path)) {}
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  ~TemporaryFile() {
-    if (!renamed_) ::unlink(path_.c_str());
-  }
-  void rename_to(const std::filesystem::path& target) {
-    if (::rename(path_.c_str(), target.c_str()) != 0) throw_io_error("rename onto", target, errno);
-    renamed_ = true;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  bool renamed_ = false;
-};
-
 }  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
@@ -73,6 +42,19 @@ UniqueFd open_or_throw(const std::filesystem::path& path, int flags, unsigned mo
   return fd;
 }
 
+void write_all_at(int fd, std::string_view data, uint64_t offset,
+                  const std::filesystem::path& path) {
+  while (!data.empty()) {
+    const ssize_t count = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      throw_io_error("write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(count));
+    offset += static_cast<uint64_t>(count);
+  }
+}
+
 std::string read_all(int fd, const std::filesystem::path& path) {
   std::string contents;
   std::array<char, std::size_t{16} * 1024> buffer{};
@@ -96,32 +78,35 @@ std::optional<std::string> read_file_if_exists(const std::filesystem::path& path
   return read_all(fd.get(), path);
 }
 
-ExclusiveFileLock::ExclusiveFileLock(const std::filesystem::path& path)
+FileLock::FileLock(const std::filesystem::path& path, Mode mode)
     : fd_(open_or_throw(path, O_RDWR | O_CREAT, kFileMode)) {
-  while (::flock(fd_.get(), LOCK_EX) != 0) {
+  const int operation = mode == Mode::shared ? LOCK_SH : LOCK_EX;
+  while (::flock(fd_.get(), operation) != 0) {
     if (errno != EINTR) throw_io_error("lock", path, errno);
   }
 }
 
-void replace_file_durably(const std::filesystem::path& target, std::string_view contents) {
-  const std::filesystem::path directory = target.parent_path();
-  std::string temporary_path = (directory / ".tmp.XXXXXX").string();
-  const UniqueFd fd(::mkostemp(temporary_path.data(), O_CLOEXEC));
-  if (!fd) throw_io_error("create a temporary file in", directory, errno);
-  TemporaryFile temporary(std::move(temporary_path));
-  if (::fchmod(fd.get(), kFileMode) != 0) throw_io_error("chmod", temporary.path(), errno);
-  write_all(fd.get(), contents, temporary.path());
-  if (::fsync(fd.get()) != 0) throw_io_error("fsync", temporary.path(), errno);
-  temporary.rename_to(target);
-  fsync_directory(directory);
+void rewrite_file(const std::filesystem::path& path, std::string_view contents) {
+  const UniqueFd fd = open_or_throw(path, O_WRONLY | O_CREAT, kFileMode);
+  write_all_at(fd.get(), contents, 0, path);
+  if (::ftruncate(fd.get(), static_cast<off_t>(contents.size())) != 0) {
+    throw_io_error("truncate", path, errno);
+  }
 }
 
-bool remove_file_durably(const std::filesystem::path& path) {
-  if (::unlink(path.c_str()) != 0) {
+bool remove_file(const std::filesystem::path& path) {
+  if (::unlink(path.c_str()) == 0) return true;
+  if (errno == ENOENT) return false;
+  throw_io_error("remove", path, errno);
+}
+
+bool fsync_file_if_exists(const std::filesystem::path& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
     if (errno == ENOENT) return false;
-    throw_io_error("remove", path, errno);
+    throw_io_error("open", path, errno);
   }
-  fsync_directory(path.parent_path());
+  if (::fsync(fd.get()) != 0) throw_io_error("fsync", path, errno);
   return true;
 }
 

@@ -2,6 +2,7 @@
 // StoreError(io) that name the file.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -33,28 +34,34 @@ class UniqueFd {
 
 UniqueFd open_or_throw(const std::filesystem::path& path, int flags, unsigned mode = 0);
 
+void write_all_at(int fd, std::string_view data, uint64_t offset,
+                  const std::filesystem::path& path);
+
 std::string read_all(int fd, const std::filesystem::path& path);
 
 // nullopt if the file does not exist.
 std::optional<std::string> read_file_if_exists(const std::filesystem::path& path);
 
-// Holds flock(LOCK_EX) on a file (created if missing) for its lifetime. Each
-// holder opens the file itself, so threads of one process exclude each other too.
-class ExclusiveFileLock {
+// Holds flock() on a file (created if missing) for its lifetime. Each holder
+// opens the file itself, so threads of one process exclude each other too.
+class FileLock {
  public:
-  explicit ExclusiveFileLock(const std::filesystem::path& path);
+  enum class Mode { shared, exclusive };
+  FileLock(const std::filesystem::path& path, Mode mode);
 
  private:
   UniqueFd fd_;
 };
 
-// Replaces target with contents so that a reader or a crash sees the old or
-// the new file, never a mix: a temporary file in the same directory (named
-// ".tmp.*"), fsync, rename, fsync the directory.
-void replace_file_durably(const std::filesystem::path& target, std::string_view contents);
+// Writes contents over the file (created if missing) in place and cuts it to
+// that length; no fsync. Not atomic: readers take the store's lock.
+void rewrite_file(const std::filesystem::path& path, std::string_view contents);
 
-// Returns false if there was no such file.
-bool remove_file_durably(const std::filesystem::path& path);
+// Returns false if there was no such file. No fsync.
+bool remove_file(const std::filesystem::path& path);
+
+// fsync; returns false if there is no such file.
+bool fsync_file_if_exists(const std::filesystem::path& path);
 
 // Creates the directory if missing and makes its entry durable.
 void ensure_directory_durably(const std::filesystem::path& directory);

@@ -1,50 +1,19 @@
 // FileInstanceStore beyond the store contract: the on-disk form, corrupt and
 // hostile input, restarts, and compare-and-swap across processes.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <sstream>
 
 #include "instance_store.hpp"
+#include "log_capture.hpp"
 #include "test_support.hpp"
 
 namespace dowser::store::testing {
 namespace {
-
-// Routes spdlog's default logger into a string for the life of the object.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::move(sink)));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  std::string text() const { return stream_.str(); }
-
- private:
-  std::ostringstream stream_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path) << text;
-}
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ostringstream text;
-  text << std::ifstream(path).rdbuf();
-  return text.str();
-}
 
 class FileInstanceStoreTest : public ::testing::Test {
  protected:
@@ -93,7 +62,7 @@ TEST_F(FileInstanceStoreTest, ListSkipsAndReportsACorruptFile) {
   store_.create(good);
   write_text(file_of("default", "cam-broken"), "{ not json");
 
-  const LogCapture log;
+  const dowser::test::LogCapture log;
   const std::vector<StoredInstance> listed = store_.list();
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].instance, good);
@@ -178,7 +147,7 @@ TEST_F(FileInstanceStoreTest, RevisionsKeepGrowingWhenTheCounterIsLostOrCorrupt)
   EXPECT_GT(after_loss, revision);
 
   write_text(store_directory() / ".revision", "garbage that is longer than a number\n");
-  const LogCapture log;
+  const dowser::test::LogCapture log;
   const uint64_t after_corruption = store_.create(sample_instance("cam-000003"));
   EXPECT_GT(after_corruption, after_loss);
   EXPECT_NE(log.text().find(".revision"), std::string::npos) << log.text();

@@ -1,6 +1,6 @@
 // Helpers shared by the instance store tests: sample Instances, a counter
 // change for contention tests, a recorder that waits for watch events with a
-// deadline, and a temporary directory.
+// deadline, a temporary directory, and whole-file reads and writes.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,9 +10,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -147,5 +149,16 @@ class TemporaryDirectory {
 
   std::filesystem::path path_;
 };
+
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ostringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
 
 }  // namespace dowser::store::testing

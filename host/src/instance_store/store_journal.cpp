@@ -1,0 +1,209 @@
+#include "store_journal.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/crc.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "instance_store.hpp"
+
+namespace dowser::store::detail {
+namespace {
+
+constexpr std::array<char, 8> kHeaderMagic{'D', 'O', 'W', 'S', 'E', 'R', 'J', '1'};
+constexpr uint32_t kRecordMagic = 0x444a5243;  // "CRJD" read as bytes
+
+// The fixed part of a record, as it is laid out in the file.
+struct RecordHeader {
+  uint32_t magic = kRecordMagic;
+  uint8_t kind = 0;
+  uint32_t length = 0;
+  uint64_t epoch = 0;
+  uint32_t checksum = 0;
+};
+
+uint32_t checksum_of(const RecordHeader& header, std::string_view payload) {
+  boost::crc_32_type crc;
+  crc.process_bytes(&header.kind, sizeof header.kind);
+  crc.process_bytes(&header.length, sizeof header.length);
+  crc.process_bytes(&header.epoch, sizeof header.epoch);
+  crc.process_bytes(payload.data(), payload.size());
+  return crc.checksum();
+}
+
+void encode_header(const RecordHeader& header, char* out) {
+  std::memcpy(out, &header.magic, 4);
+  std::memcpy(out + 4, &header.kind, 1);
+  std::memset(out + 5, 0, 3);
+  std::memcpy(out + 8, &header.length, 4);
+  std::memcpy(out + 12, &header.epoch, 8);
+  std::memcpy(out + 20, &header.checksum, 4);
+}
+
+RecordHeader decode_header(const char* in) {
+  RecordHeader header;
+  std::memcpy(&header.magic, in, 4);
+  std::memcpy(&header.kind, in + 4, 1);
+  std::memcpy(&header.length, in + 8, 4);
+  std::memcpy(&header.epoch, in + 12, 8);
+  std::memcpy(&header.checksum, in + 20, 4);
+  return header;
+}
+
+bool is_known_kind(uint8_t kind) {
+  return kind == static_cast<uint8_t>(JournalRecord::Kind::put) ||
+         kind == static_cast<uint8_t>(JournalRecord::Kind::remove);
+}
+
+// Short reads (past the end of the file) leave the rest of out untouched.
+size_t read_at(int fd, char* out, size_t size, uint64_t offset, const std::filesystem::path& path) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t count = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      throw_io_error("read", path, errno);
+    }
+    if (count == 0) break;
+    done += static_cast<size_t>(count);
+  }
+  return done;
+}
+
+void sync_data(int fd, const std::filesystem::path& path) {
+  if (::fdatasync(fd) != 0) throw_io_error("fdatasync", path, errno);
+}
+
+}  // namespace
+
+StoreJournal::StoreJournal(std::filesystem::path path, size_t capacity)
+    : path_(std::move(path)), capacity_(std::max(capacity, kHeaderSize + kRecordHeaderSize)) {
+  fd_ = open_or_throw(path_, O_RDWR | O_CREAT, 0644);
+  std::array<char, kHeaderMagic.size()> magic{};
+  if (read_at(fd_.get(), magic.data(), magic.size(), 0, path_) != magic.size() ||
+      magic != kHeaderMagic) {
+    if (file_size() > 0)
+      spdlog::warn("instance store: {} is not a journal; starting afresh", path_.string());
+    start_afresh(1);
+  }
+  position_ = {stored_epoch(), kHeaderSize};
+  catch_up();
+}
+
+bool StoreJournal::append(const JournalRecord& record) {
+  const uint64_t size = kRecordHeaderSize + record.payload.size();
+  if (kHeaderSize + size > capacity_) {
+    throw StoreError(StoreError::Kind::io,
+                     "a record of " + std::to_string(size) + " bytes does not fit in the journal " +
+                         path_.string() + " (capacity " + std::to_string(capacity_) + " bytes)");
+  }
+  catch_up();
+  if (position_.end + size > capacity_) return false;
+  if (position_.end + size > file_size()) {
+    const uint64_t steps = (position_.end + size + kGrowthStep - 1) / kGrowthStep;
+    zero_fill_to(std::min<uint64_t>(capacity_, steps * kGrowthStep));
+  }
+  RecordHeader header;
+  header.kind = static_cast<uint8_t>(record.kind);
+  header.length = static_cast<uint32_t>(record.payload.size());
+  header.epoch = position_.epoch;
+  header.checksum = checksum_of(header, record.payload);
+  std::string bytes(kRecordHeaderSize, '\0');
+  encode_header(header, bytes.data());
+  bytes += record.payload;
+  write_all_at(fd_.get(), bytes, position_.end, path_);
+  sync_data(fd_.get(), path_);
+  position_.end += size;
+  return true;
+}
+
+std::vector<JournalRecord> StoreJournal::records() {
+  position_ = {stored_epoch(), kHeaderSize};
+  std::vector<JournalRecord> found;
+  JournalRecord record;
+  while (const size_t size = valid_record_at(position_.end, &record.payload, &record.kind)) {
+    found.push_back(std::move(record));
+    record = {};
+    position_.end += size;
+  }
+  return found;
+}
+
+void StoreJournal::reset() { write_header(std::max(stored_epoch(), position_.epoch) + 1); }
+
+void StoreJournal::write_header(uint64_t epoch) {
+  std::array<char, kHeaderSize> header{};
+  std::copy(kHeaderMagic.begin(), kHeaderMagic.end(), header.begin());
+  std::memcpy(header.data() + kHeaderMagic.size(), &epoch, sizeof epoch);
+  write_all_at(fd_.get(), std::string_view(header.data(), header.size()), 0, path_);
+  sync_data(fd_.get(), path_);
+  position_ = {epoch, kHeaderSize};
+}
+
+void StoreJournal::start_afresh(uint64_t epoch) {
+  if (::ftruncate(fd_.get(), 0) != 0) throw_io_error("truncate", path_, errno);
+  write_header(epoch);
+  // The journal's own directory entry must outlive a crash, or its records would.
+  fsync_directory(path_.parent_path());
+}
+
+uint64_t StoreJournal::stored_epoch() const {
+  std::array<char, kHeaderMagic.size() + sizeof(uint64_t)> header{};
+  if (read_at(fd_.get(), header.data(), header.size(), 0, path_) != header.size() ||
+      !std::equal(kHeaderMagic.begin(), kHeaderMagic.end(), header.begin())) {
+    throw StoreError(StoreError::Kind::io, path_.string() + ": the journal header was overwritten");
+  }
+  uint64_t epoch = 0;
+  std::memcpy(&epoch, header.data() + kHeaderMagic.size(), sizeof epoch);
+  return epoch;
+}
+
+void StoreJournal::catch_up() {
+  const uint64_t epoch = stored_epoch();
+  if (epoch != position_.epoch) position_ = {epoch, kHeaderSize};
+  while (const size_t size = valid_record_at(position_.end, nullptr, nullptr)) {
+    position_.end += size;
+  }
+}
+
+size_t StoreJournal::valid_record_at(uint64_t offset, std::string* payload,
+                                     JournalRecord::Kind* kind) const {
+  std::array<char, kRecordHeaderSize> bytes{};
+  if (read_at(fd_.get(), bytes.data(), bytes.size(), offset, path_) != bytes.size()) return 0;
+  const RecordHeader header = decode_header(bytes.data());
+  if (header.magic != kRecordMagic || header.epoch != position_.epoch ||
+      !is_known_kind(header.kind) || offset + kRecordHeaderSize + header.length > file_size()) {
+    return 0;
+  }
+  std::string body(header.length, '\0');
+  if (read_at(fd_.get(), body.data(), body.size(), offset + kRecordHeaderSize, path_) !=
+          body.size() ||
+      checksum_of(header, body) != header.checksum) {
+    return 0;
+  }
+  if (payload != nullptr) *payload = std::move(body);
+  if (kind != nullptr) *kind = static_cast<JournalRecord::Kind>(header.kind);
+  return kRecordHeaderSize + header.length;
+}
+
+void StoreJournal::zero_fill_to(uint64_t size) {
+  const uint64_t from = file_size();
+  if (from >= size) return;
+  const std::string zeros(size - from, '\0');
+  write_all_at(fd_.get(), zeros, from, path_);
+}
+
+uint64_t StoreJournal::file_size() const {
+  struct stat status {};
+  if (::fstat(fd_.get(), &status) != 0) throw_io_error("stat", path_, errno);
+  return static_cast<uint64_t>(status.st_size);
+}
+
+}  // namespace dowser::store::detail

@@ -1,0 +1,158 @@
+// The file store's write-ahead journal on its own: what it keeps across
+// reopening, where it ends (reset, torn writes, foreign files), how it grows
+// and fills, and two writers sharing it as two processes sharing a store do.
+#include "store_journal.hpp"
+
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "instance_store.hpp"
+#include "test_support.hpp"
+
+namespace dowser::store::testing {
+namespace {
+
+using detail::JournalRecord;
+using detail::StoreJournal;
+using Kind = JournalRecord::Kind;
+
+constexpr size_t kRoomy = size_t{4} << 20;
+
+JournalRecord record(Kind kind, std::string payload) { return {kind, std::move(payload)}; }
+
+std::vector<std::string> payloads(StoreJournal& journal) {
+  std::vector<std::string> found;
+  for (const JournalRecord& stored : journal.records()) found.push_back(stored.payload);
+  return found;
+}
+
+// Overwrites one byte of a file in place.
+void flip_byte(const std::filesystem::path& path, uint64_t offset) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(offset));
+  const char byte = static_cast<char>(file.get());
+  file.seekp(static_cast<std::streamoff>(offset));
+  file.put(static_cast<char>(~byte));
+}
+
+class StoreJournalTest : public ::testing::Test {
+ protected:
+  std::filesystem::path path() const { return temporary_.path() / ".journal"; }
+  TemporaryDirectory temporary_;
+};
+
+TEST_F(StoreJournalTest, RecordsComeBackInOrderWithTheirKindAfterReopening) {
+  const std::string binary("with\0nul\0bytes", 14);
+  {
+    StoreJournal journal(path(), kRoomy);
+    EXPECT_TRUE(journal.records().empty());
+    ASSERT_TRUE(journal.append(record(Kind::put, "first")));
+    ASSERT_TRUE(journal.append(record(Kind::remove, binary)));
+    ASSERT_TRUE(journal.append(record(Kind::put, "")));
+  }
+  StoreJournal reopened(path(), kRoomy);
+  const std::vector<JournalRecord> found = reopened.records();
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0].kind, Kind::put);
+  EXPECT_EQ(found[0].payload, "first");
+  EXPECT_EQ(found[1].kind, Kind::remove);
+  EXPECT_EQ(found[1].payload, binary);
+  EXPECT_EQ(found[2].kind, Kind::put);
+  EXPECT_EQ(found[2].payload, "");
+}
+
+TEST_F(StoreJournalTest, ResetDropsEveryRecordAndLaterOnesStartAfresh) {
+  StoreJournal journal(path(), kRoomy);
+  for (const char* payload : {"one", "two", "three"}) {
+    ASSERT_TRUE(journal.append(record(Kind::put, payload)));
+  }
+  journal.reset();
+  EXPECT_TRUE(journal.records().empty());
+  // The old records' bytes are still in the file after the new one; their
+  // epoch keeps them out.
+  ASSERT_TRUE(journal.append(record(Kind::put, "four")));
+  EXPECT_EQ(payloads(journal), std::vector<std::string>{"four"});
+  StoreJournal reopened(path(), kRoomy);
+  EXPECT_EQ(payloads(reopened), std::vector<std::string>{"four"});
+}
+
+TEST_F(StoreJournalTest, ATornRecordEndsTheJournalAndTheNextAppendReplacesIt) {
+  {
+    StoreJournal journal(path(), kRoomy);
+    for (const char* payload : {"kept", "torn", "after"}) {
+      ASSERT_TRUE(journal.append(record(Kind::put, payload)));
+    }
+  }
+  const uint64_t second_payload = StoreJournal::kHeaderSize + StoreJournal::kRecordHeaderSize + 4 +
+                                  StoreJournal::kRecordHeaderSize;
+  flip_byte(path(), second_payload + 1);
+
+  StoreJournal reopened(path(), kRoomy);
+  EXPECT_EQ(payloads(reopened), std::vector<std::string>{"kept"});
+  ASSERT_TRUE(reopened.append(record(Kind::put, "new")));
+  EXPECT_EQ(payloads(reopened), (std::vector<std::string>{"kept", "new"}));
+}
+
+TEST_F(StoreJournalTest, AppendsWriteIntoSpaceZeroFilledAhead) {
+  StoreJournal journal(path(), kRoomy);
+  ASSERT_TRUE(journal.append(record(Kind::put, std::string(1000, 'x'))));
+  const auto grown = std::filesystem::file_size(path());
+  EXPECT_EQ(grown, StoreJournal::kGrowthStep);
+  // Further appends change no file size, so fdatasync writes only their blocks.
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(journal.append(record(Kind::put, "record")));
+  EXPECT_EQ(std::filesystem::file_size(path()), grown);
+}
+
+TEST_F(StoreJournalTest, AFullJournalRefusesWithoutWritingAndTakesRecordsAfterReset) {
+  const std::string payload(100, 'p');
+  const size_t capacity = StoreJournal::kHeaderSize + 3 * (StoreJournal::kRecordHeaderSize + 100);
+  StoreJournal journal(path(), capacity);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(journal.append(record(Kind::put, payload)));
+  EXPECT_FALSE(journal.append(record(Kind::put, payload)));
+  EXPECT_EQ(journal.records().size(), 3u);
+  EXPECT_LE(std::filesystem::file_size(path()), capacity);
+  journal.reset();
+  EXPECT_TRUE(journal.append(record(Kind::put, payload)));
+  EXPECT_EQ(journal.records().size(), 1u);
+}
+
+TEST_F(StoreJournalTest, ARecordLargerThanTheJournalIsAnErrorNamingIt) {
+  StoreJournal journal(path(), 1024);
+  try {
+    journal.append(record(Kind::put, std::string(2000, 'p')));
+    FAIL() << "expected a StoreError";
+  } catch (const StoreError& error) {
+    EXPECT_EQ(error.kind(), StoreError::Kind::io);
+    EXPECT_NE(std::string(error.what()).find(path().string()), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(StoreJournalTest, TwoWritersSeeEachOthersRecordsAndResets) {
+  StoreJournal first(path(), kRoomy);
+  StoreJournal second(path(), kRoomy);
+  ASSERT_TRUE(first.append(record(Kind::put, "a")));
+  ASSERT_TRUE(second.append(record(Kind::put, "b")));  // after "a", not over it
+  ASSERT_TRUE(first.append(record(Kind::put, "c")));
+  EXPECT_EQ(payloads(second), (std::vector<std::string>{"a", "b", "c"}));
+
+  second.reset();
+  ASSERT_TRUE(first.append(record(Kind::put, "d")));  // in the new epoch
+  EXPECT_EQ(payloads(first), std::vector<std::string>{"d"});
+  EXPECT_EQ(payloads(second), std::vector<std::string>{"d"});
+}
+
+TEST_F(StoreJournalTest, AFileThatIsNoJournalIsStartedAfresh) {
+  std::ofstream(path()) << std::string(500, 'g');
+  StoreJournal journal(path(), kRoomy);
+  EXPECT_TRUE(journal.records().empty());
+  ASSERT_TRUE(journal.append(record(Kind::put, "fresh")));
+  StoreJournal reopened(path(), kRoomy);
+  EXPECT_EQ(payloads(reopened), std::vector<std::string>{"fresh"});
+}
+
+}  // namespace
+}  // namespace dowser::store::testing
