@@ -296,14 +296,16 @@ void Daemon::mark_dirty(const std::set<capacity::InstanceKey>& keys) {
 void Daemon::refresh_plugins() {
   refresh_posted_ = false;
   auto dirty = std::exchange(dirty_, {});
-  for (const auto& key : dirty) refresh_instance_plugin(key);
   // Every CL plugin hears of every change and reads again only the Instances
   // that are (or were) its own; it sends only when its list changed. (A
   // vanished Instance no longer names its Configuration, so none is skipped.)
+  // CL lists go first: a new IL plugin's socket and server take longer to set
+  // up than a list takes to send.
   for (const auto& [key, backend] : configuration_backends_) {
     backend->instances_changed(dirty);
     plugins_.changed(options_.resource_domain + "/" + key.second);
   }
+  for (const auto& key : dirty) refresh_instance_plugin(key);
 }
 
 void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {
