@@ -111,11 +111,17 @@ class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse
   bool ending_ = false;
 };
 
-ListPublisher::ListPublisher()
-    : work_(boost::asio::make_work_guard(context_)), thread_([this] { context_.run(); }) {}
+WorkerThread::WorkerThread(AtExit at_exit)
+    : at_exit_(at_exit),
+      work_(boost::asio::make_work_guard(context_)),
+      thread_([this] { context_.run(); }) {}
 
-ListPublisher::~ListPublisher() {
-  context_.stop();
+WorkerThread::~WorkerThread() {
+  if (at_exit_ == AtExit::drop_queued) {
+    context_.stop();
+  } else {
+    work_.reset();  // run() returns once the queue is empty
+  }
   thread_.join();
 }
 
@@ -251,11 +257,21 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
 
 // ---- the server ------------------------------------------------------------------
 
-DevicePluginServer::DevicePluginServer(boost::asio::io_context& core, ListPublisher& publisher,
+void ServerRetirer::retire(std::unique_ptr<grpc::Server> server,
+                           std::unique_ptr<DevicePluginService> service) {
+  boost::asio::post(context(),
+                    [server = std::move(server), service = std::move(service)]() mutable {
+                      server->Shutdown(std::chrono::system_clock::now());
+                      server.reset();  // before the service it calls
+                      service.reset();
+                    });
+}
+
+DevicePluginServer::DevicePluginServer(boost::asio::io_context& core, PluginThreads& threads,
                                        std::string resource_name, std::filesystem::path directory,
                                        PluginBackend& backend)
     : core_(core),
-      publisher_(publisher),
+      threads_(threads),
       directory_(std::move(directory)),
       shared_(std::make_shared<ServerShared>()) {
   shared_->resource_name = std::move(resource_name);
@@ -269,7 +285,7 @@ void DevicePluginServer::serve() {
   std::filesystem::create_directories(directory_);
   socket_name_ = fresh_socket_name(shared_->resource_name);
   auto path = socket_path();
-  shared_->hub = std::make_shared<StreamHub>(publisher_, shared_->lists_sent);
+  shared_->hub = std::make_shared<StreamHub>(threads_.publisher, shared_->lists_sent);
   service_ = std::make_unique<DevicePluginService>(core_, shared_);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + path.string(), grpc::InsecureServerCredentials());
@@ -296,12 +312,10 @@ void DevicePluginServer::publish() {
 void DevicePluginServer::stop_server() {
   if (!server_) return;
   shared_->hub->close();
-  // Streams were just ended; whatever call is still open is cancelled now.
-  server_->Shutdown(std::chrono::system_clock::now());
-  server_.reset();
-  service_.reset();
   std::error_code ignored;
-  std::filesystem::remove(socket_path(), ignored);
+  std::filesystem::remove(socket_path(), ignored);  // nobody connects from here on
+  // Whatever call is still open is cancelled by the shutdown.
+  threads_.retirer.retire(std::move(server_), std::move(service_));
 }
 
 void DevicePluginServer::stop() {

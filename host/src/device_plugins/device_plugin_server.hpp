@@ -21,21 +21,44 @@ class DevicePluginService;
 // A list as sent: one message shared by every stream that sends it.
 using SharedList = std::shared_ptr<const v1beta1::ListAndWatchResponse>;
 
-// Turns lists into messages and writes them to the streams on a thread of
-// its own, shared by every plugin, so that building, encoding and freeing
-// big lists never holds up Allocate on the core thread.
-class ListPublisher {
+// One thread running an io_context, for work the core thread hands off.
+class WorkerThread {
  public:
-  ListPublisher();
-  ~ListPublisher();  // drops what is still queued
-  ListPublisher(const ListPublisher&) = delete;
-  ListPublisher& operator=(const ListPublisher&) = delete;
+  enum class AtExit { drop_queued, finish_queued };
+  explicit WorkerThread(AtExit at_exit);
+  ~WorkerThread();
+  WorkerThread(const WorkerThread&) = delete;
+  WorkerThread& operator=(const WorkerThread&) = delete;
   boost::asio::io_context& context() { return context_; }
 
  private:
+  AtExit at_exit_;
   boost::asio::io_context context_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
+};
+
+// Turns lists into messages and writes them to the streams, shared by every
+// plugin, so that building, encoding and freeing big lists never holds up
+// Allocate on the core thread. Drops what is still queued when destroyed.
+class ListPublisher : public WorkerThread {
+ public:
+  ListPublisher() : WorkerThread(AtExit::drop_queued) {}
+};
+
+// Shuts down and frees the gRPC servers of stopped plugins: Shutdown waits
+// for every call in flight to end (2 to 3 ms here), which the core thread
+// must not wait for. Finishes every retirement when destroyed.
+class ServerRetirer : public WorkerThread {
+ public:
+  ServerRetirer() : WorkerThread(AtExit::finish_queued) {}
+  void retire(std::unique_ptr<grpc::Server> server, std::unique_ptr<DevicePluginService> service);
+};
+
+// The threads every plugin server shares besides the core's and gRPC's.
+struct PluginThreads {
+  ListPublisher publisher;
+  ServerRetirer retirer;  // last: its servers may still offer to the publisher
 };
 
 // The live ListAndWatch streams of one server (touched from the core, the
@@ -78,7 +101,7 @@ struct ServerShared {
 
 class DevicePluginServer {
  public:
-  DevicePluginServer(boost::asio::io_context& core, ListPublisher& publisher,
+  DevicePluginServer(boost::asio::io_context& core, PluginThreads& threads,
                      std::string resource_name, std::filesystem::path directory,
                      PluginBackend& backend);
   ~DevicePluginServer();
@@ -98,7 +121,7 @@ class DevicePluginServer {
   void stop_server();
 
   boost::asio::io_context& core_;
-  ListPublisher& publisher_;
+  PluginThreads& threads_;
   std::filesystem::path directory_;
   std::shared_ptr<ServerShared> shared_;
   std::string socket_name_;

@@ -77,7 +77,7 @@ struct PluginManagerOptions {
   std::chrono::milliseconds max_retry_delay = std::chrono::seconds(10);
 };
 
-class ListPublisher;
+struct PluginThreads;
 
 // Owns every plugin of this daemon: serving, registering, re-registering.
 class PluginManager {
@@ -126,7 +126,7 @@ class PluginManager {
 
   boost::asio::io_context& core_;
   PluginManagerOptions options_;
-  std::unique_ptr<ListPublisher> publisher_;  // outlives every plugin's server
+  std::unique_ptr<PluginThreads> threads_;  // outlives every plugin's server
   std::map<std::string, std::unique_ptr<Entry>> plugins_;
   std::unique_ptr<Watcher> watcher_;
   class CoreLink;

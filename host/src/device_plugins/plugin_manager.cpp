@@ -107,7 +107,7 @@ struct PluginManager::Entry {
 PluginManager::PluginManager(boost::asio::io_context& core, PluginManagerOptions options)
     : core_(core),
       options_(std::move(options)),
-      publisher_(std::make_unique<ListPublisher>()),
+      threads_(std::make_unique<PluginThreads>()),
       link_(std::make_shared<CoreLink>(core)) {
   // gRPC locks absl mutexes, and Debian builds abseil without NDEBUG, so
   // every lock taken under another adds to a process-wide graph of all
@@ -139,7 +139,7 @@ void PluginManager::start() {
 void PluginManager::add(const std::string& resource_name, PluginBackend& backend) {
   if (plugins_.count(resource_name)) return;
   auto entry = std::make_unique<Entry>();
-  entry->server = std::make_unique<DevicePluginServer>(core_, *publisher_, resource_name,
+  entry->server = std::make_unique<DevicePluginServer>(core_, *threads_, resource_name,
                                                        options_.kubelet_dir, backend);
   entry->timer = std::make_unique<boost::asio::steady_timer>(core_);
   entry->server->serve();  // serve before registering, as the kubelet requires
