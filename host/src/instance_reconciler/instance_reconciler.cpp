@@ -206,6 +206,8 @@ void InstanceReconciler::join(const store::Instance& wanted) {
   // current by the store watch) already says so, the store is not read.
   const auto* cached = capacity_.find({wanted.namespace_name, wanted.name});
   if (cached && !decide(cached->instance)) return;
+  // Not in the cache, so most likely new: create it without reading first.
+  if (!cached && create(wanted)) return;
   for (int attempt = 0; attempt < 8; ++attempt) {
     if (auto stored =
             store::update_with_retry(store_, wanted.namespace_name, wanted.name, decide,
@@ -213,17 +215,21 @@ void InstanceReconciler::join(const store::Instance& wanted) {
       capacity_.apply(*stored);
       return;
     }
-    store::Instance fresh = wanted;
-    fresh.nodes = {node_};
-    try {
-      capacity_.apply({fresh, store_.create(fresh)});
-      return;
-    } catch (const store::StoreError& e) {
-      if (e.kind() != store::StoreError::Kind::already_exists) throw;
-      // Another node created it between our read and our create: join it.
-    }
+    if (create(wanted)) return;
   }
   throw store::StoreError(store::StoreError::Kind::conflict, "Instance keeps changing under us");
+}
+
+bool InstanceReconciler::create(const store::Instance& wanted) {
+  store::Instance fresh = wanted;
+  fresh.nodes = {node_};
+  try {
+    capacity_.apply({fresh, store_.create(fresh)});
+    return true;
+  } catch (const store::StoreError& e) {
+    if (e.kind() != store::StoreError::Kind::already_exists) throw;
+    return false;  // another node created it first: join it
+  }
 }
 
 void InstanceReconciler::withdraw(const capacity::InstanceKey& key) {

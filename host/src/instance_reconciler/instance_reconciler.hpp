@@ -86,6 +86,8 @@ class InstanceReconciler : public capacity::DeviceCatalog {
 
   void adopt_stored(const ConfigurationKey& configuration);
   void join(const store::Instance& wanted);
+  // Creates wanted with this node in it; false if it exists already.
+  bool create(const store::Instance& wanted);
   void withdraw(const capacity::InstanceKey& key);
 
   store::InstanceStore& store_;
