@@ -32,6 +32,14 @@ class FileInstanceStoreRecoveryTest : public ::testing::Test {
   TemporaryDirectory temporary_;
 };
 
+// That the store holds instance at revision.
+void expect_stored(InstanceStore& store, const Instance& instance, uint64_t revision) {
+  const std::optional<StoredInstance> got = store.get(instance.namespace_name, instance.name);
+  ASSERT_TRUE(got.has_value()) << instance.name;
+  EXPECT_EQ(got->revision, revision);
+  EXPECT_EQ(got->instance, instance);
+}
+
 // Claims one more slot of instance for node-a, as an Allocate does.
 uint64_t claim_next_slot(FileInstanceStore& store, Instance& instance, uint64_t revision) {
   const std::string slot = instance.name + "-" + std::to_string(instance.device_usage.size());
@@ -55,10 +63,7 @@ TEST_F(FileInstanceStoreRecoveryTest, ClaimsTheFileLostAreRedoneFromTheJournal) 
 
   const dowser::test::LogCapture log;
   FileInstanceStore reopened(directory());
-  const std::optional<StoredInstance> got = reopened.get("default", "cam-000001");
-  ASSERT_TRUE(got.has_value());
-  EXPECT_EQ(got->revision, revision);
-  EXPECT_EQ(got->instance, instance);
+  expect_stored(reopened, instance, revision);
   EXPECT_NE(log.text().find("redid 2 of 3 journalled writes"), std::string::npos) << log.text();
 }
 
@@ -73,10 +78,7 @@ TEST_F(FileInstanceStoreRecoveryTest, ATornFileIsRedoneFromTheJournal) {
   write_text(file_of("cam-000001"), whole.substr(0, whole.size() / 2));
 
   FileInstanceStore reopened(directory());
-  const std::optional<StoredInstance> got = reopened.get("default", "cam-000001");
-  ASSERT_TRUE(got.has_value());
-  EXPECT_EQ(got->revision, revision);
-  EXPECT_EQ(got->instance, instance);
+  expect_stored(reopened, instance, revision);
 }
 
 TEST_F(FileInstanceStoreRecoveryTest, ACreationTheDirectoryLostIsRedone) {
@@ -89,10 +91,7 @@ TEST_F(FileInstanceStoreRecoveryTest, ACreationTheDirectoryLostIsRedone) {
   std::filesystem::remove(file_of("cam-000001", "edge"));
 
   FileInstanceStore reopened(directory());
-  const std::optional<StoredInstance> got = reopened.get("edge", "cam-000001");
-  ASSERT_TRUE(got.has_value());
-  EXPECT_EQ(got->revision, revision);
-  EXPECT_EQ(got->instance, instance);
+  expect_stored(reopened, instance, revision);
 }
 
 TEST_F(FileInstanceStoreRecoveryTest, ARemovalTheDirectoryLostIsRedone) {
@@ -176,12 +175,7 @@ TEST_F(FileInstanceStoreRecoveryTest, AFullJournalIsCheckpointedWithoutLosingAWr
   }
   EXPECT_LE(std::filesystem::file_size(directory() / ".journal"), capacity);
   EXPECT_LT(journalled_records(), 10u);
-  for (size_t i = 0; i < instances.size(); ++i) {
-    const std::optional<StoredInstance> got = store.get("default", instances[i].name);
-    ASSERT_TRUE(got.has_value());
-    EXPECT_EQ(got->revision, revisions[i]);
-    EXPECT_EQ(got->instance, instances[i]);
-  }
+  for (size_t i = 0; i < instances.size(); ++i) expect_stored(store, instances[i], revisions[i]);
 }
 
 TEST_F(FileInstanceStoreRecoveryTest, AReaderNeverSeesAFileHalfRewritten) {
