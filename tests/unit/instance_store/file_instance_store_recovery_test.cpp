@@ -159,7 +159,7 @@ TEST_F(FileInstanceStoreRecoveryTest, OpeningEmptiesTheJournalOnceTheFilesAreDur
 
 TEST_F(FileInstanceStoreRecoveryTest, AFullJournalIsCheckpointedWithoutLosingAWrite) {
   // Room for a few records only, so that claims fill it many times over.
-  const size_t capacity = 4 * 1024;
+  const size_t capacity = size_t{4} * 1024;
   FileInstanceStore store(directory(), capacity);
   std::vector<Instance> instances;
   std::vector<uint64_t> revisions;
