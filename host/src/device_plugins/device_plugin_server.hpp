@@ -58,7 +58,7 @@ class ServerRetirer : public WorkerThread {
 // The threads every plugin server shares besides the core's and gRPC's.
 struct PluginThreads {
   ListPublisher publisher;
-  ServerRetirer retirer;  // last: its servers may still offer to the publisher
+  ServerRetirer retirer;  // destroyed first: servers it shuts down may still offer lists
 };
 
 // The live ListAndWatch streams of one server (touched from the core, the
