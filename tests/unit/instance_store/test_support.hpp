@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "instance_store.hpp"
+#include "temp_dir.hpp"
 
 namespace dowser::store::testing {
 
@@ -123,31 +123,19 @@ class EventRecorder {
 // temporary directory. In memory it is under /dev/shm (tmpfs) when there is
 // one: fsync is free there, for tests about compare-and-swap rather than
 // about the disk, which would otherwise spend most of their time in fsync.
-class TemporaryDirectory {
+class TemporaryDirectory : public dowser::test::TempDir {
  public:
   enum class Medium { disk, memory };
 
-  explicit TemporaryDirectory(Medium medium = Medium::disk) {
-    std::string pattern = parent_for(medium) + "instance_store.XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TemporaryDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TemporaryDirectory(const TemporaryDirectory&) = delete;
-  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
-  const std::filesystem::path& path() const { return path_; }
+  explicit TemporaryDirectory(Medium medium = Medium::disk)
+      : TempDir("instance_store", parent_for(medium)) {}
 
  private:
-  static std::string parent_for(Medium medium) {
-    constexpr const char* kShared = "/dev/shm/";
+  static std::filesystem::path parent_for(Medium medium) {
+    constexpr const char* kShared = "/dev/shm";
     if (medium == Medium::memory && ::access(kShared, W_OK | X_OK) == 0) return kShared;
     return ::testing::TempDir();
   }
-
-  std::filesystem::path path_;
 };
 
 inline void write_text(const std::filesystem::path& path, const std::string& text) {
