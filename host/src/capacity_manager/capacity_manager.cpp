@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace dowser::capacity {
 
@@ -101,20 +102,23 @@ std::vector<PluginDevice> VirtualDeviceTable::listed_claims(const InstanceSlots&
 
 void VirtualDeviceTable::put(InstanceSlots instance) {
   auto [entry, added] = instances_.try_emplace(instance.name);
+  auto listed_before = listed_claims(entry->second);
   if (!added) subtract(entry->second);
-  if (added || listed_claims(entry->second) != listed_claims(instance)) ++list_revision_;
   entry->second = std::move(instance);
   add(entry->second);
   settle_placeholders();
+  for (const auto& device : listed_before) sync_listed(device.id);
+  for (const auto& device : listed_claims(entry->second)) sync_listed(device.id);
 }
 
 void VirtualDeviceTable::remove(const std::string& instance) {
   auto entry = instances_.find(instance);
   if (entry == instances_.end()) return;
+  auto listed_before = listed_claims(entry->second);
   subtract(entry->second);
-  if (!listed_claims(entry->second).empty()) ++list_revision_;
   instances_.erase(entry);
   settle_placeholders();
+  for (const auto& device : listed_before) sync_listed(device.id);
 }
 
 void VirtualDeviceTable::set_policy(UniqueInstances policy) {
@@ -208,35 +212,49 @@ void VirtualDeviceTable::release_id(const std::string& vdev) {
 
 void VirtualDeviceTable::settle_placeholders() {
   while (placeholders_.size() > wanted_) {
-    auto last = std::prev(placeholders_.end());
-    release_id(*last);
-    placeholders_.erase(last);
-    ++list_revision_;
+    auto surplus = placeholders_.extract(std::prev(placeholders_.end()));
+    release_id(surplus.value());
+    sync_listed(surplus.value());
   }
   while (placeholders_.size() < wanted_) {
     std::string id = std::to_string(smallest_unused(numbers_taken_));
     take_id(id);
-    placeholders_.insert(std::move(id));
-    ++list_revision_;
+    placeholders_.insert(id);
+    sync_listed(id);
   }
 }
 
-std::vector<PluginDevice> VirtualDeviceTable::devices() const {
-  std::vector<PluginDevice> result;
-  result.reserve(claimed_.size() + placeholders_.size());
-  auto claimed = claimed_.begin();
-  auto placeholder = placeholders_.begin();
-  while (claimed != claimed_.end() || placeholder != placeholders_.end()) {
-    bool take_claimed = placeholder == placeholders_.end() ||
-                        (claimed != claimed_.end() && VdevOrder{}(claimed->first, *placeholder));
-    if (take_claimed) {
-      result.push_back({claimed->first, !offline_claims_.count(claimed->first)});
-      ++claimed;
-    } else {
-      result.push_back({*placeholder++, true});
-    }
-  }
-  return result;
+void VirtualDeviceTable::sync_listed(const std::string& vdev) {
+  std::optional<bool> healthy;
+  if (claimed_.count(vdev))
+    healthy = !offline_claims_.count(vdev);
+  else if (placeholders_.count(vdev))
+    healthy = true;
+  const auto& list = *list_;
+  auto at = std::lower_bound(
+      list.begin(), list.end(), vdev,
+      [](const PluginDevice& d, const std::string& id) { return VdevOrder{}(d.id, id); });
+  bool listed = at != list.end() && at->id == vdev;
+  if (listed ? healthy == at->healthy : !healthy) return;
+  auto index = at - list.begin();
+  auto& writable = writable_list();
+  if (!healthy)
+    writable.erase(writable.begin() + index);
+  else if (listed)
+    writable[index].healthy = *healthy;
+  else
+    writable.insert(writable.begin() + index, {vdev, *healthy});
+}
+
+std::vector<PluginDevice>& VirtualDeviceTable::writable_list() {
+  // Someone (the publisher, the status page) still holds the list: change a
+  // copy. use_count() is a relaxed read; the fence pairs it with the last
+  // holder's release, so its reads happen before our writes.
+  if (list_.use_count() > 1)
+    list_ = std::make_shared<std::vector<PluginDevice>>(*list_);
+  else
+    std::atomic_thread_fence(std::memory_order_acquire);
+  return *list_;
 }
 
 ContainerPlan plan_container(const std::vector<std::string>& vdevs,

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +35,9 @@ struct PluginDevice {
   bool healthy = true;
   friend bool operator==(const PluginDevice&, const PluginDevice&) = default;
 };
+// A list as advertised, shared read-only between threads: whoever holds one
+// sees it as it was when taken.
+using SharedDeviceList = std::shared_ptr<const std::vector<PluginDevice>>;
 
 // The slots of one Instance, decoded from its deviceUsage. Entries that do
 // not decode (unknown slot names, bad values) are kept in `problems` and
@@ -87,8 +91,9 @@ struct CandidateOrder {
 // Instance with a free slot (Required) or one per free slot (Preferred).
 // Ids are "0", "1", ...: the smallest unused; a placeholder keeps its id
 // until consumed, so lists do not churn.
-// Kept up to date one Instance at a time (put, remove), so an Allocate or a
-// list update costs what changed, not the size of the Configuration.
+// Kept up to date one Instance at a time (put, remove), the list for the
+// kubelet included, so an Allocate or a list update costs what changed, not
+// the size of the Configuration.
 class VirtualDeviceTable {
  public:
   VirtualDeviceTable(std::string node, UniqueInstances policy);
@@ -99,10 +104,13 @@ class VirtualDeviceTable {
   void set_policy(UniqueInstances policy);
   UniqueInstances policy() const { return policy_; }
 
-  std::vector<PluginDevice> devices() const;
-  // Grows whenever devices() may have changed; equal means the same list,
-  // so a caller can skip building and comparing thousands of entries.
-  uint64_t list_revision() const { return list_revision_; }
+  // Every vdev, in VdevOrder: claimed ones (Unhealthy when their device is
+  // offline) and placeholders.
+  const std::vector<PluginDevice>& devices() const { return *list_; }
+  // The same list, shared: it never changes while someone holds it (the
+  // table copies it before its next change), so a holder may compare it to
+  // a later one by address.
+  SharedDeviceList shared_devices() const { return list_; }
   const std::map<std::string, ClaimedSlot, VdevOrder>& claimed() const { return claimed_; }
   bool is_placeholder(const std::string& vdev) const { return placeholders_.count(vdev) > 0; }
   const std::set<Candidate, CandidateOrder>& candidates() const { return candidates_; }
@@ -119,19 +127,21 @@ class VirtualDeviceTable {
   // Placeholders for wanted_: consumed ones go, surplus ones go from the
   // top, missing ones take the smallest unused ids.
   void settle_placeholders();
+  // Makes the list's entry for a vdev say what claimed_ and placeholders_ say.
+  void sync_listed(const std::string& vdev);
+  std::vector<PluginDevice>& writable_list();
   void take_id(const std::string& vdev);
   void release_id(const std::string& vdev);
 
   std::string node_;
   UniqueInstances policy_;
   std::map<std::string, InstanceSlots> instances_;  // by name
-  // Both kept in VdevOrder, so devices() merges them without sorting.
   std::map<std::string, ClaimedSlot, VdevOrder> claimed_;
   std::set<std::string> offline_claims_;  // claimed vdevs whose device is offline
   std::set<std::string, VdevOrder> placeholders_;
   std::set<Candidate, CandidateOrder> candidates_;
   size_t wanted_ = 0;  // placeholders to advertise
-  uint64_t list_revision_ = 0;
+  std::shared_ptr<std::vector<PluginDevice>> list_ = std::make_shared<std::vector<PluginDevice>>();
   // The numbers of the decimal ids in claimed_ or placeholders_, sorted, so
   // the smallest unused one is a binary search away.
   std::vector<uint64_t> numbers_taken_;

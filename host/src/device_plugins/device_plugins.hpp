@@ -46,7 +46,7 @@ namespace dowser::plugins {
 // A list as advertised, shared so that publishing, metrics and the status
 // page read one copy. A backend may return the same object while its list is
 // unchanged, so the list need not be compared entry by entry.
-using DeviceList = std::shared_ptr<const std::vector<capacity::PluginDevice>>;
+using DeviceList = capacity::SharedDeviceList;
 
 // What the daemon does for one plugin (on the core thread).
 class PluginBackend {
@@ -185,8 +185,6 @@ class ConfigurationPluginBackend : public PluginBackend {
   capacity::VirtualDeviceTable table_;
   std::set<std::string> stale_;  // Instance names to read again
   bool all_stale_ = true;        // read every Instance of the Configuration
-  DeviceList list_;              // as of table_.list_revision() == list_revision_
-  uint64_t list_revision_ = 0;
 };
 
 // What an allocated slot brings into a container.

@@ -176,11 +176,7 @@ void ConfigurationPluginBackend::refresh() {
 
 DeviceList ConfigurationPluginBackend::devices() {
   refresh();
-  if (!list_ || list_revision_ != table_.list_revision()) {
-    list_ = std::make_shared<std::vector<capacity::PluginDevice>>(table_.devices());
-    list_revision_ = table_.list_revision();
-  }
-  return list_;
+  return table_.shared_devices();
 }
 
 void ConfigurationPluginBackend::allocate(const v1beta1::AllocateRequest& request,

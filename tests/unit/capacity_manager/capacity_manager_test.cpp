@@ -7,13 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <random>
+#include <set>
 #include <thread>
 
 using namespace dowser::capacity;
 using dowser::naming::SlotUsage;
-using dowser::store::FileInstanceStore;
 using dowser::store::Instance;
 
 namespace {
@@ -57,7 +58,7 @@ TEST(InstanceLevelDevices, HealthAsAkriScenariosSixAndSeven) {
 
 // ---- the CL table ----------------------------------------------------------------
 
-std::vector<PluginDevice> table_for(std::vector<Instance> instances,
+std::vector<PluginDevice> table_for(const std::vector<Instance>& instances,
                                     UniqueInstances policy = UniqueInstances::required) {
   VirtualDeviceTable table("node-a", policy);
   for (const auto& i : instances) table.put(InstanceSlots::decode(i));
@@ -154,17 +155,19 @@ TEST(VirtualDeviceTable, OfflineInstancesKeepTheirClaimsUnhealthyAndOfferNothing
   EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
 }
 
-TEST(VirtualDeviceTable, ListRevisionStaysWhileTheListDoes) {
+TEST(VirtualDeviceTable, SharedListStaysWhileTheListDoes) {
   VirtualDeviceTable table("node-a", UniqueInstances::required);
   auto cam = instance("cam-1", 3);
   table.put(InstanceSlots::decode(cam));
-  auto revision = table.list_revision();
+  auto before = table.shared_devices();
   cam.device_usage["cam-1-0"] = "node-b";
   table.put(InstanceSlots::decode(cam));
-  EXPECT_EQ(table.list_revision(), revision) << "an IL claim leaving free slots changes no vdev";
+  EXPECT_EQ(table.shared_devices(), before) << "an IL claim leaving free slots changes no vdev";
   cam.device_usage["cam-1-1"] = "C:0:node-a";
   table.put(InstanceSlots::decode(cam));
-  EXPECT_NE(table.list_revision(), revision) << "vdev 0 is claimed and a new placeholder is due";
+  EXPECT_NE(table.shared_devices(), before) << "vdev 0 is claimed and a new placeholder is due";
+  EXPECT_EQ(*before, devices({{"0", true}})) << "a list someone holds does not change under them";
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
 }
 
 TEST(VirtualDeviceTable, PolicyChangeRecountsPlaceholders) {
@@ -177,21 +180,48 @@ TEST(VirtualDeviceTable, PolicyChangeRecountsPlaceholders) {
   EXPECT_EQ(table.devices(), devices({{"0", true}}));
 }
 
+// The list must be what the table holds: every claimed vdev (Unhealthy when
+// its device is offline) and every placeholder, in VdevOrder, nothing else.
+void expect_list_matches_table(const VirtualDeviceTable& table,
+                               const std::set<std::string>& offline, int step) {
+  const auto& list = table.devices();
+  ASSERT_TRUE(std::is_sorted(list.begin(), list.end(),
+                             [](const auto& a, const auto& b) { return VdevOrder{}(a.id, b.id); }))
+      << "step " << step;
+  size_t claimed_listed = 0;
+  for (const auto& device : list) {
+    auto claimed = table.claimed().find(device.id);
+    if (claimed == table.claimed().end()) {
+      ASSERT_TRUE(table.is_placeholder(device.id)) << device.id << ", step " << step;
+      ASSERT_TRUE(device.healthy) << device.id << ", step " << step;
+      continue;
+    }
+    ++claimed_listed;
+    ASSERT_EQ(device.healthy, !offline.count(claimed->second.instance))
+        << device.id << ", step " << step;
+  }
+  ASSERT_EQ(claimed_listed, table.claimed().size()) << "step " << step;
+}
+
 // The incremental table must end where a table built from scratch ends,
 // whatever order the changes came in.
 TEST(VirtualDeviceTable, IncrementalChangesMatchATableBuiltAfresh) {
   std::vector<Instance> cams;
+  cams.reserve(8);
   for (int i = 0; i < 8; ++i) cams.push_back(instance("cam-" + std::to_string(i), 3));
+  std::set<std::string> offline;
   VirtualDeviceTable table("node-a", UniqueInstances::required);
   for (const auto& cam : cams) table.put(InstanceSlots::decode(cam));
   std::mt19937 random(7);
-  for (int step = 0; step < 400; ++step) {
+  for (int step = 0; step < 600; ++step) {
     auto& cam = cams[random() % cams.size()];
     auto slot = cam.name + "-" + std::to_string(random() % 3);
-    const std::array<std::string, 3> usages = {"", "node-b", "C:x:node-a"};
+    const std::array<std::string, 4> usages = {"", "node-b", "C:x:node-a", "offline"};
     std::string usage = usages.at(random() % usages.size());
     if (usage.empty()) {
       cam.device_usage.erase(slot);
+    } else if (usage == "offline") {
+      if (!offline.erase(cam.name)) offline.insert(cam.name);
     } else {
       if (usage == "C:x:node-a") {
         auto placeholders = table.devices();
@@ -201,14 +231,16 @@ TEST(VirtualDeviceTable, IncrementalChangesMatchATableBuiltAfresh) {
       }
       cam.device_usage[slot] = usage;
     }
-    auto revision_before = table.list_revision();
-    auto list_before = table.devices();
-    table.put(InstanceSlots::decode(cam));
-    if (table.list_revision() == revision_before) {
-      ASSERT_EQ(table.devices(), list_before) << "the list changed but its revision did not";
+    auto shared_before = table.shared_devices();
+    const std::vector<PluginDevice> list_before(shared_before->begin(), shared_before->end());
+    table.put(InstanceSlots::decode(cam, offline.count(cam.name) > 0));
+    ASSERT_EQ(*shared_before, list_before) << "a held list changed, step " << step;
+    if (table.shared_devices() == shared_before) {
+      ASSERT_EQ(table.devices(), list_before) << "the list changed but stayed the same object";
     }
+    expect_list_matches_table(table, offline, step);
     VirtualDeviceTable fresh("node-a", UniqueInstances::required);
-    for (const auto& c : cams) fresh.put(InstanceSlots::decode(c));
+    for (const auto& c : cams) fresh.put(InstanceSlots::decode(c, offline.count(c.name) > 0));
     ASSERT_EQ(table.claimed(), fresh.claimed()) << "step " << step;
     ASSERT_EQ(table.devices().size(), fresh.devices().size()) << "step " << step;
     ASSERT_EQ(table.candidates().size(), fresh.candidates().size()) << "step " << step;
