@@ -426,8 +426,13 @@ std::pair<Latency, Latency> allocate_latency(const fs::path& root, const fs::pat
   for (int i = 0; i < calls; ++i) {
     std::string id;
     bool listed = wait_until(*node.kubelet, [&](const dowser::testkit::SimulatorStatus& s) {
-      for (const auto& device : s.resource("akri.sh/alloc")->devices)
-        if (device.healthy() && !used.count(device.id)) id = device.id;
+      // From the end: new placeholders have the highest ids, so the search
+      // stops at once instead of loading the CPU dowserd runs on.
+      const auto& devices = s.resource("akri.sh/alloc")->devices;
+      auto free = std::find_if(devices.rbegin(), devices.rend(), [&](const auto& device) {
+        return device.healthy() && !used.count(device.id);
+      });
+      if (free != devices.rend()) id = free->id;
       return !id.empty();
     });
     if (!listed) break;  // every slot CL may take is taken: fewer samples, said in the table
