@@ -142,19 +142,35 @@ void StreamHub::remove(ListStream* stream) {
 
 void StreamHub::offer(DeviceList devices) {
   std::lock_guard lock(mutex_);
-  const bool scheduled = newest_ != nullptr;
   newest_ = std::move(devices);
-  if (!scheduled) {
-    boost::asio::post(publisher_.context(), [hub = shared_from_this()] { hub->send_newest(); });
-  }
+  post_send();
+}
+
+void StreamHub::hold_lists() {
+  std::lock_guard lock(mutex_);
+  ++allocates_open_;
+}
+
+void StreamHub::release_lists() {
+  std::lock_guard lock(mutex_);
+  --allocates_open_;
+  post_send();
+}
+
+void StreamHub::post_send() {
+  if (send_posted_ || allocates_open_ > 0 || !newest_) return;
+  send_posted_ = true;
+  boost::asio::post(publisher_.context(), [hub = shared_from_this()] { hub->send_newest(); });
 }
 
 void StreamHub::send_newest() {
   DeviceList devices;
   {
     std::lock_guard lock(mutex_);
+    send_posted_ = false;
     devices = std::exchange(newest_, nullptr);
   }
+  if (!devices) return;                 // offered again and sent by an earlier run
   SharedList list = to_list(*devices);  // unlocked: offer() need not wait for it
   std::lock_guard lock(mutex_);
   if (closed_) return;
@@ -169,6 +185,21 @@ void StreamHub::close() {
 }
 
 // ---- the service ---------------------------------------------------------------
+
+// An Allocate call, holding its plugin's lists back until it is done.
+class AllocateReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit AllocateReactor(std::shared_ptr<StreamHub> hub) : hub_(std::move(hub)) {
+    hub_->hold_lists();
+  }
+  void OnDone() override {
+    hub_->release_lists();
+    delete this;
+  }
+
+ private:
+  std::shared_ptr<StreamHub> hub_;
+};
 
 // gRPC threads call in; the work runs on the core thread, which answers.
 class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
@@ -208,10 +239,10 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* context,
+  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext*,
                                      const v1beta1::AllocateRequest* request,
                                      v1beta1::AllocateResponse* response) override {
-    auto* reactor = context->DefaultReactor();
+    auto* reactor = new AllocateReactor(shared_->hub);
     on_core(
         [shared = shared_, request, response, reactor] {
           try {

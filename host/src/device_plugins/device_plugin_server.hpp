@@ -77,16 +77,25 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   void offer(DeviceList devices);
   void close();  // ends every stream and refuses new ones
   void count_list() { ++*lists_sent_; }
+  // While an Allocate is answered, offered lists wait, so that its reply is
+  // not written (and read by the kubelet) alongside the list it changed: a
+  // list of thousands of vdevs costs both sides more than the reply. The
+  // kubelet allocates one call at a time, so lists never wait for long.
+  void hold_lists();
+  void release_lists();
 
  private:
+  void post_send();    // mutex_ held
   void send_newest();  // on the publisher's thread
 
   ListPublisher& publisher_;
   std::mutex mutex_;
   std::set<ListStream*> streams_;
   bool closed_ = false;
-  DeviceList newest_;  // offered, not sent yet
-  SharedList sent_;    // the last list sent to every stream
+  DeviceList newest_;          // offered, not sent yet
+  bool send_posted_ = false;   // send_newest() is queued on the publisher
+  size_t allocates_open_ = 0;  // holding lists back
+  SharedList sent_;            // the last list sent to every stream
   std::shared_ptr<std::atomic<uint64_t>> lists_sent_;
 };
 

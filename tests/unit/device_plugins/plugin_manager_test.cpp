@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,7 @@ class FakeBackend : public PluginBackend {
   // Answers each container with one variable per device id it was given.
   void allocate(const v1beta1::AllocateRequest& request,
                 v1beta1::AllocateResponse& response) override {
+    if (during_allocate) during_allocate();
     for (const auto& container : request.container_requests()) {
       auto* answer = response.add_container_responses();
       for (const auto& id : container.devices_ids())
@@ -72,6 +74,7 @@ class FakeBackend : public PluginBackend {
   }
 
   DeviceList list = list_of({{"cams-a1b2c3-0", true}, {"cams-a1b2c3-1", true}});
+  std::function<void()> during_allocate;
 };
 
 using dowser::test::TempDir;
@@ -202,6 +205,37 @@ TEST_F(PluginManagerTest, AllocateAndPreferenceAreTheBackends) {
   ASSERT_EQ(result.response.container_responses_size(), 1);
   EXPECT_EQ(result.response.container_responses(0).envs().at("GRANTED_cams-a1b2c3-1"),
             "cams-a1b2c3-1");
+}
+
+// A list changed while an Allocate is answered is sent after the reply, not
+// alongside it. The backend changes its list in the middle of Allocate and
+// then waits for the test, which sees no new list until it lets it finish.
+TEST_F(PluginManagerTest, AListChangedDuringAnAllocateFollowsItsReply) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto newer = list_of({{"cams-a1b2c3-0", false}, {"cams-a1b2c3-1", true}});
+  auto is_newer = [&](const SimulatorStatus& status) { return listed(status) == expected(newer); };
+  std::promise<void> changed, finish;
+  std::shared_future<void> finishing = finish.get_future().share();
+  on_core([&] {
+    backend_.during_allocate = [&, finishing] {
+      backend_.list = newer;
+      manager_->changed(kResource);
+      changed.set_value();
+      finishing.wait();  // the core thread, and so the reply, waits for the test
+    };
+  });
+  auto allocation = std::async(std::launch::async, [&] {
+    return kubelet_.allocate(kResource, {"default", "pod-a"}, "main", 1);
+  });
+  bool allocate_ran = changed.get_future().wait_for(kDeadline) == std::future_status::ready;
+  // Fails within a millisecond or two when lists are not held back.
+  bool sent_early = allocate_ran && kubelet_.wait_for(is_newer, std::chrono::milliseconds(300));
+  finish.set_value();
+  auto result = allocation.get();
+  ASSERT_TRUE(allocate_ran) << "the backend's allocate never ran";
+  EXPECT_FALSE(sent_early) << "the list went out while its Allocate was still open";
+  ASSERT_TRUE(result.ok()) << result.status.error_message();
+  EXPECT_TRUE(wait_for(is_newer)) << "the held list was never sent";
 }
 
 TEST_F(PluginManagerTest, RemoveEndsTheStreamAndDeletesTheSocket) {
