@@ -397,10 +397,50 @@ std::optional<double> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const st
   return us;
 }
 
+struct AllocateFigures {
+  Latency il;
+  Latency cl;               // each call once the list the previous one changed has arrived
+  Latency cl_back_to_back;  // each call right after the previous reply, as its list goes out
+};
+
+const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
+  return *status.resource("akri.sh/alloc");
+}
+
+// A healthy vdev of the CL plugin not taken yet, once listed; empty if none
+// comes (every slot CL may take is taken).
+std::string free_vdev(const dowser::testkit::KubeletSimulator& kubelet,
+                      const std::set<std::string>& used) {
+  std::string id;
+  wait_until(kubelet, [&](const dowser::testkit::SimulatorStatus& s) {
+    // From the end: new placeholders have the highest ids, so the search
+    // stops at once instead of loading the CPU dowserd runs on.
+    const auto& devices = cl_plugin(s).devices;
+    auto free = std::find_if(devices.rbegin(), devices.rend(), [&](const auto& device) {
+      return device.healthy() && !used.count(device.id);
+    });
+    if (free != devices.rend()) id = free->id;
+    return !id.empty();
+  });
+  return id;
+}
+
+// Read in place: copying the status of a thousand plugins would load the CPU.
+size_t cl_lists_received(const dowser::testkit::KubeletSimulator& kubelet) {
+  size_t received = 0;
+  kubelet.wait_for(
+      [&](const auto& s) {
+        received = cl_plugin(s).lists_received;
+        return true;
+      },
+      0ms);
+  return received;
+}
+
 // Allocate RPCs straight to the plugins (what the kubelet's Allocate costs),
 // with `instances` Instances of capacity 4 in one Configuration.
-std::pair<Latency, Latency> allocate_latency(const fs::path& root, const fs::path& dowserd,
-                                             const fs::path& handlers, int instances, int calls) {
+AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
+                                 const fs::path& handlers, int instances, int calls) {
   Node node(root, dowserd, handlers);
   fs::path socket = root / "bench.sock";
   node.configuration("alloc", 4, "benchHandler", bench_properties(socket));
@@ -419,25 +459,29 @@ std::pair<Latency, Latency> allocate_latency(const fs::path& root, const fs::pat
     throw std::runtime_error("not every plugin registered for the Allocate benchmark");
   auto status = node.kubelet->status();
   fs::path dp = root / "dp";
-  std::vector<double> cl, il;
-  // CL: each call takes a placeholder; the next one is taken once listed.
+  std::vector<double> cl_settled, cl_back_to_back, il;
+  // CL: each call takes a placeholder. Calls alternate between the two ways
+  // a kubelet may call: with its view of the list up to date (a pod now and
+  // then), or at once after the previous reply while the list that reply
+  // changed is still on its way (a burst of pods).
   auto cl_stub = plugin_stub(dp, status, "akri.sh/alloc");
   std::set<std::string> used;
-  for (int i = 0; i < calls; ++i) {
-    std::string id;
-    bool listed = wait_until(*node.kubelet, [&](const dowser::testkit::SimulatorStatus& s) {
-      // From the end: new placeholders have the highest ids, so the search
-      // stops at once instead of loading the CPU dowserd runs on.
-      const auto& devices = s.resource("akri.sh/alloc")->devices;
-      auto free = std::find_if(devices.rbegin(), devices.rend(), [&](const auto& device) {
-        return device.healthy() && !used.count(device.id);
-      });
-      if (free != devices.rend()) id = free->id;
-      return !id.empty();
-    });
-    if (!listed) break;  // every slot CL may take is taken: fewer samples, said in the table
+  for (int i = 0; i < 2 * calls; ++i) {
+    std::string id = free_vdev(*node.kubelet, used);
+    if (id.empty()) break;  // fewer samples, said in the table
     used.insert(id);
-    if (auto us = timed_allocate(*cl_stub, id)) cl.push_back(*us);
+    size_t lists_before = cl_lists_received(*node.kubelet);
+    // Odd calls come once the list the call before changed has arrived, even
+    // ones right after the previous reply.
+    bool settled = i % 2 == 1;
+    if (auto us = timed_allocate(*cl_stub, id))
+      (settled ? cl_settled : cl_back_to_back).push_back(*us);
+    if (settled) continue;
+    // The next call waits for the list this one changed (1 s at most: a
+    // claim that leaves the list as it was sends none).
+    wait_until(
+        *node.kubelet, [&](const auto& s) { return cl_plugin(s).lists_received > lists_before; },
+        1s);
   }
   // IL: slot 3 of Instances the CL calls left alone (they take slot 0 first).
   int done = 0;
@@ -447,7 +491,7 @@ std::pair<Latency, Latency> allocate_latency(const fs::path& root, const fs::pat
     std::string instance = name.substr(name.find('/') + 1);
     if (auto us = timed_allocate(*stub, instance + "-3")) il.push_back(*us);
   }
-  return {summarize(il), summarize(cl)};
+  return {summarize(il), summarize(cl_settled), summarize(cl_back_to_back)};
 }
 
 json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handlers, int instances,
@@ -538,7 +582,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   fs::remove_all(store_dir);
   auto [il_discovery, cl_discovery] =
       discovery_latency(stage("discovery"), dowserd, handlers, events, background);
-  auto [il_allocate, cl_allocate] =
+  auto [il_allocate, cl_allocate, cl_burst] =
       allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls);
   report["baseline"] = {{"unary", to_json(unary)},
                         {"stream", to_json(stream)},
@@ -549,6 +593,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
       {"il", to_json(il_discovery)}, {"cl", to_json(cl_discovery)}, {"background", background}};
   report["allocate"] = {{"il", to_json(il_allocate)},
                         {"cl", to_json(cl_allocate)},
+                        {"cl_back_to_back", to_json(cl_burst)},
                         {"instances", allocate_instances}};
 
   std::cout << std::left << std::setw(44) << "latency (microseconds)" << std::right << std::setw(9)
@@ -562,6 +607,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << row("discovery -> kubelet, IL new plugin", il_discovery, stream.p99) << "\n"
             << row("Allocate RPC, IL (file store)", il_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n"
+            << row("Allocate RPC, CL, back to back", cl_burst, unary.p99) << "\n"
             << std::fixed << std::setprecision(1)
             << "Allocate p99 / (unary p99 + store update p99): IL "
             << il_allocate.p99 / allocate_floor << ", CL " << cl_allocate.p99 / allocate_floor
@@ -582,7 +628,8 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   if (!Node::state_base.empty()) fs::remove_all(Node::state_base);
   // A stage that never completed makes its figures meaningless: say so.
   bool complete = report["startup"]["ready"].get<bool>() && il_discovery.samples > 0 &&
-                  cl_discovery.samples > 0 && il_allocate.samples > 0 && cl_allocate.samples > 0;
+                  cl_discovery.samples > 0 && il_allocate.samples > 0 && cl_allocate.samples > 0 &&
+                  cl_burst.samples > 0;
   for (const auto& figures : report["scale"])
     complete = complete && figures["all_registered"].get<bool>();
   if (!complete) std::cerr << "some stage did not complete; see the figures above\n";
