@@ -311,9 +311,9 @@ void DiscoveryManager::session_event(const ConfigurationKey& key, uint64_t gener
     retry_later(session, "the handler ended discovery: " + error->second);
     return;
   }
-  if (auto snapshot = session.sink->take_snapshot()) {
+  if (auto changes = session.sink->take_changes()) {
     session.retry_delay = options_.first_retry;  // it works again
-    events_.snapshot(key, std::move(*snapshot));
+    events_.devices(key, std::move(*changes));
   }
 }
 

@@ -2,7 +2,9 @@
 // it names. Handlers are loaded from a directory (and picked up when they
 // appear later); each handler instance has its own control thread, so the
 // serial control calls of the ABI (rule T1) never block the core thread.
-// Snapshots come back to the core thread, newest only (rule T5).
+// Snapshots come back to the core thread as what changed since the last one
+// it took, so a report costs the core thread what changed, and the newest
+// state is always what it ends up with (rule T5).
 #pragma once
 
 #include "configuration.hpp"
@@ -40,8 +42,10 @@ struct DiscoveryOptions {
 class DiscoveryManager {
  public:
   struct Events {
-    // A new snapshot of a Configuration's devices (core thread).
-    std::function<void(const ConfigurationKey&, host::Snapshot)> snapshot;
+    // A Configuration's handler reported again: what changed in its devices
+    // since the last call, diffed on the handler's thread (core thread). A
+    // session's first one, after every (re)start, is complete.
+    std::function<void(const ConfigurationKey&, host::DeviceChanges)> devices;
     // Discovery for a Configuration cannot run or stopped with an error; it
     // is retried with backoff (core thread).
     std::function<void(const ConfigurationKey&, const std::string& reason)> failed;

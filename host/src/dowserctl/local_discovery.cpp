@@ -15,8 +15,9 @@ std::string without_retry_note(std::string reason) {
 LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)
     : manager_(io_, discovery::DiscoveryOptions{handler_dir},
                discovery::DiscoveryManager::Events{
-                   [this](const discovery::ConfigurationKey&, host::Snapshot snapshot) {
-                     snapshot_ = std::move(snapshot);
+                   // A session's first changes are complete: every device.
+                   [this](const discovery::ConfigurationKey&, host::DeviceChanges changes) {
+                     snapshot_ = std::move(changes.reported);
                      io_.stop();
                    },
                    [this](const discovery::ConfigurationKey&, const std::string& reason) {

@@ -27,8 +27,8 @@ Daemon::Daemon(DaemonOptions options)
       plugins_(core_, plugins::PluginManagerOptions{options_.kubelet_dir}),
       discovery_(core_, discovery::DiscoveryOptions{options_.handler_dir, options_.handler_rescan},
                  discovery::DiscoveryManager::Events{
-                     [this](const ConfigurationKey& key, host::Snapshot snapshot) {
-                       snapshot_arrived(key, std::move(snapshot));
+                     [this](const ConfigurationKey& key, const host::DeviceChanges& changes) {
+                       devices_changed(key, changes);
                      },
                      [this](const ConfigurationKey& key, const std::string& reason) {
                        discovery_failed(key, reason);
@@ -212,7 +212,7 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   backend->set_policy(policy_of(configuration));
   plugins_.changed(resource);
   discovery_.run(configuration);
-  if (known) reconcile(key);  // capacity or brokerProperties may have changed
+  if (known) reapply(key);  // capacity or brokerProperties may have changed
 }
 
 void Daemon::configuration_removed(const ConfigurationKey& key) {
@@ -221,7 +221,6 @@ void Daemon::configuration_removed(const ConfigurationKey& key) {
   if (!configurations_.erase(key)) return;
   spdlog::info("Configuration {}/{} removed", key.first, key.second);
   discovery_.stop(key);
-  last_snapshots_.erase(key);
   discovery_records_.erase(key);
   kubelet_pending_.erase(configuration_resource(key));
   mark_dirty(reconciler_.withdraw_all(key));
@@ -238,20 +237,29 @@ void Daemon::configuration_removed(const ConfigurationKey& key) {
 
 // ---- discovery into Instances ---------------------------------------------------
 
-void Daemon::snapshot_arrived(const ConfigurationKey& key, host::Snapshot snapshot) {
-  if (!configurations_.count(key)) return;
-  spdlog::debug("Configuration {}/{}: {} devices", key.first, key.second, snapshot.size());
-  record_snapshot(key, snapshot.size());
-  last_snapshots_[key] = std::move(snapshot);
-  reconcile(key);
+// Only what changed reaches the core thread: the discovery side diffs each
+// snapshot against the one before, so one new device among thousands costs
+// one device here.
+void Daemon::devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes) {
+  auto configuration = configurations_.find(key);
+  if (configuration == configurations_.end()) return;
+  spdlog::debug("Configuration {}/{}: {} devices ({} new or changed, {} gone)", key.first,
+                key.second, changes.devices, changes.reported.size(), changes.gone.size());
+  record_snapshot(key, changes.devices);
+  auto now = reconcile::Clock::now();
+  instances_changed(key, reconciler_.apply(configuration->second, changes, now), now);
 }
 
-void Daemon::reconcile(const ConfigurationKey& key) {
+void Daemon::reapply(const ConfigurationKey& key) {
   auto configuration = configurations_.find(key);
-  auto snapshot = last_snapshots_.find(key);
-  if (configuration == configurations_.end() || snapshot == last_snapshots_.end()) return;
+  if (configuration == configurations_.end()) return;
   auto now = reconcile::Clock::now();
-  auto changed = reconciler_.reconcile(configuration->second, snapshot->second, now);
+  instances_changed(key, reconciler_.reapply(configuration->second, now), now);
+}
+
+void Daemon::instances_changed(const ConfigurationKey& key,
+                               const std::set<capacity::InstanceKey>& changed,
+                               reconcile::Clock::time_point now) {
   await_kubelet(key, changed, now);
   mark_dirty(changed);
   schedule_expiry();
@@ -277,6 +285,7 @@ void Daemon::store_event(const store::WatchEvent& event) {
   } else {
     capacity_.apply(event.object);  // marks it dirty through the listener
   }
+  reconciler_.stored_instance_changed(key);
 }
 
 // ---- plugins ----------------------------------------------------------------------

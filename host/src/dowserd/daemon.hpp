@@ -75,8 +75,11 @@ class Daemon {
   void configuration_upserted(const configuration::Configuration& configuration);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
   void configuration_removed(const ConfigurationKey& key);
-  void snapshot_arrived(const ConfigurationKey& key, host::Snapshot snapshot);
-  void reconcile(const ConfigurationKey& key);
+  void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
+  void reapply(const ConfigurationKey& key);
+  void instances_changed(const ConfigurationKey& key,
+                         const std::set<capacity::InstanceKey>& changed,
+                         reconcile::Clock::time_point now);
   void store_event(const store::WatchEvent& event);
 
   // Plugin upkeep, batched: Instances whose state changed are marked, and
@@ -149,7 +152,6 @@ class Daemon {
   boost::asio::steady_timer expiry_timer_;
 
   std::map<ConfigurationKey, configuration::Configuration> configurations_;
-  std::map<ConfigurationKey, host::Snapshot> last_snapshots_;
   std::map<capacity::InstanceKey, std::unique_ptr<Observed<plugins::InstancePluginBackend>>>
       instance_backends_;
   std::map<ConfigurationKey, std::unique_ptr<Observed<plugins::ConfigurationPluginBackend>>>

@@ -401,16 +401,75 @@ std::vector<std::shared_ptr<const LoadedHandler>> HandlerRegistry::handlers() co
 
 // ---- sinks -----------------------------------------------------------------
 
+namespace {
+
+// What names a device's Instance: all a gone device needs to carry.
+Device identity_of(std::string id, Sharing sharing) {
+  Device device;
+  device.id = std::move(id);
+  device.sharing = sharing;
+  return device;
+}
+
+}  // namespace
+
+DeviceChanges changes_between(const Snapshot& before, const Snapshot& after) {
+  DeviceChanges changes;
+  changes.devices = after.size();
+  auto old_device = before.begin();
+  for (const auto& device : after) {
+    for (; old_device != before.end() && old_device->id < device.id; ++old_device)
+      changes.gone.push_back(identity_of(old_device->id, old_device->sharing));
+    const bool known = old_device != before.end() && old_device->id == device.id;
+    if (known && *old_device == device) {
+      ++old_device;
+      continue;
+    }
+    if (known && old_device->sharing != device.sharing)
+      changes.gone.push_back(identity_of(old_device->id, old_device->sharing));
+    if (known) ++old_device;
+    changes.reported.push_back(device);
+  }
+  for (; old_device != before.end(); ++old_device)
+    changes.gone.push_back(identity_of(old_device->id, old_device->sharing));
+  return changes;
+}
+
 CoalescingSink::CoalescingSink(std::function<void()> notify) : notify_(std::move(notify)) {}
 
 void CoalescingSink::on_snapshot(Snapshot snapshot) {
+  auto by_id = [](const Device& a, const Device& b) { return a.id < b.id; };
+  std::sort(snapshot.begin(), snapshot.end(), by_id);
   bool was_empty = false;
   {
+    std::lock_guard report_lock(report_mutex_);
+    auto changes = changes_between(last_reported_, snapshot);
+    changes.complete = std::exchange(first_report_, false);
+    last_reported_ = std::move(snapshot);
     std::lock_guard lock(mutex_);
     was_empty = !pending_.has_value();
-    pending_ = std::move(snapshot);
+    fold(std::move(changes));
   }
   if (was_empty && notify_) notify_();
+}
+
+// Later changes of a device replace earlier ones: what is pending always
+// takes the taker's view to the newest snapshot.
+void CoalescingSink::fold(DeviceChanges changes) {
+  if (!pending_ || changes.complete) pending_ = Pending{changes.complete, {}, 0};
+  auto& pending = *pending_;
+  pending.count = changes.devices;
+  for (auto& device : changes.gone) {
+    DeviceKey key{std::move(device.id), device.sharing};
+    if (pending.complete)
+      pending.devices.erase(key);
+    else
+      pending.devices.insert_or_assign(std::move(key), std::nullopt);
+  }
+  for (auto& device : changes.reported) {
+    DeviceKey key{device.id, device.sharing};
+    pending.devices.insert_or_assign(std::move(key), std::move(device));
+  }
 }
 
 void CoalescingSink::on_error(dowser_status code, std::string message) {
@@ -421,9 +480,23 @@ void CoalescingSink::on_error(dowser_status code, std::string message) {
   if (notify_) notify_();
 }
 
-std::optional<Snapshot> CoalescingSink::take_snapshot() {
-  std::lock_guard lock(mutex_);
-  return std::exchange(pending_, std::nullopt);
+std::optional<DeviceChanges> CoalescingSink::take_changes() {
+  std::optional<Pending> pending;
+  {
+    std::lock_guard lock(mutex_);
+    pending = std::exchange(pending_, std::nullopt);
+  }
+  if (!pending) return std::nullopt;
+  DeviceChanges changes;
+  changes.complete = pending->complete;
+  changes.devices = pending->count;
+  for (auto& [key, device] : pending->devices) {
+    if (device)
+      changes.reported.push_back(std::move(*device));
+    else
+      changes.gone.push_back(identity_of(key.first, key.second));
+  }
+  return changes;
 }
 
 std::optional<std::pair<dowser_status, std::string>> CoalescingSink::error() const {

@@ -133,20 +133,52 @@ class SessionSink {
   virtual void on_bad_report(const std::string& reason) { (void)reason; }
 };
 
-// Keeps only the newest snapshot (rule T5) and signals when one is waiting:
+// How a session's devices changed since the taker last looked. A device is
+// identified by its id and its sharing (the two name its Instance), so a
+// device whose sharing changed is gone as it was and reported as it is.
+struct DeviceChanges {
+  // True when `reported` holds every device and whatever the taker knew of
+  // the session before is gone: a session's first snapshot, and anything
+  // folded into it before it was taken. False: only what changed.
+  bool complete = false;
+  std::vector<Device> reported;  // new or changed devices (every one when complete)
+  std::vector<Device> gone;      // devices no longer reported: id and sharing only
+  size_t devices = 0;            // how many devices the newest snapshot holds
+};
+
+// The changes that take `before` to `after`; both sorted by id, ids unique.
+DeviceChanges changes_between(const Snapshot& before, const Snapshot& after);
+
+// Diffs each snapshot against the one before, on the reporting thread, and
+// keeps what changed until it is taken: snapshots reported in between fold
+// into one set of changes, so the newest state is what the taker ends up
+// with (rule T5) at a cost that follows the changes, not the devices.
 // notify is called once per transition from "nothing pending" to "pending".
 class CoalescingSink : public SessionSink {
  public:
   explicit CoalescingSink(std::function<void()> notify);
   void on_snapshot(Snapshot snapshot) override;
   void on_error(dowser_status code, std::string message) override;
-  std::optional<Snapshot> take_snapshot();
+  // Every snapshot counts, even one that changed nothing.
+  std::optional<DeviceChanges> take_changes();
   std::optional<std::pair<dowser_status, std::string>> error() const;
 
  private:
+  using DeviceKey = std::pair<std::string, Sharing>;
+  // Changes not taken yet; a gone device maps to nullopt (never when complete).
+  struct Pending {
+    bool complete = false;
+    std::map<DeviceKey, std::optional<Device>> devices;
+    size_t count = 0;
+  };
+  void fold(DeviceChanges changes);  // into pending_, under mutex_
+
   std::function<void()> notify_;
+  std::mutex report_mutex_;   // one report at a time: each is diffed against the one before
+  Snapshot last_reported_;    // sorted by id; guarded by report_mutex_
+  bool first_report_ = true;  // guarded by report_mutex_
   mutable std::mutex mutex_;
-  std::optional<Snapshot> pending_;
+  std::optional<Pending> pending_;
   std::optional<std::pair<dowser_status, std::string>> error_;
 };
 

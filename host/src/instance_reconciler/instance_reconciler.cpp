@@ -69,59 +69,153 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
   auto [last, first_time] = reconciled_with_.try_emplace(key, configuration);
   const bool same_configuration = !first_time && last->second == configuration;
   last->second = configuration;
+  reported_.insert(key);
   const uint64_t snapshot = ++snapshots_;
   std::set<capacity::InstanceKey> changed;
-  for (const auto& device : devices) {
-    capacity::InstanceKey instance_key{configuration.namespace_name,
-                                       configuration.name + "-" + digest_of(device, node_)};
-    auto& seen = seen_[instance_key];
-    seen.snapshot = snapshot;
-    if (same_configuration && seen.configuration == key && !seen.offline_until &&
-        seen.device == device && lists_this_node(instance_key))
-      continue;
-    if (seen.offline_until || seen.configuration != key) changed.insert(instance_key);
-    seen = Seen{key, device, std::nullopt, snapshot};
-    auto wanted = instance_for(configuration, device, node_, domain_);
-    try {
-      join(wanted);
-    } catch (const store::StoreError& e) {
-      spdlog::error("{}: cannot write Instance {}: {}", configuration.name, wanted.name, e.what());
-      reconciled_with_.erase(key);  // the next snapshot writes every Instance again
-    }
-  }
+  for (const auto& device : devices)
+    report(configuration, device, same_configuration, snapshot, changed);
   // Instances stored before this process saw them can only predate its first
   // snapshot of the Configuration (or the first after a failed write).
   if (!same_configuration) adopt_stored(key);
   // What this Configuration had here but the snapshot lacks.
-  auto grace = configuration.shared_offline_grace;
   for (auto it = seen_.begin(); it != seen_.end();) {
     auto& [instance_key, seen] = *it;
-    if (seen.snapshot == snapshot || seen.configuration != key) {
+    const bool missing = seen.snapshot != snapshot && seen.configuration == key;
+    if (missing &&
+        !went_missing(instance_key, seen, configuration.shared_offline_grace, now, changed)) {
+      it = forget(it);
+    } else {
       ++it;
-      continue;
     }
-    const bool in_grace = is_shared(seen.device) && grace.count() > 0;
-    if (in_grace || holds_claims(instance_key)) {
-      if (!seen.offline_until) {
-        seen.offline_until = now + (in_grace ? grace : std::chrono::seconds(0));
-        changed.insert(instance_key);
-        spdlog::info("{}: device {} is gone; offline for {} s{}", instance_key.second,
-                     seen.device.id, in_grace ? grace.count() : 0,
-                     holds_claims(instance_key) ? ", and while pods here hold its slots" : "");
-      }
-      ++it;
-      continue;
-    }
-    withdraw(instance_key);
-    changed.insert(instance_key);
-    it = seen_.erase(it);
   }
+  // Every device was looked at: none waits to be joined again.
+  std::erase_if(unlisted_, [&](const auto& instance_key) {
+    auto seen = seen_.find(instance_key);
+    return seen == seen_.end() || seen->second.configuration == key;
+  });
   return changed;
+}
+
+std::set<capacity::InstanceKey> InstanceReconciler::apply(
+    const configuration::Configuration& configuration, const host::DeviceChanges& changes,
+    Clock::time_point now) {
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  if (changes.complete) return reconcile(configuration, changes.reported, now);
+  auto last = reconciled_with_.find(key);
+  if (last == reconciled_with_.end() || last->second != configuration)
+    return reconcile(configuration, reported_devices(key, changes), now);
+  const uint64_t snapshot = ++snapshots_;
+  std::set<capacity::InstanceKey> changed;
+  for (const auto& device : changes.reported)
+    report(configuration, device, true, snapshot, changed);
+  for (const auto& device : changes.gone) {
+    auto seen = seen_.find(key_of(configuration, device));
+    if (seen == seen_.end() || seen->second.configuration != key) continue;
+    if (!went_missing(seen->first, seen->second, configuration.shared_offline_grace, now, changed))
+      forget(seen);
+  }
+  rejoin_unlisted(configuration, snapshot, changed);
+  return changed;
+}
+
+std::set<capacity::InstanceKey> InstanceReconciler::reapply(
+    const configuration::Configuration& configuration, Clock::time_point now) {
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  if (!reported_.count(key)) return {};
+  return reconcile(configuration, reported_devices(key, {}), now);
+}
+
+void InstanceReconciler::stored_instance_changed(const capacity::InstanceKey& instance) {
+  auto seen = seen_.find(instance);
+  if (seen != seen_.end() && !seen->second.offline_until && !lists_this_node(instance))
+    unlisted_.insert(instance);
+}
+
+void InstanceReconciler::report(const configuration::Configuration& configuration,
+                                const Device& device, bool same_configuration, uint64_t snapshot,
+                                std::set<capacity::InstanceKey>& changed) {
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  auto instance_key = key_of(configuration, device);
+  auto& seen = seen_[instance_key];
+  seen.snapshot = snapshot;
+  if (same_configuration && seen.configuration == key && !seen.offline_until &&
+      seen.device == device && lists_this_node(instance_key))
+    return;
+  if (seen.offline_until || seen.configuration != key) changed.insert(instance_key);
+  seen = Seen{key, device, std::nullopt, snapshot};
+  offline_.erase(instance_key);
+  auto wanted = instance_for(configuration, device, node_, domain_);
+  try {
+    join(wanted);
+  } catch (const store::StoreError& e) {
+    spdlog::error("{}: cannot write Instance {}: {}", configuration.name, wanted.name, e.what());
+    reconciled_with_.erase(key);  // the next snapshot writes every Instance again
+  }
+}
+
+bool InstanceReconciler::went_missing(const capacity::InstanceKey& key, Seen& seen,
+                                      std::chrono::seconds grace, Clock::time_point now,
+                                      std::set<capacity::InstanceKey>& changed) {
+  const bool in_grace = is_shared(seen.device) && grace.count() > 0;
+  if (in_grace || holds_claims(key)) {
+    if (!seen.offline_until) {
+      seen.offline_until = now + (in_grace ? grace : std::chrono::seconds(0));
+      offline_.insert(key);
+      changed.insert(key);
+      spdlog::info("{}: device {} is gone; offline for {} s{}", key.second, seen.device.id,
+                   in_grace ? grace.count() : 0,
+                   holds_claims(key) ? ", and while pods here hold its slots" : "");
+    }
+    return true;
+  }
+  withdraw(key);
+  changed.insert(key);
+  return false;
+}
+
+host::Snapshot InstanceReconciler::reported_devices(const ConfigurationKey& configuration,
+                                                    const host::DeviceChanges& changes) const {
+  std::map<std::pair<std::string, Sharing>, const Device*> devices;
+  for (const auto& [key, seen] : seen_)
+    if (seen.configuration == configuration && !seen.offline_until)
+      devices[{seen.device.id, seen.device.sharing}] = &seen.device;
+  for (const auto& device : changes.gone) devices.erase({device.id, device.sharing});
+  for (const auto& device : changes.reported) devices[{device.id, device.sharing}] = &device;
+  host::Snapshot result;
+  result.reserve(devices.size());
+  for (const auto& [identity, device] : devices) result.push_back(*device);
+  return result;
+}
+
+// A store change took this node out of an Instance whose device is still
+// reported: rejoined now, as a complete snapshot would.
+void InstanceReconciler::rejoin_unlisted(const configuration::Configuration& configuration,
+                                         uint64_t snapshot,
+                                         std::set<capacity::InstanceKey>& changed) {
+  ConfigurationKey key{configuration.namespace_name, configuration.name};
+  for (auto it = unlisted_.begin(); it != unlisted_.end();) {
+    auto seen = seen_.find(*it);
+    if (seen != seen_.end() && seen->second.configuration != key) {
+      ++it;
+      continue;
+    }
+    if (seen != seen_.end() && !seen->second.offline_until) {
+      const Device device = seen->second.device;  // report() overwrites the entry
+      report(configuration, device, true, snapshot, changed);
+    }
+    it = unlisted_.erase(it);
+  }
+}
+
+capacity::InstanceKey InstanceReconciler::key_of(const configuration::Configuration& configuration,
+                                                 const Device& device) const {
+  return {configuration.namespace_name, configuration.name + "-" + digest_of(device, node_)};
 }
 
 std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
     const ConfigurationKey& configuration) {
   reconciled_with_.erase(configuration);
+  reported_.erase(configuration);
   std::set<capacity::InstanceKey> changed;
   for (auto it = seen_.begin(); it != seen_.end();) {
     if (it->second.configuration != configuration) {
@@ -130,7 +224,7 @@ std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
     }
     withdraw(it->first);
     changed.insert(it->first);
-    it = seen_.erase(it);
+    it = forget(it);
   }
   return changed;
 }
@@ -145,33 +239,42 @@ std::set<capacity::InstanceKey> InstanceReconciler::withdraw_unknown(
   for (const auto& key : orphans) {
     spdlog::info("{}: its Configuration is gone; withdrawing", key.second);
     withdraw(key);
-    seen_.erase(key);
+    if (auto seen = seen_.find(key); seen != seen_.end()) forget(seen);
   }
   return {orphans.begin(), orphans.end()};
 }
 
 std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now) {
   std::set<capacity::InstanceKey> changed;
-  for (auto it = seen_.begin(); it != seen_.end();) {
-    if (!it->second.offline_until || *it->second.offline_until > now || holds_claims(it->first)) {
-      ++it;
+  for (auto key = offline_.begin(); key != offline_.end();) {
+    auto seen = seen_.find(*key);  // offline_ holds only keys of seen_
+    if (*seen->second.offline_until > now || holds_claims(*key)) {
+      ++key;
       continue;
     }
-    spdlog::info("{}: device {} did not come back; withdrawing", it->first.second,
-                 it->second.device.id);
-    withdraw(it->first);
-    changed.insert(it->first);
-    it = seen_.erase(it);
+    spdlog::info("{}: device {} did not come back; withdrawing", key->second,
+                 seen->second.device.id);
+    withdraw(*key);
+    changed.insert(*key);
+    seen_.erase(seen);
+    key = offline_.erase(key);
   }
   return changed;
 }
 
 std::optional<Clock::time_point> InstanceReconciler::next_expiry() const {
   std::optional<Clock::time_point> next;
-  for (const auto& [key, seen] : seen_)
-    if (seen.offline_until && !holds_claims(key) && (!next || *seen.offline_until < *next))
-      next = seen.offline_until;
+  for (const auto& key : offline_) {
+    const auto& until = seen_.at(key).offline_until;
+    if (!holds_claims(key) && (!next || *until < *next)) next = until;
+  }
   return next;
+}
+
+std::map<capacity::InstanceKey, InstanceReconciler::Seen>::iterator InstanceReconciler::forget(
+    std::map<capacity::InstanceKey, Seen>::iterator seen) {
+  offline_.erase(seen->first);
+  return seen_.erase(seen);
 }
 
 // Instances stored with this node before this process saw them (a restart):

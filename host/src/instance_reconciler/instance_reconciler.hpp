@@ -37,14 +37,31 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   InstanceReconciler(store::InstanceStore& store, capacity::CapacityManager& capacity,
                      std::string node, std::string resource_domain);
 
-  // Applies a snapshot. Returns the Instances whose visibility or offline
-  // state changed on this node (their plugins need a look). A device missing
-  // from it goes offline (every slot Unhealthy) and stays while a shared
-  // device's grace lasts, or while this node's pods still hold slots of it:
-  // they keep their claims, which hold again if the device comes back.
-  // Otherwise this node withdraws from it.
+  // Applies a complete snapshot. Returns the Instances whose visibility or
+  // offline state changed on this node (their plugins need a look). A device
+  // missing from it goes offline (every slot Unhealthy) and stays while a
+  // shared device's grace lasts, or while this node's pods still hold slots
+  // of it: they keep their claims, which hold again if the device comes
+  // back. Otherwise this node withdraws from it.
   std::set<capacity::InstanceKey> reconcile(const configuration::Configuration& configuration,
                                             const host::Snapshot& devices, Clock::time_point now);
+
+  // Applies what changed since the Configuration's previous snapshot, with
+  // the effect of reconciling the snapshot it describes, at a cost that
+  // follows the changes rather than the devices (unless the Configuration
+  // changed, or a write failed: then every device is written again).
+  std::set<capacity::InstanceKey> apply(const configuration::Configuration& configuration,
+                                        const host::DeviceChanges& changes, Clock::time_point now);
+
+  // Applies a changed Configuration (capacity, brokerProperties) to the
+  // devices last reported; nothing before its first snapshot.
+  std::set<capacity::InstanceKey> reapply(const configuration::Configuration& configuration,
+                                          Clock::time_point now);
+
+  // The store has a new version of the Instance, or none: if its device is
+  // reported but the Instance no longer lists this node, the
+  // Configuration's next snapshot joins it again.
+  void stored_instance_changed(const capacity::InstanceKey& instance);
 
   // Withdraws this node from every Instance of the Configuration (it was
   // deleted, or its discovery changed handler).
@@ -84,7 +101,24 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   bool holds_claims(const capacity::InstanceKey& key) const;     // this node's, IL or CL
   bool lists_this_node(const capacity::InstanceKey& key) const;  // the cached Instance
 
+  // A device of a snapshot: written unless known as it is (same
+  // Configuration, online, in an Instance that lists this node).
+  void report(const configuration::Configuration& configuration, const Device& device,
+              bool same_configuration, uint64_t snapshot, std::set<capacity::InstanceKey>& changed);
+  // The device of `seen` is no longer reported; false if its entry is gone.
+  bool went_missing(const capacity::InstanceKey& key, Seen& seen, std::chrono::seconds grace,
+                    Clock::time_point now, std::set<capacity::InstanceKey>& changed);
+  // The devices the Configuration's last snapshot held, with `changes`.
+  host::Snapshot reported_devices(const ConfigurationKey& configuration,
+                                  const host::DeviceChanges& changes) const;
+  void rejoin_unlisted(const configuration::Configuration& configuration, uint64_t snapshot,
+                       std::set<capacity::InstanceKey>& changed);
+  capacity::InstanceKey key_of(const configuration::Configuration& configuration,
+                               const Device& device) const;
   void adopt_stored(const ConfigurationKey& configuration);
+  // Erases an entry of seen_ (and of offline_).
+  std::map<capacity::InstanceKey, Seen>::iterator forget(
+      std::map<capacity::InstanceKey, Seen>::iterator seen);
   void join(const store::Instance& wanted);
   // Creates wanted with this node in it; false if it exists already.
   bool create(const store::Instance& wanted);
@@ -95,10 +129,14 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   std::string node_;
   std::string domain_;
   std::map<capacity::InstanceKey, Seen> seen_;
-  uint64_t snapshots_ = 0;  // snapshots reconciled, of any Configuration
+  std::set<capacity::InstanceKey> offline_;  // the entries of seen_ with offline_until
+  uint64_t snapshots_ = 0;                   // snapshots reconciled, of any Configuration
   // The Configuration each one's last snapshot was applied with: a changed
   // one (capacity, brokerProperties) rewrites every Instance.
   std::map<ConfigurationKey, configuration::Configuration> reconciled_with_;
+  std::set<ConfigurationKey> reported_;  // Configurations with a snapshot applied
+  // Reported devices whose Instance the store no longer shows with this node.
+  std::set<capacity::InstanceKey> unlisted_;
 };
 
 }  // namespace dowser::reconcile

@@ -15,6 +15,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -35,15 +36,22 @@ const ConfigurationKey kKey{"default", "echoes"};
 class Recorder {
  public:
   struct Reports {
-    std::vector<std::vector<std::string>> snapshots;  // device ids of each snapshot of kKey
-    std::vector<std::string> failures;                // reasons given for kKey
+    // Device ids after each change of kKey's devices, sorted; and whether
+    // the change was complete.
+    std::vector<std::vector<std::string>> snapshots;
+    std::vector<bool> complete;
+    std::vector<std::string> failures;  // reasons given for kKey
   };
 
   DiscoveryManager::Events events() {
-    return {[this](const ConfigurationKey& key, const dowser::host::Snapshot& snapshot) {
-              std::vector<std::string> ids;
-              for (const auto& device : snapshot) ids.push_back(device.id);
-              record(key, [&](Reports& reports) { reports.snapshots.push_back(ids); });
+    return {[this](const ConfigurationKey& key, const dowser::host::DeviceChanges& changes) {
+              record(key, [&](Reports& reports) {
+                if (changes.complete) devices_.clear();
+                for (const auto& device : changes.gone) devices_.erase(device.id);
+                for (const auto& device : changes.reported) devices_.insert(device.id);
+                reports.snapshots.emplace_back(devices_.begin(), devices_.end());
+                reports.complete.push_back(changes.complete);
+              });
             },
             [this](const ConfigurationKey& key, const std::string& reason) {
               record(key, [&](Reports& reports) { reports.failures.push_back(reason); });
@@ -69,6 +77,7 @@ class Recorder {
   std::mutex mutex_;
   std::condition_variable changed_;
   Reports reports_;
+  std::set<std::string> devices_;  // as the changes so far describe them
 };
 
 bool mentions(const std::vector<std::string>& reasons, const std::string& text) {
@@ -173,6 +182,7 @@ TEST_F(DiscoveryManagerTest, ChangedDiscoveryDetailsRestartTheSession) {
   ASSERT_TRUE(wait_for_snapshot({"foo0"}));
 
   on_core([this] { manager_->run(echoes("descriptions: [bar0, bar1]")); });
+  // Only a complete first snapshot of the new session drops foo0.
   EXPECT_TRUE(wait_for_snapshot({"bar0", "bar1"})) << "the session kept its old details";
 }
 
@@ -188,6 +198,9 @@ TEST_F(DiscoveryManagerTest, AvailabilityChangesReachTheCoreAsNewSnapshots) {
   EXPECT_TRUE(wait_for_snapshot({}));
   std::ofstream(dir_ / "availability.txt") << "ONLINE\n";
   EXPECT_TRUE(wait_for_snapshot({"foo0"}));
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return reports.complete.front() && !reports.complete.back();
+  })) << "the first snapshot is complete, later ones are changes";
 }
 
 TEST_F(DiscoveryManagerTest, ValidateUsesTheHandlersChecks) {

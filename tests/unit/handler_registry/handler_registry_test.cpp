@@ -385,6 +385,7 @@ TEST(HostTable, ConcurrentReportsAreCopiedWhole) {
   ProbeSession probe;
   constexpr int threads = 8, reports = 200;
   std::vector<std::thread> reporters;
+  reporters.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     reporters.emplace_back([t] {
       for (int i = 0; i < reports; ++i) {
@@ -395,7 +396,7 @@ TEST(HostTable, ConcurrentReportsAreCopiedWhole) {
     });
   }
   for (auto& thread : reporters) thread.join();
-  ASSERT_EQ(probe.sink->snapshots.size(), size_t{threads * reports});
+  ASSERT_EQ(probe.sink->snapshots.size(), size_t{threads} * reports);
   for (const auto& snapshot : probe.sink->snapshots) {
     // Every snapshot is one thread's list, never a mix.
     std::string owner = snapshot.at(0).id.substr(0, snapshot.at(0).id.find('-'));
@@ -427,20 +428,133 @@ TEST(HostTable, CopiesAReportBeforeReturning) {
   EXPECT_EQ(device.properties.at("DEVNODE"), "/dev/video0");
 }
 
-TEST(CoalescingSink, KeepsOnlyTheNewestAndNotifiesOncePerBatch) {
+// ---- changes between snapshots, and their coalescing -------------------------
+
+std::vector<std::string> ids(const std::vector<dowser::Device>& devices) {
+  std::vector<std::string> result;
+  result.reserve(devices.size());
+  for (const auto& device : devices) result.push_back(device.id);
+  return result;
+}
+
+dowser::Device with_property(dowser::Device device, const std::string& value) {
+  device.properties["K"] = value;
+  return device;
+}
+
+TEST(ChangesBetween, NamesWhatWasAddedChangedAndRemoved) {
+  Snapshot before{device("a"), device("b"), device("c"), device("d")};
+  Snapshot after{device("a"), with_property(device("b"), "changed"), device("d"), device("e")};
+
+  auto changes = changes_between(before, after);
+
+  EXPECT_FALSE(changes.complete);
+  EXPECT_EQ(changes.devices, 4u);
+  ASSERT_EQ(ids(changes.reported), (std::vector<std::string>{"b", "e"}));
+  EXPECT_EQ(changes.reported[0].properties.at("K"), "changed");
+  EXPECT_EQ(ids(changes.gone), std::vector<std::string>{"c"});
+  EXPECT_TRUE(changes_between(after, after).reported.empty());
+  EXPECT_TRUE(changes_between(after, after).gone.empty());
+}
+
+TEST(ChangesBetween, ADeviceWhoseSharingChangedIsGoneAsItWasAndReportedAsItIs) {
+  auto changes = changes_between({device("a", dowser::Sharing::local)},
+                                 {device("a", dowser::Sharing::shared)});
+  ASSERT_EQ(changes.gone.size(), 1u);
+  EXPECT_EQ(changes.gone[0].sharing, dowser::Sharing::local) << "its Instance is the local one";
+  ASSERT_EQ(changes.reported.size(), 1u);
+  EXPECT_EQ(changes.reported[0].sharing, dowser::Sharing::shared);
+}
+
+TEST(CoalescingSink, TheFirstSnapshotIsCompleteAndLaterOnesCarryOnlyChanges) {
   int notified = 0;
   CoalescingSink sink([&] { ++notified; });
-  sink.on_snapshot({device("1")});
-  sink.on_snapshot({device("2")});
-  sink.on_snapshot({device("3")});
+  EXPECT_FALSE(sink.take_changes());
+  sink.on_snapshot({device("b"), device("a")});
   EXPECT_EQ(notified, 1);
-  auto taken = sink.take_snapshot();
-  ASSERT_TRUE(taken);
-  EXPECT_EQ(taken->at(0).id, "3");
-  EXPECT_FALSE(sink.take_snapshot());
-  sink.on_snapshot({device("4")});
+  auto first = sink.take_changes();
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->complete);
+  EXPECT_EQ(ids(first->reported), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(first->devices, 2u);
+  EXPECT_FALSE(sink.take_changes());
+
+  sink.on_snapshot({device("b"), device("c"), with_property(device("a"), "new")});
+  auto second = sink.take_changes();
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(second->complete);
+  EXPECT_EQ(ids(second->reported), (std::vector<std::string>{"a", "c"}));
+  EXPECT_TRUE(second->gone.empty());
+  EXPECT_EQ(second->devices, 3u);
+
+  sink.on_snapshot({device("c")});
+  auto third = sink.take_changes();
+  ASSERT_TRUE(third);
+  EXPECT_TRUE(third->reported.empty());
+  EXPECT_EQ(ids(third->gone), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(notified, 3);
+
+  sink.on_snapshot({device("c")});
+  auto unchanged = sink.take_changes();
+  ASSERT_TRUE(unchanged) << "a snapshot that changed nothing still counts";
+  EXPECT_TRUE(unchanged->reported.empty());
+  EXPECT_TRUE(unchanged->gone.empty());
+  EXPECT_EQ(unchanged->devices, 1u);
+}
+
+TEST(CoalescingSink, ChangesNotTakenYetFoldIntoOneAndNotifyOnce) {
+  int notified = 0;
+  CoalescingSink sink([&] { ++notified; });
+  sink.on_snapshot({device("a"), device("b"), device("c")});
+  ASSERT_TRUE(sink.take_changes());
+
+  sink.on_snapshot({device("a"), device("b"), device("d")});  // c gone, d new
+  sink.on_snapshot({device("b"), device("c"), device("d")});  // a gone, c back
+  sink.on_snapshot({with_property(device("b"), "x"), device("c"), device("d"), device("e")});
   EXPECT_EQ(notified, 2);
+
+  auto changes = sink.take_changes();
+  ASSERT_TRUE(changes);
+  EXPECT_FALSE(changes->complete);
+  // Everything that takes {a, b, c} to the newest snapshot; c, gone and back
+  // as it was, may come as reported (the taker finds it unchanged).
+  EXPECT_EQ(ids(changes->gone), std::vector<std::string>{"a"});
+  auto reported = ids(changes->reported);
+  std::erase(reported, "c");
+  EXPECT_EQ(reported, (std::vector<std::string>{"b", "d", "e"}));
+  EXPECT_EQ(changes->devices, 4u);
+}
+
+TEST(CoalescingSink, ChangesFoldedIntoAnUntakenFirstSnapshotStayComplete) {
+  CoalescingSink sink([] {});
+  sink.on_snapshot({device("a"), device("b")});
+  sink.on_snapshot({device("b"), device("c")});
+  auto changes = sink.take_changes();
+  ASSERT_TRUE(changes);
+  EXPECT_TRUE(changes->complete) << "the taker never saw the first one";
+  EXPECT_EQ(ids(changes->reported), (std::vector<std::string>{"b", "c"}));
+  EXPECT_TRUE(changes->gone.empty());
+}
+
+TEST(CoalescingSink, ASharingChangeFoldsAsTwoDevices) {
+  CoalescingSink sink([] {});
+  sink.on_snapshot({device("a", dowser::Sharing::local)});
+  ASSERT_TRUE(sink.take_changes());
+  sink.on_snapshot({device("a", dowser::Sharing::shared)});
+  sink.on_snapshot({});
+  auto changes = sink.take_changes();
+  ASSERT_TRUE(changes);
+  EXPECT_TRUE(changes->reported.empty());
+  ASSERT_EQ(changes->gone.size(), 2u) << "the taker may know either";
+  EXPECT_EQ(changes->gone[0].sharing, dowser::Sharing::local);
+  EXPECT_EQ(changes->gone[1].sharing, dowser::Sharing::shared);
+}
+
+TEST(CoalescingSink, ErrorsAreKeptAndNotified) {
+  int notified = 0;
+  CoalescingSink sink([&] { ++notified; });
   sink.on_error(DOWSER_ERR_GENERIC, "gone");
+  EXPECT_EQ(notified, 1);
   EXPECT_EQ(sink.error()->second, "gone");
 }
 

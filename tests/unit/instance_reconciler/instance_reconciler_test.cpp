@@ -260,4 +260,135 @@ TEST_F(InstanceReconcilerTest, WithdrawAllLeavesEveryInstanceOfTheConfiguration)
   EXPECT_EQ(left[0].instance.configuration_name, "usb");
 }
 
+// ---- changes instead of snapshots --------------------------------------------------
+
+dowser::host::DeviceChanges complete(std::vector<Device> devices) {
+  dowser::host::DeviceChanges changes;
+  changes.complete = true;
+  changes.devices = devices.size();
+  changes.reported = std::move(devices);
+  return changes;
+}
+
+dowser::host::DeviceChanges changes(std::vector<Device> reported, std::vector<Device> gone = {}) {
+  dowser::host::DeviceChanges result;
+  result.reported = std::move(reported);
+  result.gone = std::move(gone);
+  return result;
+}
+
+InstanceKey key_of(const std::string& configuration, const Device& dev) {
+  return {"default",
+          configuration + "-" +
+              dowser::naming::device_digest(dev.id, dev.sharing == Sharing::shared, "node-a")};
+}
+
+TEST_F(InstanceReconcilerTest, ChangesDoWhatTheSnapshotTheyDescribeWouldDo) {
+  auto config = configuration("usb");
+  auto one = device("one", Sharing::local, {{"P", "1"}});
+  auto two = device("two", Sharing::local);
+  auto three = device("three", Sharing::local);
+  EXPECT_EQ(reconciler_->apply(config, complete({one, two}), start_),
+            (std::set<InstanceKey>{key_of("usb", one), key_of("usb", two)}));
+  auto one_before = stored(key_of("usb", one));
+  ASSERT_TRUE(one_before);
+
+  auto renamed = device("one", Sharing::local, {{"P", "2"}});
+  EXPECT_EQ(reconciler_->apply(config, changes({renamed, three}, {two}), start_),
+            (std::set<InstanceKey>{key_of("usb", two), key_of("usb", three)}));
+  EXPECT_FALSE(stored(key_of("usb", two))) << "a gone local device is withdrawn at once";
+  EXPECT_TRUE(stored(key_of("usb", three)));
+  EXPECT_EQ(stored(key_of("usb", one))->instance.broker_properties.at("P"), "2");
+  EXPECT_EQ(*reconciler_->device(key_of("usb", one)), renamed);
+
+  auto three_revision = stored(key_of("usb", three))->revision;
+  EXPECT_TRUE(reconciler_->apply(config, changes({}), start_).empty());
+  EXPECT_TRUE(
+      reconciler_->apply(config, changes({}, {device("never", Sharing::local)}), start_).empty())
+      << "a device it never knew";
+  EXPECT_EQ(stored(key_of("usb", three))->revision, three_revision) << "nothing written";
+}
+
+TEST_F(InstanceReconcilerTest, ACompleteChangeWithdrawsWhatItLacks) {
+  auto config = configuration("usb");
+  auto one = device("one", Sharing::local);
+  auto two = device("two", Sharing::local);
+  reconciler_->apply(config, complete({one, two}), start_);
+
+  EXPECT_EQ(reconciler_->apply(config, complete({two}), start_),
+            std::set<InstanceKey>{key_of("usb", one)})
+      << "a restarted session's first snapshot";
+  EXPECT_FALSE(stored(key_of("usb", one)));
+  EXPECT_TRUE(stored(key_of("usb", two)));
+}
+
+TEST_F(InstanceReconcilerTest, AGoneSharedDeviceStaysOfflineForItsGraceAndMayComeBack) {
+  auto config = configuration("cams");
+  config.shared_offline_grace = std::chrono::seconds(300);
+  auto dev = device("dev_1", Sharing::shared);
+  reconciler_->apply(config, complete({dev}), start_);
+
+  EXPECT_EQ(reconciler_->apply(config, changes({}, {dev}), start_), std::set<InstanceKey>{kShared});
+  EXPECT_TRUE(reconciler_->offline(kShared));
+  EXPECT_EQ(reconciler_->next_expiry(), start_ + std::chrono::seconds(300));
+
+  EXPECT_EQ(reconciler_->apply(config, changes({dev}), start_ + std::chrono::seconds(5)),
+            std::set<InstanceKey>{kShared});
+  EXPECT_FALSE(reconciler_->offline(kShared));
+  EXPECT_FALSE(reconciler_->next_expiry());
+}
+
+TEST_F(InstanceReconcilerTest, ChangesUnderAChangedConfigurationRewriteEveryDevice) {
+  auto config = configuration("cams", 2);
+  auto dev = device("dev_1", Sharing::shared);
+  auto other = device("dev_2", Sharing::shared);
+  reconciler_->apply(config, complete({dev}), start_);
+
+  config.capacity = 5;
+  reconciler_->apply(config, changes({other}), start_);
+  EXPECT_EQ(stored(kShared)->instance.capacity, 5u) << "a device the changes did not name";
+  EXPECT_EQ(stored(key_of("cams", other))->instance.capacity, 5u);
+}
+
+TEST_F(InstanceReconcilerTest, ReapplyWritesAChangedConfigurationToTheReportedDevices) {
+  auto config = configuration("cams", 2);
+  EXPECT_TRUE(reconciler_->reapply(config, start_).empty()) << "no snapshot yet";
+  auto dev = device("dev_1", Sharing::shared);
+  reconciler_->apply(config, complete({dev}), start_);
+
+  config.capacity = 3;
+  EXPECT_TRUE(reconciler_->reapply(config, start_).empty()) << "visibility did not change";
+  EXPECT_EQ(stored(kShared)->instance.capacity, 3u);
+  EXPECT_FALSE(reconciler_->offline(kShared));
+}
+
+TEST_F(InstanceReconcilerTest, ReapplyBeforeTheFirstSnapshotLeavesStoredInstancesAlone) {
+  auto config = configuration("cams");
+  config.shared_offline_grace = std::chrono::seconds(0);
+  reconciler_->apply(config, complete({device("dev_1", Sharing::shared)}), start_);
+  // A restart: a new reconciler over the same store.
+  InstanceReconciler restarted(*store_, *capacity_, "node-a", "akri.sh");
+  EXPECT_TRUE(restarted.reapply(config, start_).empty());
+  EXPECT_TRUE(stored(kShared));
+  EXPECT_EQ(restarted.apply(config, complete({}), start_), std::set<InstanceKey>{kShared})
+      << "adopted on the first snapshot, and withdrawn as it is not in it";
+  EXPECT_FALSE(stored(kShared));
+}
+
+TEST_F(InstanceReconcilerTest, AnInstanceThatLostThisNodeIsJoinedAgainOnTheNextChanges) {
+  auto config = configuration("cams");
+  auto dev = device("dev_1", Sharing::shared);
+  reconciler_->apply(config, complete({dev}), start_);
+  auto instance = stored(kShared);
+  ASSERT_TRUE(instance);
+  // Someone else deletes the Instance; the store watch tells the daemon.
+  store_->remove(kShared.first, kShared.second, instance->revision);
+  capacity_->forget(kShared);
+  reconciler_->stored_instance_changed(kShared);
+
+  reconciler_->apply(config, changes({}), start_);
+  ASSERT_TRUE(stored(kShared)) << "joined again, as a complete snapshot would";
+  EXPECT_EQ(stored(kShared)->instance.nodes, std::set<std::string>{"node-a"});
+}
+
 }  // namespace
