@@ -286,6 +286,12 @@ void Daemon::store_event(const store::WatchEvent& event) {
     capacity_.apply(event.object);  // marks it dirty through the listener
   }
   reconciler_.stored_instance_changed(key);
+  // Its claims may have been released from outside (an edit of the store):
+  // an offline device kept only for them goes now, not at a later report.
+  if (reconciler_.offline(key)) {
+    mark_dirty(reconciler_.expire(reconcile::Clock::now()));
+    schedule_expiry();
+  }
 }
 
 // ---- plugins ----------------------------------------------------------------------

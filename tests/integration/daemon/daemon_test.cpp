@@ -221,6 +221,32 @@ TEST_F(DaemonTest, ALocalDeviceInUseKeepsItsClaimsWhileItIsAway) {
   EXPECT_TRUE(il_resources(instances(), "local").empty());
 }
 
+// The same, with the claim released by an edit of the store instead of the
+// reclaimer: the device is not reported again, so nothing but the store's
+// change can let it go.
+TEST_F(DaemonTest, AnOfflineDeviceGoesWhenItsClaimIsReleasedInTheStore) {
+  echo_configuration("local", {"l0"}, 2);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/local", 1)) << node.log();
+  auto il = il_resources(instances(), "local").at(0);
+  ASSERT_TRUE(node.kubelet->allocate("akri.sh/local", pod_a, "c", 1).ok());
+  set_availability("local", "OFFLINE");
+  ASSERT_TRUE(node.wait_allocatable(il, 0)) << node.log();
+  ASSERT_EQ(il_resources(instances(), "local").size(), 1u) << "kept for the pod";
+
+  auto stored = instances().at(0);
+  stored.instance.device_usage.clear();
+  store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
+  EXPECT_TRUE(node.wait(
+      [&](const testkit::SimulatorStatus& status) {
+        const auto* r = status.resource(il);
+        return r && !r->streaming;  // its plugin stopped: the Instance is gone
+      },
+      5s))
+      << node.log();
+  EXPECT_TRUE(il_resources(instances(), "local").empty());
+}
+
 TEST_F(DaemonTest, AllocateResponseCarriesMountsDeviceNodesAndSuffixedEnvs) {
   write_file(config_dir_ / "devs.yaml", R"(apiVersion: akri.sh/v0
 kind: Configuration
