@@ -12,16 +12,14 @@
 #include "journalled_writes.hpp"
 #include "posix_io.hpp"
 #include "revision_counter.hpp"
-#include "store_journal.hpp"
 
 namespace dowser::store {
 namespace {
 
 using detail::FileLock;
 using detail::InstanceFiles;
-using detail::JournalledWrite;
+using detail::JournalledWrites;
 using detail::JournalRecord;
-using detail::StoreJournal;
 
 std::string describe(const std::string& namespace_name, const std::string& name) {
   return "Instance " + namespace_name + "/" + name;
@@ -35,11 +33,9 @@ std::string instance_text(const Instance& instance, uint64_t revision) {
   }
 }
 
-StoreJournal open_journal(const InstanceFiles& files, size_t capacity) {
+JournalledWrites open_journal(const InstanceFiles& files, size_t capacity) {
   const FileLock lock(files.lock_file(), FileLock::Mode::exclusive);
-  StoreJournal journal(files.journal_file(), capacity);
-  detail::recover(files, journal);
-  return journal;
+  return JournalledWrites(files, capacity);
 }
 
 // The stored Instance, if it is still at expected_revision.
@@ -75,25 +71,12 @@ class WriteLock {
 struct FileInstanceStore::State {
   State(std::filesystem::path directory, size_t journal_capacity)
       : files(std::move(directory)),
-        journal(open_journal(files, journal_capacity)),
+        writes(open_journal(files, journal_capacity)),
         watches(std::make_shared<detail::FileWatchService>(files)) {}
-
-  // Makes the write durable in the journal; the caller then writes the file.
-  // If the file write fails, the journal still redoes it after a restart, as
-  // if the process had crashed between the two.
-  void write_ahead(JournalRecord::Kind kind, const JournalledWrite& write) {
-    const JournalRecord record = detail::to_record(kind, write);
-    if (journal.append(record)) return;
-    detail::checkpoint(files, journal);
-    if (!journal.append(record)) {
-      throw StoreError(StoreError::Kind::io, "the journal " + journal.path().string() +
-                                                 " has no room even after a checkpoint");
-    }
-  }
 
   InstanceFiles files;
   std::mutex writers;
-  StoreJournal journal;
+  JournalledWrites writes;
   std::shared_ptr<detail::FileWatchService> watches;
 };
 
@@ -127,9 +110,9 @@ uint64_t FileInstanceStore::create(const Instance& instance) {
   detail::ensure_directory_durably(files.namespace_directory(instance.namespace_name));
   const uint64_t revision = detail::next_revision(files, 0);
   std::string text = instance_text(instance, revision);
-  state_->write_ahead(JournalRecord::Kind::put,
-                      {instance.namespace_name, instance.name, revision, text});
-  detail::rewrite_file(path, text);
+  state_->writes.write(JournalRecord::Kind::put,
+                       {instance.namespace_name, instance.name, revision, text},
+                       [&] { detail::rewrite_file(path, text); });
   return revision;
 }
 
@@ -140,9 +123,9 @@ uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_r
   require_revision(files, instance.namespace_name, instance.name, expected_revision);
   const uint64_t revision = detail::next_revision(files, expected_revision);
   std::string text = instance_text(instance, revision);
-  state_->write_ahead(JournalRecord::Kind::put,
-                      {instance.namespace_name, instance.name, revision, text});
-  detail::rewrite_file(path, text);
+  state_->writes.write(JournalRecord::Kind::put,
+                       {instance.namespace_name, instance.name, revision, text},
+                       [&] { detail::rewrite_file(path, text); });
   return revision;
 }
 
@@ -152,8 +135,8 @@ void FileInstanceStore::remove(const std::string& namespace_name, const std::str
   const std::filesystem::path path = files.instance_file(namespace_name, name);
   const WriteLock lock(state_->writers, files);
   require_revision(files, namespace_name, name, expected_revision);
-  state_->write_ahead(JournalRecord::Kind::remove, {namespace_name, name, expected_revision, ""});
-  detail::remove_file(path);
+  state_->writes.write(JournalRecord::Kind::remove, {namespace_name, name, expected_revision, ""},
+                       [&] { detail::remove_file(path); });
 }
 
 std::unique_ptr<WatchSubscription> FileInstanceStore::watch(

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -85,38 +84,119 @@ JournalRecord to_record(JournalRecord::Kind kind, const JournalledWrite& write) 
   return {kind, std::move(payload)};
 }
 
-void checkpoint(const InstanceFiles& files, StoreJournal& journal) {
-  std::set<std::pair<std::string, std::string>> instances;
-  std::set<std::string> namespaces;
-  for (const auto& [kind, write] : journalled_writes(journal)) {
-    instances.emplace(write.namespace_name, write.name);
-    namespaces.insert(write.namespace_name);
-  }
-  for (const auto& [namespace_name, name] : instances) {
-    fsync_file_if_exists(files.instance_file(namespace_name, name));
-  }
-  for (const std::string& namespace_name : namespaces) {
-    const std::filesystem::path directory = files.namespace_directory(namespace_name);
-    if (std::filesystem::is_directory(directory)) fsync_directory(directory);
-  }
-  fsync_file_if_exists(files.revision_file());
-  journal.reset();
+void UnsyncedFiles::add(const Key& file) {
+  erase(file);
+  order_of_.emplace(file, next_order_);
+  by_order_.emplace(next_order_++, file);
+  namespaces_.insert(file.first);
 }
 
-void recover(const InstanceFiles& files, StoreJournal& journal) {
-  const auto writes = journalled_writes(journal);
+void UnsyncedFiles::erase(const Key& file) {
+  const auto found = order_of_.find(file);
+  if (found == order_of_.end()) return;
+  by_order_.erase(found->second);
+  order_of_.erase(found);
+}
+
+void UnsyncedFiles::clear() { *this = {}; }
+
+JournalledWrites::JournalledWrites(const InstanceFiles& files, size_t journal_capacity,
+                                   SyncObserver synced)
+    : files_(files), journal_(files.journal_file(), journal_capacity), synced_(std::move(synced)) {
+  recover();
+}
+
+void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& write,
+                             const std::function<void()>& write_file) {
+  const JournalRecord record = to_record(kind, write);
+  note_changes();
+  if (!journal_.append(record)) {
+    spdlog::warn(
+        "instance store: the journal {} filled before its checkpoint finished; fsyncing the "
+        "{} files it covers at once",
+        journal_.path().string(), unsynced_.size());
+    checkpoint();
+    if (!journal_.append(record)) {
+      throw StoreError(StoreError::Kind::io, "the journal " + journal_.path().string() +
+                                                 " has no room even after a checkpoint");
+    }
+  }
+  note_changes();  // appending caught up with other writers' records
+  unsynced_.add({write.namespace_name, write.name});
+  write_file();
+  checkpoint_step(StoreJournal::kRecordHeaderSize + record.payload.size());
+}
+
+void JournalledWrites::note_changes() {
+  StoreJournal::Changes changes = journal_.take_changes();
+  if (changes.reset) unsynced_.clear();  // another writer checkpointed
+  for (const JournalRecord& record : changes.records) {
+    if (auto write = from_record(record)) unsynced_.add({write->namespace_name, write->name});
+  }
+}
+
+void JournalledWrites::checkpoint_step(uint64_t record_size) {
+  if (journal_.used() < journal_.capacity() / 4 * 3) return;
+  // Enough files that, writing alone, this process would be done while half
+  // the room left (counted in records like this one) is still free.
+  const uint64_t records_left =
+      std::max<uint64_t>(1, (journal_.capacity() - journal_.used()) / record_size);
+  const size_t files =
+      std::max<size_t>(kMinFilesPerStep, (2 * unsynced_.size() + records_left - 1) / records_left);
+  try {
+    sync_oldest(files);
+    if (unsynced_.empty()) finish_checkpoint();
+  } catch (const StoreError& error) {
+    spdlog::warn("instance store: a checkpoint step failed; the next writes retry it: {}",
+                 error.what());
+  }
+}
+
+void JournalledWrites::sync_oldest(size_t count) {
+  for (; count > 0 && !unsynced_.empty(); --count) {
+    const UnsyncedFiles::Key file = unsynced_.oldest();
+    const std::filesystem::path path = files_.instance_file(file.first, file.second);
+    if (fsync_file_if_exists(path)) synced(path);
+    unsynced_.erase(file);
+  }
+}
+
+void JournalledWrites::finish_checkpoint() {
+  for (const std::string& namespace_name : unsynced_.namespaces()) {
+    const std::filesystem::path directory = files_.namespace_directory(namespace_name);
+    if (!std::filesystem::is_directory(directory)) continue;
+    fsync_directory(directory);
+    synced(directory);
+  }
+  if (fsync_file_if_exists(files_.revision_file())) synced(files_.revision_file());
+  journal_.reset();
+  unsynced_.clear();
+}
+
+void JournalledWrites::synced(const std::filesystem::path& path) const {
+  if (synced_) synced_(path);
+}
+
+void JournalledWrites::checkpoint() {
+  sync_oldest(unsynced_.size());
+  finish_checkpoint();
+}
+
+void JournalledWrites::recover() {
+  const auto writes = journalled_writes(journal_);
   if (writes.empty()) return;
   size_t repaired = 0;
   uint64_t highest_revision = 0;
   for (const auto& [kind, write] : writes) {
     highest_revision = std::max(highest_revision, write.revision);
-    if (replay(files, kind, write)) ++repaired;
+    if (replay(files_, kind, write)) ++repaired;
+    unsynced_.add({write.namespace_name, write.name});
   }
-  next_revision(files, highest_revision);  // the counter may have lost its last writes
-  checkpoint(files, journal);
+  next_revision(files_, highest_revision);  // the counter may have lost its last writes
+  checkpoint();
   if (repaired > 0) {
     spdlog::warn("instance store: {}: redid {} of {} journalled writes the files had lost",
-                 files.root().string(), repaired, writes.size());
+                 files_.root().string(), repaired, writes.size());
   }
 }
 

@@ -11,6 +11,7 @@
 #include <boost/crc.hpp>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "instance_store.hpp"
 
@@ -94,7 +95,7 @@ StoreJournal::StoreJournal(std::filesystem::path path, size_t capacity)
     start_afresh(1);
   }
   position_ = {stored_epoch(), kHeaderSize};
-  catch_up();
+  catch_up(false);
 }
 
 bool StoreJournal::append(const JournalRecord& record) {
@@ -126,6 +127,7 @@ bool StoreJournal::append(const JournalRecord& record) {
 
 std::vector<JournalRecord> StoreJournal::records() {
   position_ = {stored_epoch(), kHeaderSize};
+  changes_ = {};
   std::vector<JournalRecord> found;
   JournalRecord record;
   while (const size_t size = valid_record_at(position_.end, &record.payload, &record.kind)) {
@@ -136,7 +138,15 @@ std::vector<JournalRecord> StoreJournal::records() {
   return found;
 }
 
-void StoreJournal::reset() { write_header(std::max(stored_epoch(), position_.epoch) + 1); }
+StoreJournal::Changes StoreJournal::take_changes() {
+  catch_up();
+  return std::exchange(changes_, {});
+}
+
+void StoreJournal::reset() {
+  write_header(std::max(stored_epoch(), position_.epoch) + 1);
+  changes_ = {};  // records of the epoch that ended
+}
 
 void StoreJournal::write_header(uint64_t epoch) {
   std::array<char, kHeaderSize> header{};
@@ -165,10 +175,16 @@ uint64_t StoreJournal::stored_epoch() const {
   return epoch;
 }
 
-void StoreJournal::catch_up() {
+void StoreJournal::catch_up(bool collect) {
   const uint64_t epoch = stored_epoch();
-  if (epoch != position_.epoch) position_ = {epoch, kHeaderSize};
-  while (const size_t size = valid_record_at(position_.end, nullptr, nullptr)) {
+  if (epoch != position_.epoch) {
+    position_ = {epoch, kHeaderSize};
+    changes_ = {.reset = true, .records = {}};
+  }
+  JournalRecord record;
+  while (const size_t size = valid_record_at(position_.end, collect ? &record.payload : nullptr,
+                                             collect ? &record.kind : nullptr)) {
+    if (collect) changes_.records.push_back(std::exchange(record, {}));
     position_.end += size;
   }
 }

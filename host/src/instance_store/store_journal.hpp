@@ -3,9 +3,9 @@
 // write into zero-filled space (no size or extent change, so nothing but the
 // record's own blocks goes to the disk); the Instance files are then rewritten
 // without fsync. After a machine crash, records() hands back what the files
-// may have lost. When the journal is full the store makes the files durable (a
-// checkpoint) and calls reset(), which drops every record at once by starting
-// a new epoch.
+// may have lost. Once the files the records cover are durable (a checkpoint,
+// see JournalledWrites) the store calls reset(), which drops every record at
+// once by starting a new epoch.
 //
 // Layout: a header ("DOWSERJ1", epoch) in the first kHeaderSize bytes, then
 // records: magic, kind, payload length, epoch, CRC-32 of all of these and the
@@ -14,7 +14,7 @@
 //
 // Not thread-safe: callers hold the store's lock, which also excludes other
 // processes sharing the journal; each instance catches up with records other
-// processes appended before it writes.
+// processes appended before it writes, and hands them to take_changes().
 #pragma once
 
 #include <cstddef>
@@ -49,13 +49,29 @@ class StoreJournal {
   // StoreError(io) on I/O errors and for a record larger than an empty journal.
   bool append(const JournalRecord& record);
 
-  // The records of the current epoch, oldest first.
+  // The records of the current epoch, oldest first. Counts as having seen
+  // them: take_changes() reports only records appended after this.
   std::vector<JournalRecord> records();
+
+  // What other writers (other instances, other processes) did since this
+  // instance opened the journal, last called records() or take_changes():
+  // whether one of them reset it, and the records they appended (after that
+  // reset), oldest first. This instance's own appends and resets are not in it.
+  struct Changes {
+    bool reset = false;
+    std::vector<JournalRecord> records;
+  };
+  Changes take_changes();
 
   // Starts a new epoch: no records. Durable before it returns.
   void reset();
 
   const std::filesystem::path& path() const { return path_; }
+  size_t capacity() const { return capacity_; }
+  // As of this instance's last look at the file: the epoch, and the bytes in
+  // use (header included).
+  uint64_t epoch() const { return position_.epoch; }
+  uint64_t used() const { return position_.end; }
 
  private:
   struct Position {
@@ -66,8 +82,9 @@ class StoreJournal {
   void start_afresh(uint64_t epoch);
   void write_header(uint64_t epoch);  // durable
   uint64_t stored_epoch() const;
-  // Follows records from position_.end to the first one that is not valid.
-  void catch_up();
+  // Follows records from position_.end to the first one that is not valid,
+  // adding them to changes_ if collect.
+  void catch_up(bool collect = true);
   // The size of the valid record at offset, 0 if there is none.
   size_t valid_record_at(uint64_t offset, std::string* payload, JournalRecord::Kind* kind) const;
   void zero_fill_to(uint64_t size);
@@ -77,6 +94,7 @@ class StoreJournal {
   size_t capacity_;
   UniqueFd fd_;
   Position position_;
+  Changes changes_;  // since the last take_changes()
 };
 
 }  // namespace dowser::store::detail

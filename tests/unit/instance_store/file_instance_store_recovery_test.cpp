@@ -178,6 +178,43 @@ TEST_F(FileInstanceStoreRecoveryTest, AFullJournalIsCheckpointedWithoutLosingAWr
   for (size_t i = 0; i < instances.size(); ++i) expect_stored(store, instances[i], revisions[i]);
 }
 
+TEST_F(FileInstanceStoreRecoveryTest, EveryWriteStaysJournalledUntilACheckpointEmptiesItEarly) {
+  // The checkpoint runs in steps over the writes after the journal is 3/4
+  // full; until the one that empties it, the journal holds every write.
+  const size_t capacity = size_t{64} * 1024;
+  FileInstanceStore store(directory(), capacity);
+  std::vector<Instance> instances;
+  std::vector<uint64_t> revisions;
+  for (int i = 0; i < 10; ++i) {
+    instances.push_back(sample_instance("cam-" + std::to_string(i)));
+    instances.back().device_usage.clear();
+    revisions.push_back(store.create(instances.back()));
+  }
+  size_t journalled = journalled_records();
+  uint64_t used = 0;  // bytes of the journal in use after the last write
+  int emptied = 0;
+  for (int round = 0; round < 60; ++round) {
+    for (size_t i = 0; i < instances.size(); ++i) {
+      Instance& instance = instances[i];
+      instance.device_usage[instance.name + "-0"] = round % 2 == 0 ? "node-a" : "C:0:node-a";
+      revisions[i] = store.update(instance, revisions[i]);
+      detail::StoreJournal journal(directory() / ".journal", capacity);
+      const size_t now = journal.records().size();
+      if (now == 0) {
+        ++emptied;
+        // Not only once full: then a record (about 500 bytes) would not have fit.
+        EXPECT_LT(used, capacity - capacity / 16) << "emptied only once it was full";
+      } else {
+        EXPECT_EQ(now, journalled + 1) << "a record left the journal before a checkpoint";
+      }
+      journalled = now;
+      used = journal.used();
+    }
+  }
+  EXPECT_GE(emptied, 2);
+  for (size_t i = 0; i < instances.size(); ++i) expect_stored(store, instances[i], revisions[i]);
+}
+
 TEST_F(FileInstanceStoreRecoveryTest, AReaderNeverSeesAFileHalfRewritten) {
   // Files are rewritten in place; readers wait on the store's lock. Long and
   // short documents alternate, so an unlocked reader would catch one that is

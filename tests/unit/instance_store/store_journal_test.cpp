@@ -145,6 +145,50 @@ TEST_F(StoreJournalTest, TwoWritersSeeEachOthersRecordsAndResets) {
   EXPECT_EQ(payloads(second), std::vector<std::string>{"d"});
 }
 
+std::vector<std::string> payloads_of(const StoreJournal::Changes& changes) {
+  std::vector<std::string> found;
+  for (const JournalRecord& stored : changes.records) found.push_back(stored.payload);
+  return found;
+}
+
+TEST_F(StoreJournalTest, ChangesAreWhatOtherWritersAppendedAndWhetherTheyReset) {
+  StoreJournal first(path(), kRoomy);
+  StoreJournal second(path(), kRoomy);
+  ASSERT_TRUE(first.append(record(Kind::put, "a")));
+  ASSERT_TRUE(second.append(record(Kind::remove, "b")));  // catches up with "a" first
+  StoreJournal::Changes changes = second.take_changes();
+  EXPECT_FALSE(changes.reset);
+  EXPECT_EQ(payloads_of(changes), std::vector<std::string>{"a"});
+  ASSERT_EQ(changes.records.size(), 1u);
+  EXPECT_EQ(changes.records[0].kind, Kind::put);
+  EXPECT_TRUE(second.take_changes().records.empty());  // each change is reported once
+
+  changes = first.take_changes();
+  EXPECT_FALSE(changes.reset);
+  EXPECT_EQ(payloads_of(changes), std::vector<std::string>{"b"});
+
+  first.reset();
+  ASSERT_TRUE(first.append(record(Kind::put, "c")));
+  EXPECT_FALSE(first.take_changes().reset);  // its own reset and append are not changes
+  changes = second.take_changes();
+  EXPECT_TRUE(changes.reset);
+  EXPECT_EQ(payloads_of(changes), std::vector<std::string>{"c"});
+}
+
+TEST_F(StoreJournalTest, RecordsReadAtOpeningOrThroughRecordsAreNoChanges) {
+  {
+    StoreJournal writer(path(), kRoomy);
+    ASSERT_TRUE(writer.append(record(Kind::put, "before")));
+  }
+  StoreJournal reader(path(), kRoomy);
+  StoreJournal writer(path(), kRoomy);
+  EXPECT_TRUE(reader.take_changes().records.empty());
+  ASSERT_TRUE(writer.append(record(Kind::put, "after")));
+  EXPECT_EQ(reader.records().size(), 2u);
+  EXPECT_TRUE(reader.take_changes().records.empty());
+  EXPECT_EQ(reader.used(), writer.used());  // both at the end of the same records
+}
+
 TEST_F(StoreJournalTest, AFileThatIsNoJournalIsStartedAfresh) {
   std::ofstream(path()) << std::string(500, 'g');
   StoreJournal journal(path(), kRoomy);
