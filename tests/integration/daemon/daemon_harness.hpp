@@ -123,6 +123,17 @@ class Node {
         timeout);
   }
 
+  // Waits until the plugin of `resource` has stopped (its stream ended), as
+  // when its Instance is gone.
+  bool wait_stopped(const std::string& resource, std::chrono::milliseconds timeout = 10s) {
+    return wait(
+        [&](const testkit::SimulatorStatus& status) {
+          const auto* r = status.resource(resource);
+          return r && !r->streaming;
+        },
+        timeout);
+  }
+
   // Waits until `resource` offers exactly `free` devices the kubelet could
   // still hand out: healthy and not allocated to a container.
   bool wait_free(const std::string& resource, size_t free,

@@ -170,13 +170,7 @@ TEST_F(DaemonTest, LocalDeviceGoesAtOnceSharedOneAfterItsGrace) {
   // The shared one stays, every slot Unhealthy, for its grace period.
   EXPECT_TRUE(node.wait_allocatable(shared_il, 0));
   EXPECT_EQ(il_resources(instances(), "shared").size(), 1u);
-  EXPECT_TRUE(node.wait(
-      [&](const testkit::SimulatorStatus& status) {
-        const auto* r = status.resource(shared_il);
-        return r && !r->streaming;  // its plugin stopped: the Instance is gone
-      },
-      6s))
-      << node.log();
+  EXPECT_TRUE(node.wait_stopped(shared_il, 6s)) << "the Instance is gone\n" << node.log();
   EXPECT_TRUE(il_resources(instances(), "shared").empty());
 
   // Back online: both come back.
@@ -211,13 +205,7 @@ TEST_F(DaemonTest, ALocalDeviceInUseKeepsItsClaimsWhileItIsAway) {
   set_availability("local", "OFFLINE");
   ASSERT_TRUE(node.wait_allocatable(il, 0)) << node.log();
   node.kubelet->delete_pod(pod_a);
-  EXPECT_TRUE(node.wait(
-      [&](const testkit::SimulatorStatus& status) {
-        const auto* r = status.resource(il);
-        return r && !r->streaming;  // its plugin stopped: the Instance is gone
-      },
-      5s))
-      << node.log();
+  EXPECT_TRUE(node.wait_stopped(il, 5s)) << "the Instance is gone\n" << node.log();
   EXPECT_TRUE(il_resources(instances(), "local").empty());
 }
 
@@ -237,13 +225,7 @@ TEST_F(DaemonTest, AnOfflineDeviceGoesWhenItsClaimIsReleasedInTheStore) {
   auto stored = instances().at(0);
   stored.instance.device_usage.clear();
   store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
-  EXPECT_TRUE(node.wait(
-      [&](const testkit::SimulatorStatus& status) {
-        const auto* r = status.resource(il);
-        return r && !r->streaming;  // its plugin stopped: the Instance is gone
-      },
-      5s))
-      << node.log();
+  EXPECT_TRUE(node.wait_stopped(il, 5s)) << "the Instance is gone\n" << node.log();
   EXPECT_TRUE(il_resources(instances(), "local").empty());
 }
 
