@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <mutex>
 #include <system_error>
 
 #include "file_watch_service.hpp"
@@ -33,6 +32,7 @@ std::string instance_text(const Instance& instance, uint64_t revision) {
   }
 }
 
+// The journal recovers under the lock; then its checkpoint thread starts.
 JournalledWrites open_journal(const InstanceFiles& files, size_t capacity) {
   const FileLock lock(files.lock_file(), FileLock::Mode::exclusive);
   return JournalledWrites(files, capacity);
@@ -54,18 +54,6 @@ StoredInstance require_revision(const InstanceFiles& files, const std::string& n
   return std::move(*current);
 }
 
-// Held by every write: the journal's position is shared by this process's
-// writers (mutex), and the store by every process (flock), in that order.
-class WriteLock {
- public:
-  WriteLock(std::mutex& writers, const InstanceFiles& files)
-      : writers_(writers), file_(files.lock_file(), FileLock::Mode::exclusive) {}
-
- private:
-  std::lock_guard<std::mutex> writers_;
-  FileLock file_;
-};
-
 }  // namespace
 
 struct FileInstanceStore::State {
@@ -75,7 +63,6 @@ struct FileInstanceStore::State {
         watches(std::make_shared<detail::FileWatchService>(files)) {}
 
   InstanceFiles files;
-  std::mutex writers;
   JournalledWrites writes;
   std::shared_ptr<detail::FileWatchService> watches;
 };
@@ -102,7 +89,7 @@ std::optional<StoredInstance> FileInstanceStore::get(const std::string& namespac
 uint64_t FileInstanceStore::create(const Instance& instance) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
-  const WriteLock lock(state_->writers, files);
+  const detail::StoreWriteLock lock = state_->writes.lock();
   if (::access(path.c_str(), F_OK) == 0) {
     throw StoreError(StoreError::Kind::already_exists,
                      describe(instance.namespace_name, instance.name) + " already exists");
@@ -119,7 +106,7 @@ uint64_t FileInstanceStore::create(const Instance& instance) {
 uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_revision) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
-  const WriteLock lock(state_->writers, files);
+  const detail::StoreWriteLock lock = state_->writes.lock();
   require_revision(files, instance.namespace_name, instance.name, expected_revision);
   const uint64_t revision = detail::next_revision(files, expected_revision);
   std::string text = instance_text(instance, revision);
@@ -133,7 +120,7 @@ void FileInstanceStore::remove(const std::string& namespace_name, const std::str
                                uint64_t expected_revision) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(namespace_name, name);
-  const WriteLock lock(state_->writers, files);
+  const detail::StoreWriteLock lock = state_->writes.lock();
   require_revision(files, namespace_name, name, expected_revision);
   state_->writes.write(JournalRecord::Kind::remove, {namespace_name, name, expected_revision, ""},
                        [&] { detail::remove_file(path); });

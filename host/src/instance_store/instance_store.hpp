@@ -116,11 +116,12 @@ std::optional<StoredInstance> update_with_retry(
 // <directory>/.revision. Every write is first made durable in a write-ahead
 // journal, <directory>/.journal (one fdatasync, no file created), then the
 // Instance file is rewritten in place; opening the store redoes journalled
-// writes a machine crash took from the files; from three quarters full, the
-// journal is emptied in steps, each write fsyncing a few of the files it
-// covers (journal_capacity bytes, zero-filled as it grows). One inotify thread per store drives
-// watches. Namespaces and names that are empty, contain '/' or start with '.' are refused
-// (StoreError io). list() skips an unreadable file with a logged warning; get() of one throws
+// writes a machine crash took from the files; from a quarter full, a thread
+// of the store fsyncs the files the journal covers and empties it, and writes
+// help only if it falls behind (journal_capacity bytes, zero-filled as it
+// grows). One inotify thread per store drives watches. Namespaces and names
+// that are empty, contain '/' or start with '.' are refused (StoreError io).
+// list() skips an unreadable file with a logged warning; get() of one throws
 // StoreError(io) naming it.
 inline constexpr size_t kDefaultJournalCapacity = size_t{16} << 20;
 

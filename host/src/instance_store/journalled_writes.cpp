@@ -85,25 +85,50 @@ JournalRecord to_record(JournalRecord::Kind kind, const JournalledWrite& write) 
 }
 
 void UnsyncedFiles::add(const Key& file) {
-  erase(file);
-  order_of_.emplace(file, next_order_);
-  by_order_.emplace(next_order_++, file);
+  const auto found = sequence_of_.find(file);
+  if (found != sequence_of_.end()) {
+    by_sequence_.erase(found->second);
+    sequence_of_.erase(found);
+  }
+  sequence_of_.emplace(file, next_sequence_);
+  by_sequence_.emplace(next_sequence_++, file);
   namespaces_.insert(file.first);
 }
 
-void UnsyncedFiles::erase(const Key& file) {
-  const auto found = order_of_.find(file);
-  if (found == order_of_.end()) return;
-  by_order_.erase(found->second);
-  order_of_.erase(found);
+std::optional<UnsyncedFiles::Write> UnsyncedFiles::oldest(uint64_t except) const {
+  if (by_sequence_.empty()) return std::nullopt;
+  auto found = by_sequence_.begin();
+  if (found->first == except && by_sequence_.size() > 1) ++found;
+  return Write{found->second, found->first};
 }
 
-void UnsyncedFiles::clear() { *this = {}; }
+void UnsyncedFiles::erase_if_last(const Write& write) {
+  const auto found = sequence_of_.find(write.file);
+  if (found == sequence_of_.end() || found->second != write.sequence) return;
+  by_sequence_.erase(found->second);
+  sequence_of_.erase(found);
+}
+
+void UnsyncedFiles::clear() {
+  sequence_of_.clear();
+  by_sequence_.clear();
+  namespaces_.clear();  // next_sequence_ goes on: a sequence number is never reused
+}
 
 JournalledWrites::JournalledWrites(const InstanceFiles& files, size_t journal_capacity,
                                    SyncObserver synced)
     : files_(files), journal_(files.journal_file(), journal_capacity), synced_(std::move(synced)) {
   recover();
+  checkpointer_ = std::thread([this] { run_checkpoints(); });
+}
+
+JournalledWrites::~JournalledWrites() {
+  {
+    const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  checkpointer_.join();
 }
 
 void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& write,
@@ -114,7 +139,7 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
     spdlog::warn(
         "instance store: the journal {} filled before its checkpoint finished; fsyncing the "
         "{} files it covers at once",
-        journal_.path().string(), unsynced_.size());
+        journal_.path().string(), unsynced_count());
     checkpoint();
     if (!journal_.append(record)) {
       throw StoreError(StoreError::Kind::io, "the journal " + journal_.path().string() +
@@ -122,64 +147,170 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
     }
   }
   note_changes();  // appending caught up with other writers' records
-  unsynced_.add({write.namespace_name, write.name});
-  write_file();
+  const UnsyncedFiles::Key file{write.namespace_name, write.name};
+  try {
+    write_file();
+  } catch (...) {
+    note_written(file);  // whatever reached the file must be fsynced before the record goes
+    throw;
+  }
+  note_written(file);
   checkpoint_step(StoreJournal::kRecordHeaderSize + record.payload.size());
 }
 
-void JournalledWrites::note_changes() {
-  StoreJournal::Changes changes = journal_.take_changes();
-  if (changes.reset) unsynced_.clear();  // another writer checkpointed
-  for (const JournalRecord& record : changes.records) {
-    if (auto write = from_record(record)) unsynced_.add({write->namespace_name, write->name});
-  }
-}
-
 void JournalledWrites::checkpoint_step(uint64_t record_size) {
-  if (journal_.used() < journal_.capacity() / 4 * 3) return;
-  // Enough files that, writing alone, this process would be done while half
-  // the room left (counted in records like this one) is still free.
+  if (journal_.used() < journal_.capacity() / 4 * kStepsFromQuarters) return;
+  // This write's file, and enough others that, with no help from the thread,
+  // the checkpoint would be done while half the room left (counted in records
+  // like this one) is free.
   const uint64_t records_left =
       std::max<uint64_t>(1, (journal_.capacity() - journal_.used()) / record_size);
-  const size_t files =
-      std::max<size_t>(kMinFilesPerStep, (2 * unsynced_.size() + records_left - 1) / records_left);
+  const size_t files = 1 + (2 * unsynced_count() + records_left - 1) / records_left;
   try {
-    sync_oldest(files);
-    if (unsynced_.empty()) finish_checkpoint();
+    for (size_t synced = 0; synced < files; ++synced) {
+      const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::step);
+      if (!oldest) break;
+      sync(*oldest);
+    }
+    if (unsynced_count() == 0) finish_checkpoint();
   } catch (const StoreError& error) {
     spdlog::warn("instance store: a checkpoint step failed; the next writes retry it: {}",
                  error.what());
   }
 }
 
-void JournalledWrites::sync_oldest(size_t count) {
-  for (; count > 0 && !unsynced_.empty(); --count) {
-    const UnsyncedFiles::Key file = unsynced_.oldest();
-    const std::filesystem::path path = files_.instance_file(file.first, file.second);
-    if (fsync_file_if_exists(path)) synced(path);
-    unsynced_.erase(file);
+size_t JournalledWrites::unsynced_count() {
+  const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+  return unsynced_.size();
+}
+
+void JournalledWrites::note_changes() {
+  StoreJournal::Changes changes = journal_.take_changes();
+  if (changes.reset) forget_unsynced();  // another writer checkpointed
+  const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+  for (const JournalRecord& record : changes.records) {
+    if (auto write = from_record(record)) unsynced_.add({write->namespace_name, write->name});
   }
+}
+
+// After the file's write (an fsync that began before it must not count), and
+// under lock(), so the journal's fill is this writer's to read.
+void JournalledWrites::note_written(const UnsyncedFiles::Key& file) {
+  const bool checkpoint_due = journal_.used() >= journal_.capacity() / 4 * kCheckpointFromQuarters;
+  {
+    const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+    unsynced_.add(file);
+    if (!checkpoint_due || checkpoint_wanted_) return;
+    checkpoint_wanted_ = true;
+  }
+  wake_.notify_one();
+}
+
+void JournalledWrites::forget_unsynced() {
+  const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+  unsynced_.clear();
+  checkpoint_wanted_ = false;
+}
+
+// The checkpoint thread stops taking files once it is stopping or the
+// checkpoint was finished by someone else.
+std::optional<UnsyncedFiles::Write> JournalledWrites::next_to_sync(Syncer syncer) {
+  const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+  std::optional<UnsyncedFiles::Write> next;
+  switch (syncer) {
+    case Syncer::background:
+      if (!stopping_ && checkpoint_wanted_) next = unsynced_.oldest(syncing_in_step_);
+      syncing_in_background_ = next ? next->sequence : UnsyncedFiles::kNoSequence;
+      break;
+    case Syncer::step:
+      next = unsynced_.oldest(syncing_in_background_);
+      syncing_in_step_ = next ? next->sequence : UnsyncedFiles::kNoSequence;
+      break;
+    case Syncer::all:
+      next = unsynced_.oldest();
+      break;
+  }
+  return next;
+}
+
+void JournalledWrites::sync(const UnsyncedFiles::Write& write) {
+  const std::filesystem::path path = files_.instance_file(write.file.first, write.file.second);
+  observed(path, [&] { return fsync_file_if_exists(path); });
+  const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+  unsynced_.erase_if_last(write);
 }
 
 void JournalledWrites::finish_checkpoint() {
-  for (const std::string& namespace_name : unsynced_.namespaces()) {
+  std::set<std::string> namespaces;
+  {
+    const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+    namespaces = unsynced_.namespaces();
+  }
+  for (const std::string& namespace_name : namespaces) {
     const std::filesystem::path directory = files_.namespace_directory(namespace_name);
     if (!std::filesystem::is_directory(directory)) continue;
-    fsync_directory(directory);
-    synced(directory);
+    observed(directory, [&] {
+      fsync_directory(directory);
+      return true;
+    });
   }
-  if (fsync_file_if_exists(files_.revision_file())) synced(files_.revision_file());
-  journal_.reset();
-  unsynced_.clear();
+  observed(files_.revision_file(), [&] { return fsync_file_if_exists(files_.revision_file()); });
+  observed(journal_.path(), [&] {
+    journal_.reset();
+    return true;
+  });
+  forget_unsynced();
 }
 
-void JournalledWrites::synced(const std::filesystem::path& path) const {
-  if (synced_) synced_(path);
+bool JournalledWrites::observed(const std::filesystem::path& path,
+                                const std::function<bool()>& action) const {
+  if (synced_) synced_(path, SyncStep::starting);
+  const bool done = action();
+  if (done && synced_) synced_(path, SyncStep::done);
+  return done;
 }
 
 void JournalledWrites::checkpoint() {
-  sync_oldest(unsynced_.size());
+  while (const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::all))
+    sync(*oldest);
   finish_checkpoint();
+}
+
+void JournalledWrites::run_checkpoints() {
+  std::unique_lock<std::mutex> guard(checkpoint_mutex_);
+  while (true) {
+    wake_.wait(guard, [this] { return stopping_ || checkpoint_wanted_; });
+    if (stopping_) return;
+    guard.unlock();
+    try {
+      checkpoint_in_background();
+    } catch (const std::exception& error) {
+      spdlog::warn("instance store: a checkpoint failed; the next write retries it: {}",
+                   error.what());
+      guard.lock();
+      checkpoint_wanted_ = false;
+      continue;
+    }
+    guard.lock();
+  }
+}
+
+// Fsyncs the unsynced files without the lock, then finishes under it if no
+// write came meanwhile; else goes on with the files written meanwhile.
+void JournalledWrites::checkpoint_in_background() {
+  while (true) {
+    while (const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::background))
+      sync(*oldest);
+    const StoreWriteLock held = lock();
+    note_changes();
+    {
+      const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+      if (stopping_ || !checkpoint_wanted_) return;  // stopping, or finished by someone else
+      if (!unsynced_.empty()) continue;
+    }
+    finish_checkpoint();
+    return;
+  }
 }
 
 void JournalledWrites::recover() {

@@ -1,29 +1,39 @@
 // How the file store writes through its journal (StoreJournal), empties it,
-// and recovers from it after a crash. Call everything with the store lock held.
+// and recovers from it after a crash.
 //
 // A write is made durable as a journal record, then its file is written
 // without fsync. A record may leave the journal only once its write is durable
 // in the files: a checkpoint fsyncs every file written since the journal was
 // last emptied (their directories and the revision counter too), then resets
-// the journal. So that no write waits for a whole checkpoint, it runs in
-// steps: once the journal is three quarters full, each write also fsyncs a few
-// of those files, least recently written first (more as room runs out), and
-// the write that leaves none unsynced finishes it. A crash halfway through
+// the journal. So that no write waits for another file's fsync, a thread of
+// the store's own does it: once the journal is a quarter full, it fsyncs those
+// files, least recently written first, without the store lock (a file written
+// again meanwhile stays unsynced), then takes the lock for a moment, checks
+// that nothing is left (other processes' records included), fsyncs the
+// directories and the counter and resets the journal. A crash halfway through
 // leaves the journal whole, and opening the store redoes, by revision,
-// whatever the files lost. Only if the journal fills all the same (several
-// processes writing to one store) does a write wait for the rest of the
-// checkpoint at once.
+// whatever the files lost. One thread fsyncing files one by one can fall
+// behind writes that each dirty another file (a flood of them, each as costly
+// as an fsync): then, from three quarters full, each write also fsyncs a
+// few (more as room runs out), as the store did before it had the thread.
+// Only if the journal fills all the same (several processes writing to one
+// store) does a write do the rest of the checkpoint at once.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "instance_files.hpp"
+#include "posix_io.hpp"
 #include "store_journal.hpp"
 
 namespace dowser::store::detail {
@@ -41,67 +51,124 @@ JournalRecord to_record(JournalRecord::Kind kind, const JournalledWrite& write);
 
 // The Instance files written since the journal was last emptied and not
 // fsynced since, least recently written first, and the namespaces of all
-// written files (whose directories the checkpoint fsyncs at its end).
+// written files (whose directories the checkpoint fsyncs at its end). Each
+// write gets a sequence number, never reused, so that an fsync counts only if
+// the file was not written again while it ran.
 class UnsyncedFiles {
  public:
   using Key = std::pair<std::string, std::string>;  // namespace, name
+  struct Write {
+    Key file;
+    uint64_t sequence = 0;
+  };
 
-  void add(const Key& file);
-  bool empty() const { return order_of_.empty(); }
-  size_t size() const { return order_of_.size(); }
-  const Key& oldest() const { return by_order_.begin()->second; }
-  void erase(const Key& file);
+  void add(const Key& file);  // written now
+  bool empty() const { return sequence_of_.empty(); }
+  size_t size() const { return sequence_of_.size(); }
+  static constexpr uint64_t kNoSequence = UINT64_MAX;
+  // The least recently written file, skipping the write `except` unless it
+  // is the only one.
+  std::optional<Write> oldest(uint64_t except = kNoSequence) const;
+  // Erases the file if its last write is still this one.
+  void erase_if_last(const Write& write);
   const std::set<std::string>& namespaces() const { return namespaces_; }
   void clear();
 
  private:
-  uint64_t next_order_ = 0;
-  std::map<Key, uint64_t> order_of_;
-  std::map<uint64_t, Key> by_order_;
+  uint64_t next_sequence_ = 0;
+  std::map<Key, uint64_t> sequence_of_;
+  std::map<uint64_t, Key> by_sequence_;
   std::set<std::string> namespaces_;
+};
+
+// The store's write lock: this process's writers (mutex), then every process
+// sharing the store (flock), in that order.
+class StoreWriteLock {
+ public:
+  StoreWriteLock(std::mutex& writers, const std::filesystem::path& lock_file)
+      : writers_(writers), file_(lock_file, FileLock::Mode::exclusive) {}
+
+ private:
+  std::lock_guard<std::mutex> writers_;
+  FileLock file_;
 };
 
 class JournalledWrites {
  public:
-  // Each write fsyncs at least this many files once a checkpoint is under way:
-  // two, so that it progresses while every write adds a file.
-  static constexpr size_t kMinFilesPerStep = 2;
+  // The checkpoint thread starts once the journal is this many quarters
+  // full, so that it has time to finish before writes would help.
+  static constexpr size_t kCheckpointFromQuarters = 1;
+  // From this full (3/4), writes help a checkpoint thread that fell behind.
+  static constexpr size_t kStepsFromQuarters = 3;
+
+  // synced, if set, is told of each file and directory just before it is
+  // fsynced and just after, and of the journal before and after it is
+  // emptied, on the thread doing it, with no lock of its own held: tests
+  // check with it what a real crash would show.
+  enum class SyncStep { starting, done };
+  using SyncObserver = std::function<void(const std::filesystem::path&, SyncStep)>;
 
   // Opens the journal (creating it if missing) and recovers: after a crash the
   // files may lack writes the journal holds, so it redoes them (by revision: a
   // file at or past a record's revision is left alone), then checkpoints.
   // Harmless while another process uses the store: its files are at or past
   // every journalled revision. A write that cannot be redone throws
-  // StoreError(io), and the journal keeps it for the next try.
-  // synced, if set, is told of each file and directory fsynced, after the
-  // fact: tests check with it what a real crash would show.
-  using SyncObserver = std::function<void(const std::filesystem::path&)>;
+  // StoreError(io), and the journal keeps it for the next try. Call with the
+  // store's lock file held exclusively; then starts the checkpoint thread.
   JournalledWrites(const InstanceFiles& files, size_t journal_capacity,
                    SyncObserver synced = nullptr);
+  // Waits for the checkpoint thread: at most the file it is fsyncing, or the
+  // end of a checkpoint it is finishing under the lock.
+  ~JournalledWrites();
+  JournalledWrites(const JournalledWrites&) = delete;
+  JournalledWrites& operator=(const JournalledWrites&) = delete;
+
+  // Hold this around write() and anything it depends on (reading the stored
+  // revision, the revision counter).
+  StoreWriteLock lock() { return {writers_, files_.lock_file()}; }
 
   // Makes write durable in the journal, calls write_file (which writes it to
-  // the file), then takes a step of the checkpoint if one is under way. If
-  // write_file throws, the journal still redoes the write after a restart, as
-  // if the process had crashed in between. A failing step is only logged:
-  // the write is stored, and the step is retried by the next writes.
+  // the file), and wakes the checkpoint thread once the journal is a quarter
+  // full (from 3/4 full, also fsyncs a few files itself).
+  // If write_file throws, the journal still redoes the write after a restart,
+  // as if the process had crashed in between. Call with lock() held.
   void write(JournalRecord::Kind kind, const JournalledWrite& write,
              const std::function<void()>& write_file);
 
+  // Call with lock() held.
   const StoreJournal& journal() const { return journal_; }
 
  private:
   void recover();
-  void note_changes();  // by other writers of the journal
-  void checkpoint_step(uint64_t record_size);
-  void sync_oldest(size_t count);
-  void finish_checkpoint();  // every file is synced: directories, counter, reset
-  void checkpoint();         // all at once
-  void synced(const std::filesystem::path& path) const;
+  void note_changes();  // by other writers of the journal; under lock()
+  void note_written(const UnsyncedFiles::Key& file);
+  size_t unsynced_count();
+  void forget_unsynced();  // the journal was emptied
+  // Who fsyncs: the checkpoint thread, a write's step (each skips the file the
+  // other is fsyncing), or a checkpoint all at once.
+  enum class Syncer { background, step, all };
+  std::optional<UnsyncedFiles::Write> next_to_sync(Syncer syncer);
+  void sync(const UnsyncedFiles::Write& write);
+  void checkpoint_step(uint64_t record_size);  // under lock()
+  void finish_checkpoint();  // every file is synced: directories, counter, reset; under lock()
+  void checkpoint();         // all at once, under lock()
+  void run_checkpoints();    // the checkpoint thread
+  void checkpoint_in_background();
+  bool observed(const std::filesystem::path& path, const std::function<bool()>& action) const;
 
   const InstanceFiles& files_;
-  StoreJournal journal_;
-  UnsyncedFiles unsynced_;
+  std::mutex writers_;
+  StoreJournal journal_;  // under lock()
   SyncObserver synced_;
+  // Guards what follows; never held while waiting for lock() or doing I/O.
+  std::mutex checkpoint_mutex_;
+  std::condition_variable wake_;
+  UnsyncedFiles unsynced_;
+  bool checkpoint_wanted_ = false;
+  bool stopping_ = false;
+  uint64_t syncing_in_background_ = UnsyncedFiles::kNoSequence;
+  uint64_t syncing_in_step_ = UnsyncedFiles::kNoSequence;
+  std::thread checkpointer_;  // last: started once the rest is ready
 };
 
 }  // namespace dowser::store::detail

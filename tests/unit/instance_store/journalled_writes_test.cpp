@@ -1,18 +1,28 @@
 // JournalledWrites: writes through the file store's journal, and the
-// checkpoint that empties the journal in steps spread over writes. A power cut
+// checkpoint that empties the journal on a thread of its own. A power cut
 // cannot be staged here, so what a crash would keep is derived from what was
-// fsynced: JournalledWrites reports each fsync to the test after making it
-// (the real fsync, on real files), and a crash is staged by tearing every file
-// whose last write was not fsynced since.
+// fsynced: JournalledWrites tells the test of each fsync as it starts and once
+// it is done (the real fsync, on real files), and of the journal being
+// emptied. Each time it is emptied, the test checks that every file written
+// since it was last emptied was fsynced by a call that started after its last
+// write and ended before. A crash is staged by tearing every file whose last
+// write was not fsynced since.
 #include "journalled_writes.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "eventually.hpp"
 #include "instance_json.hpp"
 #include "log_capture.hpp"
 #include "posix_io.hpp"
@@ -25,148 +35,349 @@ using detail::InstanceFiles;
 using detail::JournalledWrites;
 using detail::JournalRecord;
 using detail::StoreJournal;
+using SyncStep = JournalledWrites::SyncStep;
 
 constexpr size_t kSmallJournal = size_t{64} * 1024;
 constexpr size_t kFiles = 20;
+constexpr std::chrono::seconds kDeadline{10};
+constexpr const char* kFilledLog = "filled before its checkpoint finished";
+
+// Lets a test hold the checkpoint thread inside an fsync, and let it go.
+class Gate {
+ public:
+  // Called on the thread to hold: returns once released.
+  void hold() {
+    std::unique_lock lock(mutex_);
+    held_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return released_; });
+  }
+  // Only tells the test the thread got there.
+  void pass() {
+    {
+      const std::lock_guard lock(mutex_);
+      held_ = true;
+    }
+    changed_.notify_all();
+  }
+  bool wait_until_held() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kDeadline, [this] { return held_; });
+  }
+  void release() {
+    {
+      const std::lock_guard lock(mutex_);
+      released_ = true;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool held_ = false;
+  bool released_ = false;
+};
 
 class JournalledWritesTest : public ::testing::Test {
  protected:
-  JournalledWrites open(size_t capacity = kSmallJournal) {
-    return JournalledWrites(files_, capacity,
-                            [this](const std::filesystem::path& path) { synced_.push_back(path); });
+  // Writers 0 and 1 stand in for two processes sharing the store.
+  std::unique_ptr<JournalledWrites> open(int writer = 0, size_t capacity = kSmallJournal) {
+    const detail::FileLock lock(files_.lock_file(), detail::FileLock::Mode::exclusive);
+    return std::make_unique<JournalledWrites>(
+        files_, capacity, [this, writer](const std::filesystem::path& path, SyncStep step) {
+          observe(writer, path, step);
+        });
   }
 
   std::string name_of(size_t file) const { return "cam-" + std::to_string(file); }
-
-  // Writes the next revision of file `file` through writes, as the store does,
-  // then checks what a checkpoint finished by this write left durable.
-  void put(JournalledWrites& writes, size_t file) {
-    const std::string name = name_of(file);
-    const uint64_t revision = ++revision_;
-    const std::string document = detail::to_json_text({sample_instance(name), revision});
-    const std::filesystem::path path = files_.instance_file("default", name);
-    detail::ensure_directory_durably(path.parent_path());
-    const size_t synced_before = synced_.size();
-    writes.write(JournalRecord::Kind::put, {"default", name, revision, document}, [&] {
-      detail::rewrite_file(path, document);
-      written_at_[path] = {synced_.size(), writes.journal().epoch()};
-    });
-    latest_[name] = revision;
-    most_synced_by_a_write_ = std::max(most_synced_by_a_write_, synced_.size() - synced_before);
-    if (writes.journal().epoch() != epoch_) expect_durable_before_emptied(writes.journal().epoch());
+  std::filesystem::path path_of(size_t file) const {
+    return files_.instance_file("default", name_of(file));
   }
 
-  // The journal was just emptied (a new epoch began): each file written in an
-  // earlier epoch was fsynced after its last write, and so was its directory.
-  void expect_durable_before_emptied(uint64_t epoch) {
-    ++checkpoints_;
-    epoch_ = epoch;
-    for (auto file = written_at_.begin(); file != written_at_.end();) {
-      const auto& [path, written] = *file;
-      if (written.epoch == epoch) {
-        ++file;  // written after the journal was emptied (a full journal's checkpoint)
-        continue;
-      }
-      EXPECT_TRUE(synced_since(path, written.synced)) << path << ", checkpoint " << checkpoints_;
-      EXPECT_TRUE(synced_since(path.parent_path(), written.synced))
-          << path.parent_path() << ", checkpoint " << checkpoints_;
-      file = written_at_.erase(file);
+  // Writes the next revision of file `file` through writes, as the store does.
+  // padding: bytes added to its document.
+  void put(JournalledWrites& writes, size_t file, size_t padding = 0) {
+    const std::string name = name_of(file);
+    const uint64_t revision = ++revision_;
+    Instance instance = sample_instance(name);
+    if (padding > 0) instance.broker_properties["PADDING"] = std::string(padding, 'x');
+    const std::string document = detail::to_json_text({instance, revision});
+    const std::filesystem::path path = path_of(file);
+    const detail::StoreWriteLock lock = writes.lock();
+    detail::ensure_directory_durably(path.parent_path());
+    writes.write(JournalRecord::Kind::put, {"default", name, revision, document}, [&] {
+      detail::rewrite_file(path, document);
+      const std::lock_guard guard(mutex_);
+      written_[path] = written_[path.parent_path()] = ++clock_;
+    });
+    latest_[name] = StoredInstance{instance, revision};
+  }
+
+  uint64_t used(JournalledWrites& writes) {
+    const detail::StoreWriteLock lock = writes.lock();
+    return writes.journal().used();
+  }
+
+  // Writes until the journal is half full: its checkpoint is under way.
+  void fill_to_half(JournalledWrites& writes, size_t capacity = kSmallJournal) {
+    for (size_t i = 0; used(writes) < capacity / 2; ++i) {
+      put(writes, (i * 7) % kFiles);
+      ASSERT_LT(i, 1000u) << "the journal does not fill";
     }
   }
 
-  bool synced_since(const std::filesystem::path& path, size_t index) const {
-    return std::find(synced_.begin() + static_cast<std::ptrdiff_t>(index), synced_.end(), path) !=
-           synced_.end();
+  int checkpoints() {
+    const std::lock_guard guard(mutex_);
+    return checkpoints_;
+  }
+  int files_synced_by_writes() {
+    const std::lock_guard guard(mutex_);
+    return files_synced_by_writes_;
+  }
+
+  bool is_test_thread() const { return std::this_thread::get_id() == test_thread_; }
+
+  void observe(int writer, const std::filesystem::path& path, SyncStep step) {
+    {
+      const std::lock_guard guard(mutex_);
+      const size_t now = ++clock_;
+      const std::thread::id thread = std::this_thread::get_id();
+      if (step == SyncStep::starting) {
+        started_[thread] = now;
+        if (path == files_.journal_file()) expect_durable_before_emptied(writer);
+        if (is_test_thread() && path.extension() == ".json") ++files_synced_by_writes_;
+      } else {
+        size_t& from = synced_from_[{writer, path}];
+        from = std::max(from, started_[thread]);
+      }
+    }
+    if (on_sync_) on_sync_(path, step);
+  }
+
+  // The journal is about to be emptied by `writer`: it fsynced each file
+  // written since it was last emptied, and its directory, after the last write.
+  void expect_durable_before_emptied(int writer) {
+    ++checkpoints_;
+    for (const auto& [path, written] : written_) {
+      const auto synced = synced_from_.find({writer, path});
+      EXPECT_TRUE(synced != synced_from_.end() && synced->second > written)
+          << path << " was not fsynced after its last write, checkpoint " << checkpoints_;
+    }
+    written_.clear();
   }
 
   // What a machine crash now may do: every file not fsynced since its last
   // write is torn.
-  void tear_unsynced_files() {
-    for (const auto& [path, written] : written_at_) {
-      if (synced_since(path, written.synced)) continue;
+  int tear_unsynced_files(int writer) {
+    int torn = 0;
+    for (const auto& [path, written] : written_) {
+      const auto synced = synced_from_.find({writer, path});
+      if (path.extension() != ".json" || (synced != synced_from_.end() && synced->second > written))
+        continue;
       const std::string whole = read_text(path);
       write_text(path, whole.substr(0, whole.size() / 3));
-      ++torn_;
+      ++torn;
+    }
+    return torn;
+  }
+
+  void expect_latest_stored() const {
+    for (const auto& [name, latest] : latest_) {
+      const std::optional<StoredInstance> stored = files_.read("default", name);
+      ASSERT_TRUE(stored.has_value()) << name;
+      EXPECT_EQ(stored->revision, latest.revision) << name;
+      EXPECT_EQ(stored->instance, latest.instance);
     }
   }
 
   // fsync is free in memory, and these tests are about which files it is
-  // called on, not about the disk.
+  // called on and when, not about the disk.
   TemporaryDirectory temporary_{TemporaryDirectory::Medium::memory};
   InstanceFiles files_{temporary_.path()};
+  const std::thread::id test_thread_ = std::this_thread::get_id();
   uint64_t revision_ = 0;
-  std::vector<std::filesystem::path> synced_;  // every fsync, in order
-  // Per file written since the journal was last emptied, at its last write:
-  // synced_.size() and the journal's epoch.
-  struct Written {
-    size_t synced = 0;
-    uint64_t epoch = 0;
-  };
-  std::map<std::filesystem::path, Written> written_at_;
-  uint64_t epoch_ = 1;                      // a new journal's
-  std::map<std::string, uint64_t> latest_;  // revision per name
-  size_t most_synced_by_a_write_ = 0;
+  std::map<std::string, StoredInstance> latest_;  // per name
+  // Called after the bookkeeping, outside mutex_; set before opening.
+  std::function<void(const std::filesystem::path&, SyncStep)> on_sync_;
+
+  std::mutex mutex_;  // guards what follows
+  size_t clock_ = 0;  // counts writes and fsync events, in the order they happen
+  std::map<std::thread::id, size_t> started_;  // the fsync each thread is in
+  // Per writer and path: when the latest fsync that has ended started.
+  std::map<std::pair<int, std::filesystem::path>, size_t> synced_from_;
+  // Per file (and directory) written since the journal was last emptied: when.
+  std::map<std::filesystem::path, size_t> written_;
   int checkpoints_ = 0;
-  int torn_ = 0;
+  int files_synced_by_writes_ = 0;
 };
 
 TEST_F(JournalledWritesTest, EveryFileIsDurableBeforeTheJournalIsEmptied) {
-  JournalledWrites writes = open();
-  for (size_t i = 0; i < 1000; ++i) put(writes, (i * 7) % kFiles);
-  EXPECT_GE(checkpoints_, 3);
+  const dowser::test::LogCapture log;
+  {
+    auto writes = open();
+    for (size_t i = 0; i < 1000; ++i) put(*writes, (i * 7) % kFiles);
+  }
+  EXPECT_GE(checkpoints(), 3);
 }
 
-TEST_F(JournalledWritesTest, TheJournalIsEmptiedInStepsOfAFewFilesBeforeItFills) {
+TEST_F(JournalledWritesTest, WritesLeaveTheCheckpointToItsThread) {
   const dowser::test::LogCapture log;
-  JournalledWrites writes = open();
-  uint64_t most_used = 0;
-  for (size_t i = 0; i < 1000; ++i) {
-    put(writes, (i * 7) % kFiles);
-    most_used = std::max(most_used, writes.journal().used());
+  {
+    auto writes = open();
+    for (size_t i = 0; i < 1000; ++i) {
+      put(*writes, (i * 7) % kFiles);
+      // Writing no faster than the thread syncs, as a store that is not
+      // flooded: then writes never reach 3/4 full, where they would help.
+      if (used(*writes) >= kSmallJournal / 8 * 5) {
+        ASSERT_TRUE(dowser::test::eventually([&] { return used(*writes) < kSmallJournal / 8 * 5; },
+                                             kDeadline));
+      }
+    }
   }
-  EXPECT_GE(checkpoints_, 3);
-  // Each write fsynced at most a step's files and the directory, never all
-  // kFiles files the journal covers at once...
-  EXPECT_LE(most_synced_by_a_write_, JournalledWrites::kMinFilesPerStep + 1);
-  // ...and the steps were done before the journal was full.
-  EXPECT_LT(most_used, kSmallJournal - kSmallJournal / 16);
-  EXPECT_EQ(log.text().find("filled before its checkpoint finished"), std::string::npos)
-      << log.text();
+  EXPECT_GE(checkpoints(), 3);
+  EXPECT_EQ(files_synced_by_writes_, 0) << "a write fsynced another file";
+  EXPECT_EQ(log.text().find(kFilledLog), std::string::npos) << log.text();
+}
+
+TEST_F(JournalledWritesTest, AFileWrittenWhileItIsFsyncedStaysUnsynced) {
+  Gate gate;
+  const std::filesystem::path target = path_of(0);
+  on_sync_ = [&](const std::filesystem::path& path, SyncStep step) {
+    if (path == target && step == SyncStep::done && !is_test_thread()) gate.hold();
+  };
+  auto writes = open();
+  fill_to_half(*writes);
+  const bool held = gate.wait_until_held();
+  if (held) put(*writes, 0);  // while the thread is between its fsync and its bookkeeping
+  size_t rewritten = 0;
+  {
+    const std::lock_guard guard(mutex_);
+    rewritten = written_[target];
+  }
+  gate.release();
+  ASSERT_TRUE(held) << "the checkpoint thread never fsynced " << target;
+  ASSERT_TRUE(dowser::test::eventually([&] { return checkpoints() >= 1; }, kDeadline));
+  const std::lock_guard guard(mutex_);
+  EXPECT_GT((synced_from_[{0, target}]), rewritten) << "not fsynced again after the rewrite";
 }
 
 TEST_F(JournalledWritesTest, TwoWritersSharingTheJournalKeepEveryWriteUntilItIsDurable) {
   // As two processes sharing one store: each sees the other's records and resets.
-  JournalledWrites first = open();
-  JournalledWrites second = open();
-  for (size_t i = 0; i < 1000; ++i) put(i % 2 == 0 ? first : second, (i * 7) % kFiles);
-  EXPECT_GE(checkpoints_, 3);
+  const dowser::test::LogCapture log;
+  {
+    auto first = open(0);
+    auto second = open(1);
+    for (size_t i = 0; i < 1000; ++i) put(i % 2 == 0 ? *first : *second, (i * 7) % kFiles);
+  }
+  EXPECT_GE(checkpoints(), 3);
+  expect_latest_stored();
+}
+
+TEST_F(JournalledWritesTest, WritesFinishTheCheckpointInStepsWhenItsThreadFallsBehind) {
+  const dowser::test::LogCapture log;
+  Gate gate;
+  on_sync_ = [&](const std::filesystem::path&, SyncStep step) {
+    if (step == SyncStep::starting && !is_test_thread()) gate.hold();
+  };
+  {
+    auto writes = open();
+    fill_to_half(*writes);
+    const bool held = gate.wait_until_held();
+    // The thread is stuck in an fsync; writes go on without waiting for it,
+    // and from 3/4 full fsync a few files each (never the one it holds).
+    uint64_t most_used = 0;
+    int most_synced_by_a_write = 0;
+    for (size_t i = 0; held && checkpoints() == 0 && i < 1000; ++i) {
+      const int synced_before = files_synced_by_writes();
+      put(*writes, (i * 7) % kFiles);
+      most_synced_by_a_write =
+          std::max(most_synced_by_a_write, files_synced_by_writes() - synced_before);
+      if (checkpoints() == 0) most_used = std::max(most_used, used(*writes));
+    }
+    gate.release();
+    ASSERT_TRUE(held) << "the checkpoint thread never started";
+    EXPECT_EQ(checkpoints(), 1);
+    EXPECT_LE(most_synced_by_a_write, 4) << "not in steps";
+    EXPECT_LT(most_used, kSmallJournal - kSmallJournal / 16);  // done before it filled
+    for (size_t i = 0; i < 300; ++i) put(*writes, (i * 7) % kFiles);
+  }
+  EXPECT_EQ(log.text().find(kFilledLog), std::string::npos) << log.text();
+  expect_latest_stored();
+}
+
+TEST_F(JournalledWritesTest, AWriteThatDoesNotFitCheckpointsAtOnce) {
+  // A small write leaves the journal under half full (no checkpoint wanted),
+  // and a large one does not fit in the rest: the write checkpoints first.
+  constexpr size_t kCapacity = 4096;
+  const dowser::test::LogCapture log;
+  {
+    auto writes = open(0, kCapacity);
+    put(*writes, 0);
+    ASSERT_LT(used(*writes), kCapacity / 2);
+    // About as large as the first record plus the room left: too large for
+    // the room, not for an empty journal.
+    const size_t first_record = used(*writes) - StoreJournal::kHeaderSize;
+    put(*writes, 1, kCapacity - used(*writes) - first_record / 2);
+    EXPECT_GE(checkpoints(), 1);
+  }
+  EXPECT_NE(log.text().find(kFilledLog), std::string::npos) << log.text();
+  expect_latest_stored();
 }
 
 TEST_F(JournalledWritesTest, ACrashHalfwayThroughACheckpointLosesNoWrite) {
-  {
-    JournalledWrites writes = open();
-    const size_t synced_at_start = synced_.size();
-    // Write until the checkpoint is under way: some files synced, the journal not emptied.
-    for (size_t i = 0; synced_.size() < synced_at_start + 5; ++i) {
-      put(writes, (i * 7) % kFiles);
-      ASSERT_LT(i, 1000u) << "no checkpoint started";
-    }
-    ASSERT_EQ(checkpoints_, 0);
-  }
-  tear_unsynced_files();
-  ASSERT_GT(torn_, 0);
-
   const dowser::test::LogCapture log;
-  JournalledWrites reopened = open();
-  for (const auto& [name, revision] : latest_) {
-    const std::optional<StoredInstance> stored = files_.read("default", name);
-    ASSERT_TRUE(stored.has_value()) << name;
-    EXPECT_EQ(stored->revision, revision) << name;
-    EXPECT_EQ(stored->instance, sample_instance(name));
+  Gate failed;
+  std::atomic<size_t> files_synced{0};  // by the checkpoint thread
+  std::atomic<bool> failing{true};      // until the store is reopened
+  on_sync_ = [&](const std::filesystem::path& path, SyncStep step) {
+    if (!failing || is_test_thread() || path.extension() != ".json") return;
+    if (step == SyncStep::done) ++files_synced;
+    if (step == SyncStep::starting && files_synced == 5) {
+      // The process stops here: nothing more reaches the disk.
+      failed.pass();
+      throw StoreError(StoreError::Kind::io, "staged crash");
+    }
+  };
+  {
+    auto writes = open();
+    fill_to_half(*writes);
+    ASSERT_TRUE(failed.wait_until_held()) << "the checkpoint never synced 5 files";
   }
+  ASSERT_EQ(checkpoints(), 0);
+  int torn = 0;
+  {
+    const std::lock_guard guard(mutex_);
+    torn = tear_unsynced_files(0);
+  }
+  ASSERT_GT(torn, 0);
+  failing = false;
+
+  auto reopened = open(1);
+  expect_latest_stored();
   EXPECT_NE(log.text().find("journalled writes the files had lost"), std::string::npos)
       << log.text();
-  EXPECT_EQ(reopened.journal().used(), StoreJournal::kHeaderSize);  // recovered, then emptied
+  EXPECT_EQ(used(*reopened), StoreJournal::kHeaderSize);  // recovered, then emptied
+}
+
+TEST_F(JournalledWritesTest, ClosingWhileTheCheckpointThreadIsInAnFsyncLosesNoWrite) {
+  const dowser::test::LogCapture log;
+  for (int round = 0; round < 5; ++round) {
+    Gate gate;
+    on_sync_ = [&](const std::filesystem::path&, SyncStep step) {
+      if (step == SyncStep::starting && !is_test_thread()) gate.hold();
+    };
+    auto writes = open();
+    fill_to_half(*writes);
+    const bool held = gate.wait_until_held();
+    std::thread closer([&writes] { writes.reset(); });  // waits for the checkpoint thread
+    gate.release();
+    closer.join();
+    ASSERT_TRUE(held);
+    on_sync_ = nullptr;
+    const auto reopened = open();
+    expect_latest_stored();
+  }
 }
 
 }  // namespace
