@@ -137,6 +137,12 @@ class JournalledWritesTest : public ::testing::Test {
   }
 
   bool is_test_thread() const { return std::this_thread::get_id() == test_thread_; }
+  // The checkpoint thread stops at the start of each fsync until gate lets it go.
+  void hold_checkpoint_thread_fsyncs(Gate& gate) {
+    on_sync_ = [this, &gate](const std::filesystem::path&, SyncStep step) {
+      if (step == SyncStep::starting && !is_test_thread()) gate.hold();
+    };
+  }
 
   void observe(int writer, const std::filesystem::path& path, SyncStep step) {
     {
@@ -277,9 +283,7 @@ TEST_F(JournalledWritesTest, TwoWritersSharingTheJournalKeepEveryWriteUntilItIsD
 TEST_F(JournalledWritesTest, WritesFinishTheCheckpointInStepsWhenItsThreadFallsBehind) {
   const dowser::test::LogCapture log;
   Gate gate;
-  on_sync_ = [&](const std::filesystem::path&, SyncStep step) {
-    if (step == SyncStep::starting && !is_test_thread()) gate.hold();
-  };
+  hold_checkpoint_thread_fsyncs(gate);
   {
     auto writes = open();
     fill_to_half(*writes);
@@ -364,9 +368,7 @@ TEST_F(JournalledWritesTest, ClosingWhileTheCheckpointThreadIsInAnFsyncLosesNoWr
   const dowser::test::LogCapture log;
   for (int round = 0; round < 5; ++round) {
     Gate gate;
-    on_sync_ = [&](const std::filesystem::path&, SyncStep step) {
-      if (step == SyncStep::starting && !is_test_thread()) gate.hold();
-    };
+    hold_checkpoint_thread_fsyncs(gate);
     auto writes = open();
     fill_to_half(*writes);
     const bool held = gate.wait_until_held();
