@@ -170,7 +170,6 @@ void StreamHub::send_newest() {
     send_posted_ = false;
     devices = std::exchange(newest_, nullptr);
   }
-  if (!devices) return;                 // offered again and sent by an earlier run
   SharedList list = to_list(*devices);  // unlocked: offer() need not wait for it
   std::lock_guard lock(mutex_);
   if (closed_) return;
