@@ -246,23 +246,31 @@ void Daemon::devices_changed(const ConfigurationKey& key, const host::DeviceChan
   spdlog::debug("Configuration {}/{}: {} devices ({} new or changed, {} gone)", key.first,
                 key.second, changes.devices, changes.reported.size(), changes.gone.size());
   record_snapshot(key, changes.devices);
-  auto now = reconcile::Clock::now();
-  instances_changed(key, reconciler_.apply(configuration->second, changes, now), now);
+  reconcile_and_advertise(
+      key, [&](auto now) { return reconciler_.apply(configuration->second, changes, now); });
 }
 
 void Daemon::reapply(const ConfigurationKey& key) {
   auto configuration = configurations_.find(key);
   if (configuration == configurations_.end()) return;
-  auto now = reconcile::Clock::now();
-  instances_changed(key, reconciler_.reapply(configuration->second, now), now);
+  reconcile_and_advertise(
+      key, [&](auto now) { return reconciler_.reapply(configuration->second, now); });
 }
 
-void Daemon::instances_changed(const ConfigurationKey& key,
-                               const std::set<capacity::InstanceKey>& changed,
-                               reconcile::Clock::time_point now) {
+// The plugins advertise the Instances reconcile created before they are
+// durable, and one sync then makes all of them durable: a new device reaches
+// the kubelet without waiting for the disk. Nothing is promised on them
+// meanwhile: a claim comes through this thread, after the sync (and its own
+// durable write would cover them: the store keeps order). A power cut before
+// the sync loses only Instances that discovery finds again.
+void Daemon::reconcile_and_advertise(const ConfigurationKey& key, const Reconcile& reconcile) {
+  const store::DeferredSync batch(*store_);
+  auto now = reconcile::Clock::now();
+  auto changed = reconcile(now);
   await_kubelet(key, changed, now);
   mark_dirty(changed);
   schedule_expiry();
+  refresh_plugins();
 }
 
 void Daemon::schedule_expiry() {
@@ -301,7 +309,9 @@ void Daemon::mark_dirty(const capacity::InstanceKey& key) {
   if (refresh_posted_) return;
   refresh_posted_ = true;
   // Posted, not run here: an Allocate in progress must finish before lists move.
-  boost::asio::post(core_, [this] { refresh_plugins(); });
+  boost::asio::post(core_, [this] {
+    if (refresh_posted_) refresh_plugins();
+  });
 }
 
 void Daemon::mark_dirty(const std::set<capacity::InstanceKey>& keys) {

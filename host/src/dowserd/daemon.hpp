@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -77,13 +78,13 @@ class Daemon {
   void configuration_removed(const ConfigurationKey& key);
   void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
   void reapply(const ConfigurationKey& key);
-  void instances_changed(const ConfigurationKey& key,
-                         const std::set<capacity::InstanceKey>& changed,
-                         reconcile::Clock::time_point now);
+  using Reconcile = std::function<std::set<capacity::InstanceKey>(reconcile::Clock::time_point)>;
+  void reconcile_and_advertise(const ConfigurationKey& key, const Reconcile& reconcile);
   void store_event(const store::WatchEvent& event);
 
   // Plugin upkeep, batched: Instances whose state changed are marked, and
-  // one posted pass brings their IL and CL plugins up to date.
+  // one posted pass brings their IL and CL plugins up to date (or a direct
+  // call, which the posted one then skips).
   void mark_dirty(const capacity::InstanceKey& key);
   void mark_dirty(const std::set<capacity::InstanceKey>& keys);
   void refresh_plugins();

@@ -97,9 +97,10 @@ uint64_t FileInstanceStore::create(const Instance& instance) {
   detail::ensure_directory_durably(files.namespace_directory(instance.namespace_name));
   const uint64_t revision = detail::next_revision(files, 0);
   std::string text = instance_text(instance, revision);
-  state_->writes.write(JournalRecord::Kind::put,
-                       {instance.namespace_name, instance.name, revision, text},
-                       [&] { detail::rewrite_file(path, text); });
+  // A new Instance holds no claim yet: it may wait for a deferred sync.
+  state_->writes.write(
+      JournalRecord::Kind::put, {instance.namespace_name, instance.name, revision, text},
+      [&] { detail::rewrite_file(path, text); }, JournalledWrites::Deferral::allowed);
   return revision;
 }
 
@@ -125,6 +126,10 @@ void FileInstanceStore::remove(const std::string& namespace_name, const std::str
   state_->writes.write(JournalRecord::Kind::remove, {namespace_name, name, expected_revision, ""},
                        [&] { detail::remove_file(path); });
 }
+
+void FileInstanceStore::defer_sync() { state_->writes.defer_sync(); }
+
+void FileInstanceStore::sync() { state_->writes.sync_deferred(); }
 
 std::unique_ptr<WatchSubscription> FileInstanceStore::watch(
     std::function<void(const WatchEvent&)> callback) {

@@ -1,5 +1,7 @@
 #include "instance_store.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -85,6 +87,15 @@ std::optional<StoredInstance> update_with_retry(
   throw StoreError(StoreError::Kind::conflict, "Instance " + namespace_name + "/" + name +
                                                    ": gave up after " +
                                                    std::to_string(max_attempts) + " lost races");
+}
+
+DeferredSync::~DeferredSync() {
+  try {
+    store_.sync();
+  } catch (const StoreError& error) {
+    // Not durable yet: the store's next durable write tries again.
+    spdlog::error("instance store: deferred writes could not be made durable: {}", error.what());
+  }
 }
 
 }  // namespace dowser::store

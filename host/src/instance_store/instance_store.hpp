@@ -91,6 +91,30 @@ class InstanceStore {
   // A callback may destroy its own subscription; it must not destroy the store.
   virtual std::unique_ptr<WatchSubscription> watch(
       std::function<void(const WatchEvent&)> callback) = 0;
+  // Group commit, for new Instances: from defer_sync() on, the Instances
+  // this thread creates are stored (readers see them) but may not be durable
+  // when create returns; sync() makes them durable together and ends the
+  // deferral. Every other write, and every other thread's, is durable when it
+  // returns, and makes the creates before it durable too. A new Instance
+  // holds no claim, so a crash before sync() loses nothing a pod relies on:
+  // discovery finds the device again. One thread defers at a time. A store
+  // whose writes are durable when they return anyway (the API server's)
+  // ignores both. sync() throws StoreError(io).
+  virtual void defer_sync() {}
+  virtual void sync() {}
+};
+
+// Defers the sync of this thread's writes to the store until it goes (see
+// InstanceStore::defer_sync); a failed sync is logged as an error.
+class DeferredSync {
+ public:
+  explicit DeferredSync(InstanceStore& store) : store_(store) { store_.defer_sync(); }
+  ~DeferredSync();
+  DeferredSync(const DeferredSync&) = delete;
+  DeferredSync& operator=(const DeferredSync&) = delete;
+
+ private:
+  InstanceStore& store_;
 };
 
 // Re-reads and re-decides until a write wins (bounded): decide returns the
@@ -119,8 +143,10 @@ std::optional<StoredInstance> update_with_retry(
 // writes a machine crash took from the files; from a quarter full, a thread
 // of the store fsyncs the files the journal covers and empties it, and writes
 // help only if it falls behind (journal_capacity bytes, zero-filled as it
-// grows). One inotify thread per store drives watches. Namespaces and names
-// that are empty, contain '/' or start with '.' are refused (StoreError io).
+// grows). Creates of a deferred sync share one fdatasync of the journal (a
+// power cut before it could leave a new file torn: unreadable, holding no
+// claim, logged). One inotify thread per store drives watches. Namespaces and
+// names that are empty, contain '/' or start with '.' are refused (StoreError io).
 // list() skips an unreadable file with a logged warning; get() of one throws
 // StoreError(io) naming it.
 inline constexpr size_t kDefaultJournalCapacity = size_t{16} << 20;
@@ -140,6 +166,8 @@ class FileInstanceStore : public InstanceStore {
               uint64_t expected_revision) override;
   std::unique_ptr<WatchSubscription> watch(
       std::function<void(const WatchEvent&)> callback) override;
+  void defer_sync() override;
+  void sync() override;
 
  private:
   struct State;

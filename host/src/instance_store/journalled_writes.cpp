@@ -123,6 +123,12 @@ JournalledWrites::JournalledWrites(const InstanceFiles& files, size_t journal_ca
 }
 
 JournalledWrites::~JournalledWrites() {
+  try {
+    const StoreWriteLock held = lock();
+    settle_deferred();
+  } catch (const std::exception& error) {
+    spdlog::error("instance store: deferred writes could not be made durable: {}", error.what());
+  }
   {
     const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
     stopping_ = true;
@@ -132,30 +138,60 @@ JournalledWrites::~JournalledWrites() {
 }
 
 void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& write,
-                             const std::function<void()>& write_file) {
+                             const std::function<void()>& write_file, Deferral deferral) {
   const JournalRecord record = to_record(kind, write);
+  const bool deferred =
+      deferral == Deferral::allowed && deferring_thread_.load() == std::this_thread::get_id();
+  const StoreJournal::Sync when = deferred ? StoreJournal::Sync::later : StoreJournal::Sync::now;
   note_changes();
-  if (!journal_.append(record)) {
+  if (!journal_.append(record, when)) {
     spdlog::warn(
         "instance store: the journal {} filled before its checkpoint finished; fsyncing the "
         "{} files it covers at once",
         journal_.path().string(), unsynced_count());
     checkpoint();
-    if (!journal_.append(record)) {
+    if (!journal_.append(record, when)) {
       throw StoreError(StoreError::Kind::io, "the journal " + journal_.path().string() +
                                                  " has no room even after a checkpoint");
     }
   }
-  note_changes();  // appending caught up with other writers' records
+  if (!deferred) deferred_made_durable();  // by this append: the journal keeps order
+  note_changes();                          // appending caught up with other writers' records
   const UnsyncedFiles::Key file{write.namespace_name, write.name};
+  // Whatever reached the file, even if write_file throws, must be fsynced
+  // before the record goes (and, deferred, not before the record is durable).
+  const auto written = [&] {
+    if (deferred)
+      deferred_files_.push_back(file);
+    else
+      note_written(file);
+  };
   try {
     write_file();
   } catch (...) {
-    note_written(file);  // whatever reached the file must be fsynced before the record goes
+    written();
     throw;
   }
-  note_written(file);
+  written();
   checkpoint_step(StoreJournal::kRecordHeaderSize + record.payload.size());
+}
+
+void JournalledWrites::defer_sync() { deferring_thread_.store(std::this_thread::get_id()); }
+
+void JournalledWrites::sync_deferred() {
+  deferring_thread_.store(std::thread::id());
+  const StoreWriteLock held = lock();
+  settle_deferred();
+}
+
+void JournalledWrites::deferred_made_durable() {
+  for (const UnsyncedFiles::Key& file : std::exchange(deferred_files_, {})) note_written(file);
+}
+
+void JournalledWrites::settle_deferred() {
+  if (deferred_files_.empty()) return;
+  journal_.sync();
+  deferred_made_durable();
 }
 
 void JournalledWrites::checkpoint_step(uint64_t record_size) {
@@ -167,6 +203,7 @@ void JournalledWrites::checkpoint_step(uint64_t record_size) {
       std::max<uint64_t>(1, (journal_.capacity() - journal_.used()) / record_size);
   const size_t files = 1 + (2 * unsynced_count() + records_left - 1) / records_left;
   try {
+    settle_deferred();  // so that the step may fsync their files too
     for (size_t synced = 0; synced < files; ++synced) {
       const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::step);
       if (!oldest) break;
@@ -271,6 +308,7 @@ bool JournalledWrites::observed(const std::filesystem::path& path,
 }
 
 void JournalledWrites::checkpoint() {
+  settle_deferred();
   while (const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::all))
     sync(*oldest);
   finish_checkpoint();
@@ -303,6 +341,7 @@ void JournalledWrites::checkpoint_in_background() {
       sync(*oldest);
     const StoreWriteLock held = lock();
     note_changes();
+    settle_deferred();  // a deferral that is still open must not hold the checkpoint up
     {
       const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
       if (stopping_ || !checkpoint_wanted_) return;  // stopping, or finished by someone else

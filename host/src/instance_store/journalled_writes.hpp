@@ -20,6 +20,7 @@
 // store) does a write do the rest of the checkpoint at once.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -31,6 +32,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "instance_files.hpp"
 #include "posix_io.hpp"
@@ -127,13 +129,28 @@ class JournalledWrites {
   // revision, the revision counter).
   StoreWriteLock lock() { return {writers_, files_.lock_file()}; }
 
+  // Whether a write may wait for sync() to be durable (see defer_sync).
+  enum class Deferral { none, allowed };
+
   // Makes write durable in the journal, calls write_file (which writes it to
   // the file), and wakes the checkpoint thread once the journal is a quarter
   // full (from 3/4 full, also fsyncs a few files itself).
   // If write_file throws, the journal still redoes the write after a restart,
   // as if the process had crashed in between. Call with lock() held.
   void write(JournalRecord::Kind kind, const JournalledWrite& write,
-             const std::function<void()>& write_file);
+             const std::function<void()>& write_file, Deferral deferral = Deferral::none);
+
+  // Group commit: writes this thread makes from defer_sync() on with
+  // Deferral::allowed return before their record is durable; sync_deferred()
+  // makes them durable with one fdatasync and ends the deferral. Until their
+  // records are durable their files are not fsynced (no file should reach the
+  // disk before its record) and the journal is not emptied; a checkpoint that
+  // needs it makes them durable first. One thread defers at a time (a second
+  // call takes over). Every other write is durable when it returns, and makes
+  // the deferred ones durable with it. Call without lock(); sync_deferred()
+  // throws StoreError(io).
+  void defer_sync();
+  void sync_deferred();
 
   // Call with lock() held.
   const StoreJournal& journal() const { return journal_; }
@@ -144,6 +161,10 @@ class JournalledWrites {
   void note_written(const UnsyncedFiles::Key& file);
   size_t unsynced_count();
   void forget_unsynced();  // the journal was emptied
+  // Deferred records: made durable by the latest append; made durable now.
+  // Either way their files may be fsynced from then on. Under lock().
+  void deferred_made_durable();
+  void settle_deferred();
   // Who fsyncs: the checkpoint thread, a write's step (each skips the file the
   // other is fsyncing), or a checkpoint all at once.
   enum class Syncer { background, step, all };
@@ -158,7 +179,10 @@ class JournalledWrites {
 
   const InstanceFiles& files_;
   std::mutex writers_;
-  StoreJournal journal_;  // under lock()
+  StoreJournal journal_;                             // under lock()
+  std::atomic<std::thread::id> deferring_thread_{};  // none: a default id
+  // Under lock(): the files of deferred writes whose records are not durable yet.
+  std::vector<UnsyncedFiles::Key> deferred_files_;
   SyncObserver synced_;
   // Guards what follows; never held while waiting for lock() or doing I/O.
   std::mutex checkpoint_mutex_;

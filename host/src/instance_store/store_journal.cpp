@@ -98,7 +98,7 @@ StoreJournal::StoreJournal(std::filesystem::path path, size_t capacity)
   catch_up(false);
 }
 
-bool StoreJournal::append(const JournalRecord& record) {
+bool StoreJournal::append(const JournalRecord& record, Sync sync) {
   const uint64_t size = kRecordHeaderSize + record.payload.size();
   if (kHeaderSize + size > capacity_) {
     throw StoreError(StoreError::Kind::io,
@@ -120,10 +120,12 @@ bool StoreJournal::append(const JournalRecord& record) {
   encode_header(header, bytes.data());
   bytes += record.payload;
   write_all_at(fd_.get(), bytes, position_.end, path_);
-  sync_data(fd_.get(), path_);
+  if (sync == Sync::now) sync_data(fd_.get(), path_);
   position_.end += size;
   return true;
 }
+
+void StoreJournal::sync() { sync_data(fd_.get(), path_); }
 
 std::vector<JournalRecord> StoreJournal::records() {
   position_ = {stored_epoch(), kHeaderSize};

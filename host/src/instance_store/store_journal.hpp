@@ -1,8 +1,10 @@
 // The file store's write-ahead journal, <root>/.journal. Each write to the
 // store is appended here and made durable with one fdatasync of an in-place
 // write into zero-filled space (no size or extent change, so nothing but the
-// record's own blocks goes to the disk); the Instance files are then rewritten
-// without fsync. After a machine crash, records() hands back what the files
+// record's own blocks goes to the disk), or, for writes whose sync is
+// deferred, with one fdatasync for several (records are in order, so one
+// fdatasync covers all before it); the Instance files are rewritten without
+// fsync. After a machine crash, records() hands back what the files
 // may have lost. Once the files the records cover are durable (a checkpoint,
 // see JournalledWrites) the store calls reset(), which drops every record at
 // once by starting a new epoch.
@@ -44,10 +46,15 @@ class StoreJournal {
   // one is started afresh (with a warning). Throws StoreError(io).
   StoreJournal(std::filesystem::path path, size_t capacity);
 
-  // Appends record durably. False (nothing written) if it does not fit in what
-  // is left of the capacity: checkpoint, reset(), then append again. Throws
+  // When an append is durable: before it returns, or at the next sync() or
+  // durable append (which makes every earlier record durable too).
+  enum class Sync { now, later };
+  // Appends record. False (nothing written) if it does not fit in what is
+  // left of the capacity: checkpoint, reset(), then append again. Throws
   // StoreError(io) on I/O errors and for a record larger than an empty journal.
-  bool append(const JournalRecord& record);
+  bool append(const JournalRecord& record, Sync sync = Sync::now);
+  // Makes every record appended so far durable. Throws StoreError(io).
+  void sync();
 
   // The records of the current epoch, oldest first. Counts as having seen
   // them: take_changes() reports only records appended after this.

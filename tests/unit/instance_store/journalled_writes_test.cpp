@@ -97,7 +97,8 @@ class JournalledWritesTest : public ::testing::Test {
 
   // Writes the next revision of file `file` through writes, as the store does.
   // padding: bytes added to its document.
-  void put(JournalledWrites& writes, size_t file, size_t padding = 0) {
+  void put(JournalledWrites& writes, size_t file, size_t padding = 0,
+           JournalledWrites::Deferral deferral = JournalledWrites::Deferral::none) {
     const std::string name = name_of(file);
     const uint64_t revision = ++revision_;
     Instance instance = sample_instance(name);
@@ -106,11 +107,14 @@ class JournalledWritesTest : public ::testing::Test {
     const std::filesystem::path path = path_of(file);
     const detail::StoreWriteLock lock = writes.lock();
     detail::ensure_directory_durably(path.parent_path());
-    writes.write(JournalRecord::Kind::put, {"default", name, revision, document}, [&] {
-      detail::rewrite_file(path, document);
-      const std::lock_guard guard(mutex_);
-      written_[path] = written_[path.parent_path()] = ++clock_;
-    });
+    writes.write(
+        JournalRecord::Kind::put, {"default", name, revision, document},
+        [&] {
+          detail::rewrite_file(path, document);
+          const std::lock_guard guard(mutex_);
+          written_[path] = written_[path.parent_path()] = ++clock_;
+        },
+        deferral);
     latest_[name] = StoredInstance{instance, revision};
   }
 
@@ -223,6 +227,17 @@ TEST_F(JournalledWritesTest, EveryFileIsDurableBeforeTheJournalIsEmptied) {
   {
     auto writes = open();
     for (size_t i = 0; i < 1000; ++i) put(*writes, (i * 7) % kFiles);
+  }
+  EXPECT_GE(checkpoints(), 3);
+}
+
+TEST_F(JournalledWritesTest, DeferredWritesAreDurableBeforeTheJournalIsEmptied) {
+  {
+    auto writes = open();
+    writes->defer_sync();
+    for (size_t i = 0; i < 1000; ++i)
+      put(*writes, (i * 7) % kFiles, 0, JournalledWrites::Deferral::allowed);
+    writes->sync_deferred();
   }
   EXPECT_GE(checkpoints(), 3);
 }

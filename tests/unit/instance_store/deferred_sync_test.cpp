@@ -1,0 +1,124 @@
+// Deferred sync of the file store: the Instances one thread creates between
+// defer_sync() and sync() share one fdatasync of the journal; every other
+// write stays durable when it returns.
+//
+// The journal's fdatasync calls are counted by wrapping the C library's
+// fdatasync in this executable (each call still goes to the real one, on the
+// real file): nothing else can tell whether a write reached the disk.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "instance_store.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+std::atomic<int> journal_syncs{0};
+
+bool is_journal(int fd) {
+  std::error_code error;
+  auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), error);
+  return !error && target.filename() == ".journal";
+}
+
+}  // namespace
+
+extern "C" int fdatasync(int fd) {
+  using Real = int (*)(int);
+  static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "fdatasync"));
+  if (is_journal(fd)) ++journal_syncs;
+  return real(fd);
+}
+
+namespace dowser::store::testing {
+namespace {
+
+class DeferredSyncTest : public ::testing::Test {
+ protected:
+  // Creates Instances cam-<first> .. cam-<first + count - 1>.
+  void create(int first, int count) {
+    for (int i = first; i < first + count; ++i)
+      store_.create(sample_instance("cam-" + std::to_string(i)));
+  }
+  // The journal's fdatasync calls made by `work`.
+  template <typename Work>
+  int journal_syncs_of(Work work) {
+    const int before = journal_syncs.load();
+    work();
+    return journal_syncs.load() - before;
+  }
+
+  TemporaryDirectory directory_{TemporaryDirectory::Medium::memory};
+  FileInstanceStore store_{directory_.path()};
+};
+
+TEST_F(DeferredSyncTest, EveryWriteSyncsTheJournalWhenNotDeferred) {
+  EXPECT_EQ(journal_syncs_of([&] { create(0, 3); }), 3);
+  EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 0) << "nothing was owed";
+}
+
+TEST_F(DeferredSyncTest, DeferredCreatesShareOneSync) {
+  store_.defer_sync();
+  EXPECT_EQ(journal_syncs_of([&] { create(0, 3); }), 0);
+  ASSERT_TRUE(store_.get("default", "cam-1").has_value()) << "a deferred create is stored at once";
+  EXPECT_EQ(store_.list().size(), 3u);
+  EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 1);
+  EXPECT_EQ(journal_syncs_of([&] { create(3, 1); }), 1) << "sync() ended the deferral";
+}
+
+TEST_F(DeferredSyncTest, UpdatesAndRemovalsAreDurableAtOnceAndTakeTheCreatesWithThem) {
+  store_.defer_sync();
+  create(0, 2);
+  EXPECT_EQ(journal_syncs_of([&] {
+              auto stored = store_.get("default", "cam-0");
+              auto changed = stored->instance;
+              changed.device_usage["cam-0-0"] = "node-a";  // a claim
+              store_.update(changed, stored->revision);
+            }),
+            1);
+  EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 0) << "the update's sync covered the creates";
+  store_.defer_sync();
+  EXPECT_EQ(journal_syncs_of([&] {
+              store_.remove("default", "cam-1", store_.get("default", "cam-1")->revision);
+            }),
+            1);
+  store_.sync();
+  EXPECT_EQ(store_.get("default", "cam-0")->instance.device_usage.at("cam-0-0"), "node-a");
+  EXPECT_FALSE(store_.get("default", "cam-1").has_value());
+}
+
+TEST_F(DeferredSyncTest, AnotherThreadsCreatesAreDurableWhenTheyReturn) {
+  store_.defer_sync();
+  create(0, 1);
+  EXPECT_EQ(journal_syncs_of([&] { std::thread([&] { create(1, 2); }).join(); }), 2);
+  // Those syncs made the deferred create durable too: nothing is owed.
+  EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 0);
+}
+
+TEST_F(DeferredSyncTest, TheGuardSyncsWhenItGoes) {
+  EXPECT_EQ(journal_syncs_of([&] {
+              const DeferredSync batch(store_);
+              create(0, 4);
+            }),
+            1);
+}
+
+TEST_F(DeferredSyncTest, ClosingTheStoreMakesDeferredCreatesDurable) {
+  TemporaryDirectory directory{TemporaryDirectory::Medium::memory};
+  auto store = std::make_unique<FileInstanceStore>(directory.path());
+  store->defer_sync();
+  store->create(sample_instance("cam-0"));
+  EXPECT_EQ(journal_syncs_of([&] { store.reset(); }), 1);
+  EXPECT_EQ(FileInstanceStore(directory.path()).list().size(), 1u);
+}
+
+}  // namespace
+}  // namespace dowser::store::testing
