@@ -384,8 +384,13 @@ std::unique_ptr<v1beta1::DevicePlugin::Stub> plugin_stub(const fs::path& dir,
   return v1beta1::DevicePlugin::NewStub(channel);
 }
 
-// One Allocate RPC for one device id; microseconds, or nullopt if refused.
-std::optional<double> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const std::string& id) {
+struct Allocated {
+  double us = 0;
+  std::string slot;  // the slot granted, <instance>-<index>, from its annotation
+};
+
+// One Allocate RPC for one device id; nullopt if refused.
+std::optional<Allocated> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const std::string& id) {
   v1beta1::AllocateRequest request;
   request.add_container_requests()->add_devices_ids(id);
   v1beta1::AllocateResponse response;
@@ -393,14 +398,25 @@ std::optional<double> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const st
   auto start = Clock::now();
   auto status = stub.Allocate(&context, request, &response);
   double us = micros_since(start);
-  if (!status.ok()) return std::nullopt;
-  return us;
+  if (!status.ok() || response.container_responses_size() != 1) return std::nullopt;
+  const std::string prefix = "akri.agent.slot-";
+  for (const auto& [key, value] : response.container_responses(0).annotations())
+    if (key.rfind(prefix, 0) == 0) return Allocated{us, key.substr(prefix.size())};
+  return Allocated{us, ""};
+}
+
+// The Instance's IL plugin lists the slot as taken (by a CL claim).
+bool listed_as_taken(const dowser::testkit::SimulatorStatus& status, const std::string& slot) {
+  const auto* resource = status.resource("akri.sh/" + slot.substr(0, slot.rfind('-')));
+  if (!resource) return false;
+  return std::any_of(resource->devices.begin(), resource->devices.end(),
+                     [&](const auto& device) { return device.id == slot && !device.healthy(); });
 }
 
 struct AllocateFigures {
   Latency il;
-  Latency cl;               // each call once the list the previous one changed has arrived
-  Latency cl_back_to_back;  // each call right after the previous reply, as its list goes out
+  Latency cl;               // each call once the lists the previous one changed have arrived
+  Latency cl_back_to_back;  // each call right after the previous reply, as its lists go out
 };
 
 const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
@@ -461,9 +477,9 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   fs::path dp = root / "dp";
   std::vector<double> cl_settled, cl_back_to_back, il;
   // CL: each call takes a placeholder. Calls alternate between the two ways
-  // a kubelet may call: with its view of the list up to date (a pod now and
-  // then), or at once after the previous reply while the list that reply
-  // changed is still on its way (a burst of pods).
+  // a kubelet may call: with its view of the lists up to date (a pod now and
+  // then), or at once after the previous reply while the lists that reply
+  // changed are still on their way (a burst of pods).
   auto cl_stub = plugin_stub(dp, status, "akri.sh/alloc");
   std::set<std::string> used;
   for (int i = 0; i < 2 * calls; ++i) {
@@ -471,16 +487,21 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
     if (id.empty()) break;  // fewer samples, said in the table
     used.insert(id);
     size_t lists_before = cl_lists_received(*node.kubelet);
-    // Odd calls come once the list the call before changed has arrived, even
-    // ones right after the previous reply.
+    // Odd calls come once the lists the call before changed have arrived,
+    // even ones right after the previous reply.
     bool settled = i % 2 == 1;
-    if (auto us = timed_allocate(*cl_stub, id))
-      (settled ? cl_settled : cl_back_to_back).push_back(*us);
+    auto allocated = timed_allocate(*cl_stub, id);
+    if (allocated) (settled ? cl_settled : cl_back_to_back).push_back(allocated->us);
     if (settled) continue;
-    // The next call waits for the list this one changed (1 s at most: a
-    // claim that leaves the list as it was sends none).
+    // The next call waits for the lists this one changed: the CL plugin's,
+    // and the IL plugin's of the Instance it took a slot of (1 s at most: a
+    // claim that leaves the CL list as it was sends none).
     wait_until(
-        *node.kubelet, [&](const auto& s) { return cl_plugin(s).lists_received > lists_before; },
+        *node.kubelet,
+        [&](const auto& s) {
+          return cl_plugin(s).lists_received > lists_before &&
+                 (!allocated || listed_as_taken(s, allocated->slot));
+        },
         1s);
   }
   // IL: slot 3 of Instances the CL calls left alone (they take slot 0 first).
@@ -489,7 +510,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
     if (name == "akri.sh/alloc" || done++ >= calls) continue;
     auto stub = plugin_stub(dp, status, name);
     std::string instance = name.substr(name.find('/') + 1);
-    if (auto us = timed_allocate(*stub, instance + "-3")) il.push_back(*us);
+    if (auto allocated = timed_allocate(*stub, instance + "-3")) il.push_back(allocated->us);
   }
   return {summarize(il), summarize(cl_settled), summarize(cl_back_to_back)};
 }
