@@ -55,7 +55,7 @@ Latency summarize(std::vector<double> us) {
   if (us.empty()) return result;
   std::sort(us.begin(), us.end());
   auto at = [&](double q) {
-    return us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))];
+    return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))];
   };
   return {at(0.50), at(0.99), us.back(), us.size()};
 }
@@ -241,6 +241,7 @@ class Node {
                                        "--log-level=warn",
                                        "--http-listen=127.0.0.1:0"};
       std::vector<char*> argv;
+      argv.reserve(args.size() + 1);
       for (auto& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
@@ -275,6 +276,14 @@ class Node {
 
   fs::path root_, dowserd_, handlers_;
 };
+
+// <prefix>0 .. <prefix><count - 1>
+std::vector<std::string> device_ids(const std::string& prefix, int count) {
+  std::vector<std::string> ids;
+  ids.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) ids.push_back(prefix + std::to_string(i));
+  return ids;
+}
 
 void send_devices(const fs::path& socket, const std::vector<std::string>& ids) {
   std::string text;
@@ -332,8 +341,7 @@ std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::pa
   if (!wait_until(*node.kubelet, [](const auto& s) { return streaming_with(s, "akri.sh/lat", 0); }))
     throw std::runtime_error("the CL plugin never registered; see " +
                              (root / "dowserd.log").string());
-  std::vector<std::string> reported;
-  for (int i = 0; i < background; ++i) reported.push_back("background-" + std::to_string(i));
+  std::vector<std::string> reported = device_ids("background-", background);
   auto settled = [&](const dowser::testkit::SimulatorStatus& status) {
     size_t streaming = 0;
     for (const auto& [name, resource] : status.resources)
@@ -462,9 +470,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   node.configuration("alloc", 4, "benchHandler", bench_properties(socket));
   node.start();
   wait_until(*node.kubelet, [](const auto& s) { return streaming_with(s, "akri.sh/alloc", 0); });
-  std::vector<std::string> ids;
-  for (int i = 0; i < instances; ++i) ids.push_back("dev-" + std::to_string(i));
-  send_devices(socket, ids);
+  send_devices(socket, device_ids("dev-", instances));
   if (!poll_until(
           *node.kubelet,
           [&](const auto& s) {
@@ -522,8 +528,7 @@ json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handle
   node.configuration("scale", 4, "benchHandler", bench_properties(socket));
   node.start();
   wait_until(*node.kubelet, [](const auto& s) { return streaming_with(s, "akri.sh/scale", 0); });
-  std::vector<std::string> ids;
-  for (int i = 0; i < instances; ++i) ids.push_back("dev-" + std::to_string(i));
+  auto ids = device_ids("dev-", instances);
   auto start = Clock::now();
   send_devices(socket, ids);
   bool all = poll_until(

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   onvif::peers::CameraSimulator sim(R"({"cameras": []})", {"--count", std::to_string(cameras)});
   FakeHost host(ONVIF_MODULE_PATH);
   std::vector<Millis> samples;
+  samples.reserve(static_cast<size_t>(rounds));
   for (int round = 0; round < rounds; ++round)
     samples.push_back(
         time_to_complete_report(host, sim.probe_target(), static_cast<size_t>(cameras)));

@@ -29,6 +29,7 @@ constexpr auto kDeadline = std::chrono::seconds(120);
 
 std::vector<std::string> server_names(int count) {
   std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) names.push_back("Bench" + std::to_string(i));
   return names;
 }
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
 
   FakeHost host(OPCUA_MODULE_PATH);
   std::vector<Millis> samples;
+  samples.reserve(static_cast<size_t>(rounds));
   for (int round = 0; round < rounds; ++round)
     samples.push_back(time_to_complete_report(host, static_cast<size_t>(servers)));
   std::sort(samples.begin(), samples.end());

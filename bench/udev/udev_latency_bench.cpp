@@ -49,7 +49,7 @@ Micros time_until_reported(FakeHost& host, SessionId session, Change change, Don
 void print_stats(const char* what, std::vector<Micros> samples) {
   std::sort(samples.begin(), samples.end());
   auto at = [&](double q) {
-    return samples[static_cast<size_t>(q * (samples.size() - 1))].count();
+    return samples[static_cast<size_t>(q * static_cast<double>(samples.size() - 1))].count();
   };
   std::printf("%-16s n=%zu  min %.0f us  median %.0f us  p90 %.0f us  p99 %.0f us  max %.0f us\n",
               what, samples.size(), samples.front().count(), at(0.5), at(0.9), at(0.99),

@@ -5,7 +5,7 @@
 set -euo pipefail
 source_dir=$1 build_dir=$2
 cd "$source_dir"
-mapfile -t files < <(git ls-files 'sdk/*.cpp' 'host/*.cpp' 'handlers/*.cpp')
+mapfile -t files < <(git ls-files 'sdk/*.cpp' 'host/*.cpp' 'handlers/*.cpp' 'bench/*.cpp')
 ((${#files[@]})) || { echo "no source files found" >&2; exit 1; }
 # clang (14) reads the g++ flags from compile_commands.json; the build's
 # -Werror is the compiler's business, not the linter's.
