@@ -104,7 +104,7 @@ class InstanceStore {
   virtual void sync() {}
 };
 
-// Defers the sync of this thread's writes to the store until it goes (see
+// Defers the sync of the Instances this thread creates until it goes (see
 // InstanceStore::defer_sync); a failed sync is logged as an error.
 class DeferredSync {
  public:

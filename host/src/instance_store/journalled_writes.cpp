@@ -127,7 +127,7 @@ JournalledWrites::~JournalledWrites() {
     const StoreWriteLock held = lock();
     settle_deferred();
   } catch (const std::exception& error) {
-    spdlog::error("instance store: deferred writes could not be made durable: {}", error.what());
+    spdlog::error("instance store: new Instances could not be made durable: {}", error.what());
   }
   {
     const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
