@@ -131,6 +131,10 @@ void FileInstanceStore::defer_sync() { state_->writes.defer_sync(); }
 
 void FileInstanceStore::sync() { state_->writes.sync_deferred(); }
 
+std::optional<uint64_t> FileInstanceStore::journal_syncs() const {
+  return state_->writes.journal_syncs();
+}
+
 std::unique_ptr<WatchSubscription> FileInstanceStore::watch(
     std::function<void(const WatchEvent&)> callback) {
   return state_->watches->watch(std::move(callback));

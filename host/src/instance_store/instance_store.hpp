@@ -102,6 +102,9 @@ class InstanceStore {
   // ignores both. sync() throws StoreError(io).
   virtual void defer_sync() {}
   virtual void sync() {}
+  // How many times the store made its journal durable (one fdatasync each)
+  // since it opened, from any thread; nullopt for a store without one.
+  virtual std::optional<uint64_t> journal_syncs() const { return std::nullopt; }
 };
 
 // Defers the sync of the Instances this thread creates until it goes (see
@@ -168,6 +171,7 @@ class FileInstanceStore : public InstanceStore {
       std::function<void(const WatchEvent&)> callback) override;
   void defer_sync() override;
   void sync() override;
+  std::optional<uint64_t> journal_syncs() const override;
 
  private:
   struct State;

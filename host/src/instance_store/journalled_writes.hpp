@@ -154,6 +154,8 @@ class JournalledWrites {
 
   // Call with lock() held.
   const StoreJournal& journal() const { return journal_; }
+  // From any thread, without lock().
+  uint64_t journal_syncs() const { return journal_.syncs(); }
 
  private:
   void recover();

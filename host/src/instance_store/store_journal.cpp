@@ -78,10 +78,6 @@ size_t read_at(int fd, char* out, size_t size, uint64_t offset, const std::files
   return done;
 }
 
-void sync_data(int fd, const std::filesystem::path& path) {
-  if (::fdatasync(fd) != 0) throw_io_error("fdatasync", path, errno);
-}
-
 }  // namespace
 
 StoreJournal::StoreJournal(std::filesystem::path path, size_t capacity)
@@ -120,12 +116,17 @@ bool StoreJournal::append(const JournalRecord& record, Sync sync) {
   encode_header(header, bytes.data());
   bytes += record.payload;
   write_all_at(fd_.get(), bytes, position_.end, path_);
-  if (sync == Sync::now) sync_data(fd_.get(), path_);
+  if (sync == Sync::now) sync_data();
   position_.end += size;
   return true;
 }
 
-void StoreJournal::sync() { sync_data(fd_.get(), path_); }
+void StoreJournal::sync() { sync_data(); }
+
+void StoreJournal::sync_data() {
+  if (::fdatasync(fd_.get()) != 0) throw_io_error("fdatasync", path_, errno);
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+}
 
 std::vector<JournalRecord> StoreJournal::records() {
   position_ = {stored_epoch(), kHeaderSize};
@@ -155,7 +156,7 @@ void StoreJournal::write_header(uint64_t epoch) {
   std::copy(kHeaderMagic.begin(), kHeaderMagic.end(), header.begin());
   std::memcpy(header.data() + kHeaderMagic.size(), &epoch, sizeof epoch);
   write_all_at(fd_.get(), std::string_view(header.data(), header.size()), 0, path_);
-  sync_data(fd_.get(), path_);
+  sync_data();
   position_ = {epoch, kHeaderSize};
 }
 

@@ -19,6 +19,7 @@
 // processes appended before it writes, and hands them to take_changes().
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -55,6 +56,9 @@ class StoreJournal {
   bool append(const JournalRecord& record, Sync sync = Sync::now);
   // Makes every record appended so far durable. Throws StoreError(io).
   void sync();
+  // How many times this instance made the journal durable (fdatasync),
+  // readable from any thread.
+  uint64_t syncs() const { return syncs_.load(std::memory_order_relaxed); }
 
   // The records of the current epoch, oldest first. Counts as having seen
   // them: take_changes() reports only records appended after this.
@@ -96,12 +100,14 @@ class StoreJournal {
   size_t valid_record_at(uint64_t offset, std::string* payload, JournalRecord::Kind* kind) const;
   void zero_fill_to(uint64_t size);
   uint64_t file_size() const;
+  void sync_data();
 
   std::filesystem::path path_;
   size_t capacity_;
   UniqueFd fd_;
   Position position_;
   Changes changes_;  // since the last take_changes()
+  std::atomic<uint64_t> syncs_{0};
 };
 
 }  // namespace dowser::store::detail

@@ -215,6 +215,26 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
       << http(url_, "/metrics").body;
 }
 
+// The new Instances of one discovery report are made durable together, with
+// one fdatasync of the journal where a sync per create would take twelve.
+TEST_F(OperabilityTest, NewInstancesOfOneReportShareOneJournalSync) {
+  auto& node = add_node("node-a", kStatusApi);
+  url_ = status_url(node);
+  ASSERT_FALSE(url_.empty()) << node.log();
+  const double before = metric(url_, "dowser_store_journal_syncs_total");
+  ASSERT_FALSE(std::isnan(before)) << http(url_, "/metrics").body;
+
+  std::vector<std::string> cams;
+  for (int i = 0; i < 12; ++i) cams.push_back("cam" + std::to_string(i));
+  echo_configuration("many", cams, 1);
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/many", 12)) << node.log();
+  // debugEcho reports its twelve devices at once; one more sync is allowed
+  // for a second report racing the first.
+  const double syncs = metric(url_, "dowser_store_journal_syncs_total") - before;
+  EXPECT_GE(syncs, 1);
+  EXPECT_LE(syncs, 2) << http(url_, "/metrics").body;
+}
+
 TEST_F(OperabilityTest, FailuresAreVisibleWithoutReadingLogs) {
   { std::ofstream(handler_dir_ / "libbroken.so") << "not a shared object"; }
   fs::permissions(handler_dir_ / "libbroken.so", fs::perms::owner_read | fs::perms::owner_write |
