@@ -94,7 +94,7 @@ DeferredSync::~DeferredSync() {
     store_.sync();
   } catch (const StoreError& error) {
     // Not durable yet: the store's next durable write tries again.
-    spdlog::error("instance store: new Instances could not be made durable: {}", error.what());
+    spdlog::error("instance store: new Instances could not be made durable yet: {}", error.what());
   }
 }
 

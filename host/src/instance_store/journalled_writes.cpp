@@ -127,7 +127,8 @@ JournalledWrites::~JournalledWrites() {
     const StoreWriteLock held = lock();
     settle_deferred();
   } catch (const std::exception& error) {
-    spdlog::error("instance store: new Instances could not be made durable: {}", error.what());
+    spdlog::error("instance store: closing {}: new Instances could not be made durable: {}",
+                  files_.root().string(), error.what());
   }
   {
     const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
@@ -143,8 +144,11 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
   const bool deferred =
       deferral == Deferral::allowed && deferring_thread_.load() == std::this_thread::get_id();
   const StoreJournal::Sync when = deferred ? StoreJournal::Sync::later : StoreJournal::Sync::now;
-  note_changes();
-  if (!journal_.append(record, when)) {
+  const bool appended = journal_.append(record, when);
+  // Appending caught up with other writers' records first: note them (and a
+  // reset by another writer) before anything here counts on unsynced_.
+  note_changes(journal_.take_collected_changes());
+  if (!appended) {
     spdlog::warn(
         "instance store: the journal {} filled before its checkpoint finished; fsyncing the "
         "{} files it covers at once",
@@ -156,15 +160,16 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
     }
   }
   if (!deferred) deferred_made_durable();  // by this append: the journal keeps order
-  note_changes();                          // appending caught up with other writers' records
   const UnsyncedFiles::Key file{write.namespace_name, write.name};
   // Whatever reached the file, even if write_file throws, must be fsynced
   // before the record goes (and, deferred, not before the record is durable).
   const auto written = [&] {
-    if (deferred)
+    if (deferred) {
       deferred_files_.push_back(file);
-    else
+      any_deferred_.store(true);
+    } else {
       note_written(file);
+    }
   };
   try {
     write_file();
@@ -180,11 +185,13 @@ void JournalledWrites::defer_sync() { deferring_thread_.store(std::this_thread::
 
 void JournalledWrites::sync_deferred() {
   deferring_thread_.store(std::thread::id());
+  if (!any_deferred_.load()) return;
   const StoreWriteLock held = lock();
   settle_deferred();
 }
 
 void JournalledWrites::deferred_made_durable() {
+  any_deferred_.store(false);
   for (const UnsyncedFiles::Key& file : std::exchange(deferred_files_, {})) note_written(file);
 }
 
@@ -221,8 +228,7 @@ size_t JournalledWrites::unsynced_count() {
   return unsynced_.size();
 }
 
-void JournalledWrites::note_changes() {
-  StoreJournal::Changes changes = journal_.take_changes();
+void JournalledWrites::note_changes(StoreJournal::Changes changes) {
   if (changes.reset) forget_unsynced();  // another writer checkpointed
   const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
   for (const JournalRecord& record : changes.records) {
@@ -340,7 +346,7 @@ void JournalledWrites::checkpoint_in_background() {
     while (const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::background))
       sync(*oldest);
     const StoreWriteLock held = lock();
-    note_changes();
+    note_changes(journal_.take_changes());
     settle_deferred();  // a deferral that is still open must not hold the checkpoint up
     {
       const std::lock_guard<std::mutex> guard(checkpoint_mutex_);

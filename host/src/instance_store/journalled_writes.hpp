@@ -159,7 +159,9 @@ class JournalledWrites {
 
  private:
   void recover();
-  void note_changes();  // by other writers of the journal; under lock()
+  // What other writers of the journal did (from take_changes() or, right
+  // after an append, take_collected_changes()); under lock().
+  void note_changes(StoreJournal::Changes changes);
   void note_written(const UnsyncedFiles::Key& file);
   size_t unsynced_count();
   void forget_unsynced();  // the journal was emptied
@@ -185,6 +187,9 @@ class JournalledWrites {
   std::atomic<std::thread::id> deferring_thread_{};  // none: a default id
   // Under lock(): the files of deferred writes whose records are not durable yet.
   std::vector<UnsyncedFiles::Key> deferred_files_;
+  // Whether deferred_files_ has any, readable without lock(): a deferral that
+  // wrote nothing ends without taking the lock.
+  std::atomic<bool> any_deferred_{false};
   SyncObserver synced_;
   // Guards what follows; never held while waiting for lock() or doing I/O.
   std::mutex checkpoint_mutex_;

@@ -143,7 +143,7 @@ std::vector<JournalRecord> StoreJournal::records() {
 
 StoreJournal::Changes StoreJournal::take_changes() {
   catch_up();
-  return std::exchange(changes_, {});
+  return take_collected_changes();
 }
 
 void StoreJournal::reset() {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "posix_io.hpp"
@@ -73,6 +74,9 @@ class StoreJournal {
     std::vector<JournalRecord> records;
   };
   Changes take_changes();
+  // The same without reading the file again: for a caller that has just
+  // appended (append() catches up before it writes), under the same lock.
+  Changes take_collected_changes() { return std::exchange(changes_, {}); }
 
   // Starts a new epoch: no records. Durable before it returns.
   void reset();

@@ -11,12 +11,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "instance_files.hpp"
 #include "instance_store.hpp"
+#include "posix_io.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -101,6 +105,33 @@ TEST_F(DeferredSyncTest, AnotherThreadsCreatesAreDurableWhenTheyReturn) {
   EXPECT_EQ(journal_syncs_of([&] { std::thread([&] { create(1, 2); }).join(); }), 2);
   // Those syncs made the deferred create durable too: nothing is owed.
   EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 0);
+}
+
+TEST_F(DeferredSyncTest, TheStoreCountsItsJournalSyncsAsTheyHappen) {
+  const uint64_t before = store_.journal_syncs().value();
+  const int made = journal_syncs_of([&] {
+    create(0, 2);
+    store_.defer_sync();
+    create(2, 3);
+    store_.sync();
+  });
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(store_.journal_syncs().value() - before, static_cast<uint64_t>(made));
+}
+
+TEST_F(DeferredSyncTest, ADeferralThatCreatedNothingEndsWithoutWaitingForTheStoreLock) {
+  // Another process holds the store's lock (in a checkpoint, say): a
+  // discovery report that created nothing has nothing to sync, so it must
+  // not wait for that process.
+  auto other_process = std::make_unique<detail::FileLock>(
+      detail::InstanceFiles(directory_.path()).lock_file(), detail::FileLock::Mode::exclusive);
+  auto ended = std::async(std::launch::async, [&] {
+    store_.defer_sync();
+    store_.sync();
+  });
+  EXPECT_EQ(ended.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "sync() waited for the store lock with nothing deferred";
+  other_process.reset();  // lets a sync that did wait finish before the test ends
 }
 
 TEST_F(DeferredSyncTest, TheGuardSyncsWhenItGoes) {

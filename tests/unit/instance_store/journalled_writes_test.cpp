@@ -325,6 +325,25 @@ TEST_F(JournalledWritesTest, WritesFinishTheCheckpointInStepsWhenItsThreadFallsB
   expect_latest_stored();
 }
 
+TEST_F(JournalledWritesTest, AWriterFinishingTheCheckpointInStepsFsyncsTheOtherWritersFiles) {
+  // Both checkpoint threads are stuck, so writes finish the checkpoint. The
+  // two write different files (even and odd): the writer that empties the
+  // journal must have fsynced the other's too, which it learns of only from
+  // the records its appends catch up with.
+  const dowser::test::LogCapture log;
+  Gate gate;
+  hold_checkpoint_thread_fsyncs(gate);
+  {
+    auto first = open(0);
+    auto second = open(1);
+    for (size_t i = 0; checkpoints() == 0 && i < 2000; ++i)
+      put(i % 2 == 0 ? *first : *second, (i * 7) % kFiles);
+    gate.release();
+    EXPECT_GE(checkpoints(), 1);
+  }
+  expect_latest_stored();
+}
+
 TEST_F(JournalledWritesTest, AWriteThatDoesNotFitCheckpointsAtOnce) {
   // A small write leaves the journal under half full (no checkpoint wanted),
   // and a large one does not fit in the rest: the write checkpoints first.
