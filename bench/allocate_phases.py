@@ -75,10 +75,22 @@ def calls_of(found):
                          e["tid"] != core), None)
         if received is None:
             continue
-        calls.append({"fd": reply["fd"], "times": [
+        calls.append({"fd": reply["fd"], "reply_index": i, "core": core, "times": [
             found[sent]["end"], found[read]["end"], found[lock]["end"], syncs[-1]["end"],
             reply["end"], received["end"]]})
     return calls
+
+
+def core_syscalls_per_call(found, chosen):
+    """The core thread's system calls from one reply to the next, on average."""
+    counts = Counter()
+    for before, after in zip(chosen, chosen[1:]):
+        for event in found[before["reply_index"] + 1:after["reply_index"] + 1]:
+            if event["tid"] == before["core"]:
+                counts[event["call"]] += 1
+    intervals = max(1, len(chosen) - 1)
+    return sum(counts.values()) / intervals, {
+        call: round(count / intervals, 1) for call, count in counts.most_common(8)}
 
 
 def quantile(values, q):
@@ -87,7 +99,8 @@ def quantile(values, q):
 
 
 def main():
-    calls = calls_of(events(sys.argv[1]))
+    found = events(sys.argv[1])
+    calls = calls_of(found)
     if not calls:
         sys.exit("no Allocate call found in " + sys.argv[1])
     cl_fd = Counter(call["fd"] for call in calls).most_common(1)[0][0]
@@ -106,6 +119,11 @@ def main():
             spans = [(call["times"][last] - call["times"][first]) * 1000 for call in chosen]
             row += "%16s" % ("%.0f / %.0f" % (quantile(spans, 0.5), quantile(spans, 0.9)))
         print(row + "%6d" % len(chosen))
+    print("system calls of the core thread per call (only those traced):")
+    for kind, chosen in [("IL", kinds[0][1]), ("CL", cl)]:
+        if len(chosen) > 1:
+            total, top = core_syscalls_per_call(found, chosen)
+            print("  %-20s %5.1f  %s" % (kind, total, top))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
 #   e.g. bench/trace-allocate.sh build/default /tmp/alloc --events 10 --calls 200 \
 #          --allocate-instances 200 --scale 10 --idle-seconds 1
 #
+# TRACE_EVENTS= (empty) traces every system call, for the core thread's count
+# per call; the default traces only what the phases need.
 # Needs perf (Debian: linux-perf) and root. Tracing slows every traced call
 # by a few microseconds: compare phases with each other, not with untraced runs.
 set -euo pipefail
@@ -29,8 +31,8 @@ if [ -z "$dowserd" ]; then
   exit 1
 fi
 harness=$(pgrep -n -f "dowser-bench --dowserd")
-perf trace -T -e recvmsg,sendmsg,flock,fdatasync -p "$dowserd,$harness" -o "$out.trace" \
-  2>/dev/null &
+events=${TRACE_EVENTS-recvmsg,sendmsg,flock,fdatasync}
+perf trace -T ${events:+-e "$events"} -p "$dowserd,$harness" -o "$out.trace" 2>/dev/null &
 tracer=$!
 wait "$bench"
 kill -INT "$tracer" 2>/dev/null || true
