@@ -228,7 +228,7 @@ size_t JournalledWrites::unsynced_count() {
   return unsynced_.size();
 }
 
-void JournalledWrites::note_changes(StoreJournal::Changes changes) {
+void JournalledWrites::note_changes(const StoreJournal::Changes& changes) {
   if (changes.reset) forget_unsynced();  // another writer checkpointed
   const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
   for (const JournalRecord& record : changes.records) {

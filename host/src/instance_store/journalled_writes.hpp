@@ -161,7 +161,7 @@ class JournalledWrites {
   void recover();
   // What other writers of the journal did (from take_changes() or, right
   // after an append, take_collected_changes()); under lock().
-  void note_changes(StoreJournal::Changes changes);
+  void note_changes(const StoreJournal::Changes& changes);
   void note_written(const UnsyncedFiles::Key& file);
   size_t unsynced_count();
   void forget_unsynced();  // the journal was emptied

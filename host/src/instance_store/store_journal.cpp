@@ -94,7 +94,7 @@ StoreJournal::StoreJournal(std::filesystem::path path, size_t capacity)
   catch_up(false);
 }
 
-bool StoreJournal::append(const JournalRecord& record, Sync sync) {
+bool StoreJournal::append(const JournalRecord& record, Sync when) {
   const uint64_t size = kRecordHeaderSize + record.payload.size();
   if (kHeaderSize + size > capacity_) {
     throw StoreError(StoreError::Kind::io,
@@ -116,14 +116,12 @@ bool StoreJournal::append(const JournalRecord& record, Sync sync) {
   encode_header(header, bytes.data());
   bytes += record.payload;
   write_all_at(fd_.get(), bytes, position_.end, path_);
-  if (sync == Sync::now) sync_data();
+  if (when == Sync::now) sync();
   position_.end += size;
   return true;
 }
 
-void StoreJournal::sync() { sync_data(); }
-
-void StoreJournal::sync_data() {
+void StoreJournal::sync() {
   if (::fdatasync(fd_.get()) != 0) throw_io_error("fdatasync", path_, errno);
   syncs_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -156,7 +154,7 @@ void StoreJournal::write_header(uint64_t epoch) {
   std::copy(kHeaderMagic.begin(), kHeaderMagic.end(), header.begin());
   std::memcpy(header.data() + kHeaderMagic.size(), &epoch, sizeof epoch);
   write_all_at(fd_.get(), std::string_view(header.data(), header.size()), 0, path_);
-  sync_data();
+  sync();
   position_ = {epoch, kHeaderSize};
 }
 

@@ -54,7 +54,7 @@ class StoreJournal {
   // Appends record. False (nothing written) if it does not fit in what is
   // left of the capacity: checkpoint, reset(), then append again. Throws
   // StoreError(io) on I/O errors and for a record larger than an empty journal.
-  bool append(const JournalRecord& record, Sync sync = Sync::now);
+  bool append(const JournalRecord& record, Sync when = Sync::now);
   // Makes every record appended so far durable. Throws StoreError(io).
   void sync();
   // How many times this instance made the journal durable (fdatasync),
@@ -104,7 +104,6 @@ class StoreJournal {
   size_t valid_record_at(uint64_t offset, std::string* payload, JournalRecord::Kind* kind) const;
   void zero_fill_to(uint64_t size);
   uint64_t file_size() const;
-  void sync_data();
 
   std::filesystem::path path_;
   size_t capacity_;
