@@ -136,6 +136,8 @@ class PluginManager {
   // per registration cost tens of KB each while thousands were in flight.
   std::shared_ptr<grpc::Channel> kubelet_channel_;
   size_t registrations_in_flight_ = 0;
+  struct Registrations;
+  std::shared_ptr<Registrations> registrations_;  // calls a stopping manager ends first
   size_t answered_since_trim_ = 0;
 };
 

@@ -10,8 +10,11 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace dowser::plugins {
 namespace {
@@ -52,6 +55,72 @@ class PluginManager::CoreLink : public std::enable_shared_from_this<CoreLink> {
   std::mutex mutex_;
   boost::asio::io_context* core_;
 };
+
+// The Register calls of a manager. A call's stub may hold the kubelet channel
+// after the manager let go of it, and gRPC 1.51 frees its shared callback
+// queue twice if the last thing using it goes away on one of the queue's own
+// threads, where a call ends. So a stopping manager cancels its calls and
+// waits until each is destroyed before it lets go of the channel.
+struct PluginManager::Registrations : std::enable_shared_from_this<Registrations> {
+  struct Call;
+  // Counts a call until everything in it (its stub last) is destroyed.
+  struct Counted {
+    explicit Counted(std::shared_ptr<Registrations> owner) : registrations(std::move(owner)) {
+      std::lock_guard lock(registrations->mutex);
+      ++registrations->calls;
+    }
+    ~Counted() {
+      {
+        std::lock_guard lock(registrations->mutex);
+        --registrations->calls;
+      }
+      registrations->changed.notify_all();
+    }
+    Counted(const Counted&) = delete;
+    Counted& operator=(const Counted&) = delete;
+    std::shared_ptr<Registrations> registrations;
+  };
+
+  std::shared_ptr<Call> start();
+  // Cancels every call and waits (bounded) until all are destroyed.
+  void end_all();
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::weak_ptr<Call>> started;  // guarded by mutex
+  size_t calls = 0;                          // guarded by mutex
+};
+
+struct PluginManager::Registrations::Call {
+  explicit Call(std::shared_ptr<Registrations> owner) : counted(std::move(owner)) {}
+  Counted counted;  // first, so destroyed last: after the stub
+  grpc::ClientContext context;
+  v1beta1::RegisterRequest request;
+  v1beta1::Empty response;
+  std::unique_ptr<v1beta1::Registration::Stub> stub;
+};
+
+std::shared_ptr<PluginManager::Registrations::Call> PluginManager::Registrations::start() {
+  auto call = std::make_shared<Call>(shared_from_this());
+  std::lock_guard lock(mutex);
+  std::erase_if(started, [](const auto& weak) { return weak.expired(); });
+  started.push_back(call);
+  return call;
+}
+
+void PluginManager::Registrations::end_all() {
+  std::vector<std::weak_ptr<Call>> to_cancel;
+  {
+    std::lock_guard lock(mutex);
+    to_cancel = started;
+  }
+  // Unlocked: a cancelled call may end, and be destroyed, on this thread.
+  for (const auto& weak : to_cancel)
+    if (auto call = weak.lock()) call->context.TryCancel();
+  std::unique_lock lock(mutex);
+  if (!changed.wait_for(lock, std::chrono::seconds(5), [this] { return calls == 0; }))
+    spdlog::warn("{} registration calls did not end in 5 s", calls);
+}
 
 // Follows the kubelet directory on its own thread and posts what it sees.
 struct PluginManager::Watcher {
@@ -108,7 +177,8 @@ PluginManager::PluginManager(boost::asio::io_context& core, PluginManagerOptions
     : core_(core),
       options_(std::move(options)),
       threads_(std::make_unique<PluginThreads>()),
-      link_(std::make_shared<CoreLink>(core)) {
+      link_(std::make_shared<CoreLink>(core)),
+      registrations_(std::make_shared<Registrations>()) {
   // gRPC locks absl mutexes, and Debian builds abseil without NDEBUG, so
   // every lock taken under another adds to a process-wide graph of all
   // mutexes to find lock-order cycles. With thousands of plugins that graph
@@ -120,6 +190,7 @@ PluginManager::~PluginManager() {
   link_->sever();
   watcher_.reset();
   stop_all();
+  registrations_->end_all();
 }
 
 void PluginManager::start() {
@@ -205,13 +276,7 @@ void PluginManager::register_plugin(const std::string& resource_name,
 }
 
 void PluginManager::send_registration(const std::string& resource_name, uint64_t generation) {
-  struct Call {
-    grpc::ClientContext context;
-    v1beta1::RegisterRequest request;
-    v1beta1::Empty response;
-    std::unique_ptr<v1beta1::Registration::Stub> stub;
-  };
-  auto call = std::make_shared<Call>();
+  auto call = registrations_->start();
   call->stub = v1beta1::Registration::NewStub(kubelet_channel());
   call->context.set_deadline(std::chrono::system_clock::now() + options_.register_timeout);
   call->context.set_wait_for_ready(false);
@@ -223,7 +288,7 @@ void PluginManager::send_registration(const std::string& resource_name, uint64_t
   call->stub->async()->Register(
       &call->context, &call->request, &call->response,
       [this, link = link_, call, resource_name, generation](const grpc::Status& status) {
-        link->post([this, call, resource_name, generation, status] {
+        link->post([this, resource_name, generation, status] {
           registration_done(resource_name, generation, status);
           registration_answered();
         });

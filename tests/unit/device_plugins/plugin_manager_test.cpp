@@ -7,10 +7,12 @@
 #include "device_plugins.hpp"
 #include "temp_dir.hpp"
 
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "deviceplugin/v1beta1/api.pb.h"
 
 #include <dowser/kubelet_sim.hpp>
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <boost/asio/executor_work_guard.hpp>
 
@@ -267,6 +269,89 @@ TEST_F(PluginManagerTest, KubeletRestartBringsAFreshRegistration) {
     return resource && resource->streaming && resource->endpoint != before &&
            !resource->devices.empty();
   })) << "the kubelet gets no list on the new socket";
+}
+
+// A kubelet that takes Register calls and never answers them; it only sees
+// them cancelled.
+class SilentKubelet final : public v1beta1::Registration::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext*, const v1beta1::RegisterRequest*,
+                                     v1beta1::Empty*) override {
+    note([this] { ++received_; });
+    return new Held(*this);
+  }
+  bool wait_until(const std::function<bool(int received, int cancelled)>& condition) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kDeadline, [&] { return condition(received_, cancelled_); });
+  }
+
+ private:
+  struct Held final : grpc::ServerUnaryReactor {
+    explicit Held(SilentKubelet& kubelet) : kubelet_(kubelet) {}
+    void OnCancel() override {
+      kubelet_.note([this] { ++kubelet_.cancelled_; });
+      Finish(grpc::Status::CANCELLED);
+    }
+    void OnDone() override { delete this; }
+    SilentKubelet& kubelet_;
+  };
+  template <typename Change>
+  void note(Change change) {
+    {
+      std::lock_guard lock(mutex_);
+      change();
+    }
+    changed_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int received_ = 0;
+  int cancelled_ = 0;
+};
+
+// A daemon stopping while a Register call is unanswered: the manager ends the
+// call instead of leaving it to its deadline (15 s), and lets go of its
+// channel only after the call is gone (gRPC 1.51 frees its shared callback
+// queue twice when its last user goes away on one of its own threads).
+TEST(PluginManagerShutdown, AStoppingManagerCancelsItsUnansweredRegistrations) {
+  TempDir dir;
+  fs::path kubelet_dir = dir.path() / "device-plugins";
+  fs::create_directories(kubelet_dir);
+  SilentKubelet kubelet;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + (kubelet_dir / "kubelet.sock").string(),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(&kubelet);
+  auto server = builder.BuildAndStart();
+  ASSERT_TRUE(server);
+
+  boost::asio::io_context core;
+  auto work = boost::asio::make_work_guard(core);
+  std::thread core_thread([&] { core.run(); });
+  FakeBackend backend;
+  std::unique_ptr<PluginManager> manager;
+  auto on_core = [&](auto task) {
+    std::packaged_task<void()> packaged(std::move(task));
+    auto done = packaged.get_future();
+    boost::asio::post(core, std::move(packaged));
+    return done.wait_for(kDeadline) == std::future_status::ready;
+  };
+  ASSERT_TRUE(on_core([&] {
+    dowser::plugins::PluginManagerOptions options;
+    options.kubelet_dir = kubelet_dir;
+    manager = std::make_unique<PluginManager>(core, options);
+    manager->start();
+    manager->add(kResource, backend);
+  }));
+  EXPECT_TRUE(kubelet.wait_until([](int received, int) { return received == 1; }));
+
+  EXPECT_TRUE(on_core([&] { manager.reset(); }));
+  EXPECT_TRUE(kubelet.wait_until([](int, int cancelled) { return cancelled == 1; }))
+      << "the Register call was left to its deadline";
+  work.reset();
+  core_thread.join();
+  server->Shutdown();
 }
 
 }  // namespace
