@@ -101,6 +101,17 @@ dowser::testkit::KubeletSimulatorConfig kubelet_config(const fs::path& dir) {
   return config;
 }
 
+// Runs task on the core thread, where every PluginManager member must run.
+template <typename Task>
+std::invoke_result_t<Task> run_on_core(boost::asio::io_context& core, Task task) {
+  std::packaged_task<std::invoke_result_t<Task>()> packaged(std::move(task));
+  auto result = packaged.get_future();
+  boost::asio::post(core, std::move(packaged));
+  if (result.wait_for(kDeadline) != std::future_status::ready)
+    throw std::runtime_error("the core thread did not answer");
+  return result.get();
+}
+
 class PluginManagerTest : public ::testing::Test {
  protected:
   PluginManagerTest() {
@@ -129,15 +140,9 @@ class PluginManagerTest : public ::testing::Test {
 
   const fs::path& plugin_dir() const { return kubelet_.config().device_plugin_dir; }
 
-  // Runs task on the core thread, where every PluginManager member must run.
   template <typename Task>
   std::invoke_result_t<Task> on_core(Task task) {
-    std::packaged_task<std::invoke_result_t<Task>()> packaged(std::move(task));
-    auto result = packaged.get_future();
-    boost::asio::post(core_, std::move(packaged));
-    if (result.wait_for(kDeadline) != std::future_status::ready)
-      throw std::runtime_error("the core thread did not answer");
-    return result.get();
+    return run_on_core(core_, std::move(task));
   }
 
   bool wait_for(const std::function<bool(const SimulatorStatus&)>& condition) {
@@ -331,22 +336,16 @@ TEST(PluginManagerShutdown, AStoppingManagerCancelsItsUnansweredRegistrations) {
   std::thread core_thread([&] { core.run(); });
   FakeBackend backend;
   std::unique_ptr<PluginManager> manager;
-  auto on_core = [&](auto task) {
-    std::packaged_task<void()> packaged(std::move(task));
-    auto done = packaged.get_future();
-    boost::asio::post(core, std::move(packaged));
-    return done.wait_for(kDeadline) == std::future_status::ready;
-  };
-  ASSERT_TRUE(on_core([&] {
+  run_on_core(core, [&] {
     dowser::plugins::PluginManagerOptions options;
     options.kubelet_dir = kubelet_dir;
     manager = std::make_unique<PluginManager>(core, options);
     manager->start();
     manager->add(kResource, backend);
-  }));
+  });
   EXPECT_TRUE(kubelet.wait_until([](int received, int) { return received == 1; }));
 
-  EXPECT_TRUE(on_core([&] { manager.reset(); }));
+  run_on_core(core, [&] { manager.reset(); });
   EXPECT_TRUE(kubelet.wait_until([](int, int cancelled) { return cancelled == 1; }))
       << "the Register call was left to its deadline";
   work.reset();
