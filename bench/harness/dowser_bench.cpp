@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -32,9 +33,11 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -230,7 +233,7 @@ class Node {
     if (pid == 0) {
       // A harness that dies must not leave dowserd running (holding its pipes).
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (std::freopen((root_ / "dowserd.log").c_str(), "w", stderr) == nullptr) ::_exit(126);
+      if (std::freopen(log_file().c_str(), "w", stderr) == nullptr) ::_exit(126);
       std::vector<std::string> args = {dowserd_.string(),
                                        "--node-name=bench-node",
                                        "--config-dir=" + (root_ / "configs").string(),
@@ -238,7 +241,7 @@ class Node {
                                        "--state-dir=" + state_dir().string(),
                                        "--kubelet-dir=" + (root_ / "dp").string(),
                                        "--podresources-socket=" + (root_ / "podres.sock").string(),
-                                       "--log-level=warn",
+                                       "--log-level=" + log_level,
                                        "--http-listen=127.0.0.1:0"};
       std::vector<char*> argv;
       argv.reserve(args.size() + 1);
@@ -264,7 +267,10 @@ class Node {
         << properties;
   }
 
+  fs::path log_file() const { return root_ / "dowserd.log"; }
+
   std::unique_ptr<dowser::testkit::KubeletSimulator> kubelet;
+  std::string log_level = "warn";  // set before start()
   pid_t pid = -1;
   Clock::time_point started;
   static inline fs::path state_base;  // where state dirs go (--state-base)
@@ -428,11 +434,44 @@ bool listed_as_taken(const dowser::testkit::SimulatorStatus& status, const std::
                      [&](const auto& device) { return device.id == slot && !device.healthy(); });
 }
 
+// Where the calls' time went inside dowserd, from its debug log (one line per
+// call, written after the answer left): waiting for the core thread, claiming
+// (the claims durable in the store), handing the answer to gRPC.
+struct TimesInDowserd {
+  Latency waiting, claiming, answering;
+};
+
 struct AllocateFigures {
   Latency il;
   Latency cl;               // each call once the lists the previous one changed have arrived
   Latency cl_back_to_back;  // each call right after the previous reply, as its lists go out
+  std::optional<TimesInDowserd> il_in_dowserd, cl_in_dowserd;  // with --allocate-split
 };
+
+// The granted calls' times in a dowserd log, IL plugins' and the CL plugin's
+// (cl_resource). Throws if there are none: the log line changed, or debug
+// logging is off.
+std::pair<TimesInDowserd, TimesInDowserd> allocate_times_logged(const fs::path& log,
+                                                                const std::string& cl_resource) {
+  static const std::regex line(
+      R"((\S+): Allocate granted: (\d+) us waiting for the core thread, (\d+) us claiming, )"
+      R"((\d+) us handing the answer to gRPC)");
+  std::array<std::vector<double>, 3> il, cl;
+  std::ifstream in(log);
+  std::smatch match;
+  for (std::string text; std::getline(in, text);) {
+    if (!std::regex_search(text, match, line)) continue;
+    auto& times = match[1] == cl_resource ? cl : il;
+    for (size_t i = 0; i < times.size(); ++i) times[i].push_back(std::stod(match[i + 2]));
+  }
+  if (il[0].empty() || cl[0].empty())
+    throw std::runtime_error("--allocate-split: no Allocate times of IL and CL plugins in " +
+                             log.string());
+  auto summarized = [](auto& times) {
+    return TimesInDowserd{summarize(times[0]), summarize(times[1]), summarize(times[2])};
+  };
+  return {summarized(il), summarized(cl)};
+}
 
 const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
   return *status.resource("akri.sh/alloc");
@@ -471,8 +510,9 @@ size_t cl_lists_received(const dowser::testkit::KubeletSimulator& kubelet) {
 // Allocate RPCs straight to the plugins (what the kubelet's Allocate costs),
 // with `instances` Instances of capacity 4 in one Configuration.
 AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
-                                 const fs::path& handlers, int instances, int calls) {
+                                 const fs::path& handlers, int instances, int calls, bool split) {
   Node node(root, dowserd, handlers);
+  if (split) node.log_level = "debug";
   fs::path socket = root / "bench.sock";
   node.configuration("alloc", 4, "benchHandler", bench_properties(socket));
   node.start();
@@ -527,7 +567,14 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   }
   for (const auto& [instance, stub] : il_stubs)
     if (auto allocated = timed_allocate(*stub, instance + "-3")) il.push_back(allocated->us);
-  return {summarize(il), summarize(cl_settled), summarize(cl_back_to_back)};
+  AllocateFigures figures{summarize(il), summarize(cl_settled), summarize(cl_back_to_back),
+                          std::nullopt, std::nullopt};
+  if (split) {
+    node.stop();  // every line written
+    std::tie(figures.il_in_dowserd, figures.cl_in_dowserd) =
+        allocate_times_logged(node.log_file(), "akri.sh/alloc");
+  }
+  return figures;
 }
 
 json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handlers, int instances,
@@ -585,13 +632,28 @@ json startup(const fs::path& root, const fs::path& dowserd, const fs::path& hand
           {"threads", figures.threads}};
 }
 
+// baseline_p99 0: no ratio (a part of a call, not a call).
 std::string row(const std::string& what, const Latency& l, double baseline_p99) {
   std::ostringstream out;
   out << std::left << std::setw(44) << what << std::right << std::fixed << std::setprecision(0)
       << std::setw(9) << l.p50 << std::setw(9) << l.p99 << std::setw(10) << l.max
-      << std::setprecision(1) << std::setw(9) << (baseline_p99 > 0 ? l.p99 / baseline_p99 : 0)
-      << std::setw(8) << l.samples;
+      << std::setprecision(1) << std::setw(9);
+  if (baseline_p99 > 0)
+    out << l.p99 / baseline_p99;
+  else
+    out << "";
+  out << std::setw(8) << l.samples;
   return out.str();
+}
+
+// The rows and JSON of where Allocate calls' time went inside dowserd.
+json report_times_in_dowserd(const std::string& kind, const TimesInDowserd& times) {
+  std::cout << row("  in dowserd, " + kind + ": waiting for core thread", times.waiting, 0) << "\n"
+            << row("  in dowserd, " + kind + ": claiming (durable)", times.claiming, 0) << "\n"
+            << row("  in dowserd, " + kind + ": answer to gRPC", times.answering, 0) << "\n";
+  return {{"waiting_for_core", to_json(times.waiting)},
+          {"claiming", to_json(times.claiming)},
+          {"answering", to_json(times.answering)}};
 }
 
 fs::path make_temporary_directory(const fs::path& parent) {
@@ -603,7 +665,7 @@ fs::path make_temporary_directory(const fs::path& parent) {
 
 int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::path& json_out,
                    int events, int background, int calls, int allocate_instances,
-                   const std::vector<int>& scales, int idle_seconds) {
+                   const std::vector<int>& scales, int idle_seconds, bool allocate_split) {
   fs::path root = make_temporary_directory("/tmp");
   // A fresh state base per run: state left by an earlier run would change what is measured.
   if (!Node::state_base.empty()) Node::state_base = make_temporary_directory(Node::state_base);
@@ -625,8 +687,9 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   fs::remove_all(store_dir);
   auto [il_discovery, cl_discovery] =
       discovery_latency(stage("discovery"), dowserd, handlers, events, background);
-  auto [il_allocate, cl_allocate, cl_burst] =
-      allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls);
+  auto allocate = allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls,
+                                   allocate_split);
+  const auto& [il_allocate, cl_allocate, cl_burst, il_in_dowserd, cl_in_dowserd] = allocate;
   report["baseline"] = {{"unary", to_json(unary)},
                         {"stream", to_json(stream)},
                         {"store_update", to_json(store_update)}};
@@ -657,6 +720,10 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << "\n";
   report["allocate"]["il_over_floor"] = il_allocate.p99 / allocate_floor;
   report["allocate"]["cl_over_floor"] = cl_allocate.p99 / allocate_floor;
+  if (il_in_dowserd)
+    report["allocate"]["il_in_dowserd"] = report_times_in_dowserd("IL", *il_in_dowserd);
+  if (cl_in_dowserd)
+    report["allocate"]["cl_in_dowserd"] = report_times_in_dowserd("CL", *cl_in_dowserd);
 
   for (int count : scales) {
     auto figures =
@@ -701,6 +768,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
   app.add_option("--json", json_out, "also write the figures as JSON here");
+  bool allocate_split = false;
+  app.add_flag("--allocate-split", allocate_split,
+               "run the Allocate stage's dowserd with debug logging and report, from its log, "
+               "where the calls' time went inside it (logging costs it a little)");
   app.add_option("--state-base", Node::state_base,
                  "put dowserd's state (the file store) here instead, e.g. /dev/shm, to see "
                  "what fsync costs");
@@ -710,7 +781,7 @@ int main(int argc, char** argv) {
 
   try {
     return run_benchmarks(dowserd, handlers, json_out, events, background, calls,
-                          allocate_instances, scales, idle_seconds);
+                          allocate_instances, scales, idle_seconds, allocate_split);
   } catch (const std::exception& error) {  // unwinds, so every dowserd started is stopped
     std::cerr << "dowser-bench: " << error.what() << "\n";
     return 1;
