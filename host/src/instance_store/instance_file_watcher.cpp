@@ -15,8 +15,9 @@ namespace dowser::store::detail {
 namespace {
 
 constexpr uint32_t kRootEvents = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR;
-// Writers rename finished files into place (IN_MOVED_TO); IN_CLOSE_WRITE
-// catches files edited in place by hand.
+// The store rewrites Instance files in place under its lock (IN_CLOSE_WRITE);
+// IN_MOVED_TO catches files renamed into place (by hand, or by tools that
+// replace files that way).
 constexpr uint32_t kNamespaceEvents =
     IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR;
 
