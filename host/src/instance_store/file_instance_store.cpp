@@ -86,6 +86,15 @@ std::optional<StoredInstance> FileInstanceStore::get(const std::string& namespac
   return state_->files.read_settled(namespace_name, name);
 }
 
+// Tells the watch thread what it wrote before inotify does.
+void FileInstanceStore::rewrite_instance_file(const std::filesystem::path& path,
+                                              const Instance& instance, uint64_t revision,
+                                              const std::string& text) {
+  detail::rewrite_file(path, text, [&](const detail::FileIdentity& identity) {
+    state_->watches->wrote(instance.namespace_name, instance.name, revision, text, identity);
+  });
+}
+
 uint64_t FileInstanceStore::create(const Instance& instance) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
@@ -96,11 +105,13 @@ uint64_t FileInstanceStore::create(const Instance& instance) {
   }
   detail::ensure_directory_durably(files.namespace_directory(instance.namespace_name));
   const uint64_t revision = detail::next_revision(files, 0);
+  state_->watches->handed_out(revision);
   std::string text = instance_text(instance, revision);
   // A new Instance holds no claim yet: it may wait for a deferred sync.
   state_->writes.write(
       JournalRecord::Kind::put, {instance.namespace_name, instance.name, revision, text},
-      [&] { detail::rewrite_file(path, text); }, JournalledWrites::Deferral::allowed);
+      [&] { rewrite_instance_file(path, instance, revision, text); },
+      JournalledWrites::Deferral::allowed);
   return revision;
 }
 
@@ -110,10 +121,11 @@ uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_r
   const detail::StoreWriteLock lock = state_->writes.lock();
   require_revision(files, instance.namespace_name, instance.name, expected_revision);
   const uint64_t revision = detail::next_revision(files, expected_revision);
+  state_->watches->handed_out(revision);
   std::string text = instance_text(instance, revision);
   state_->writes.write(JournalRecord::Kind::put,
                        {instance.namespace_name, instance.name, revision, text},
-                       [&] { detail::rewrite_file(path, text); });
+                       [&] { rewrite_instance_file(path, instance, revision, text); });
   return revision;
 }
 
@@ -125,6 +137,7 @@ void FileInstanceStore::remove(const std::string& namespace_name, const std::str
   require_revision(files, namespace_name, name, expected_revision);
   state_->writes.write(JournalRecord::Kind::remove, {namespace_name, name, expected_revision, ""},
                        [&] { detail::remove_file(path); });
+  state_->watches->removed(namespace_name, name);
 }
 
 void FileInstanceStore::defer_sync() { state_->writes.defer_sync(); }
@@ -134,6 +147,8 @@ void FileInstanceStore::sync() { state_->writes.sync_deferred(); }
 std::optional<uint64_t> FileInstanceStore::journal_syncs() const {
   return state_->writes.journal_syncs();
 }
+
+uint64_t FileInstanceStore::watch_file_reads() const { return state_->watches->files_read(); }
 
 std::unique_ptr<WatchSubscription> FileInstanceStore::watch(
     std::function<void(const WatchEvent&)> callback) {

@@ -1,13 +1,20 @@
 // watch() for the file store: one inotify thread per store, shared by all of
 // its subscriptions, started by the first watch() and stopped when the last
-// subscription goes or the store is destroyed.
+// subscription goes or the store is destroyed. The thread reads a changed
+// file under the store's shared lock, except for the store's own writes,
+// which it reports from memory when it can (see own_writes.hpp).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "instance_files.hpp"
 #include "instance_store.hpp"
+#include "own_writes.hpp"
+#include "posix_io.hpp"
 #include "watch_fanout.hpp"
 
 namespace dowser::store::detail {
@@ -19,12 +26,28 @@ class FileWatchService : public std::enable_shared_from_this<FileWatchService> {
   // The store is going: stop the thread. Subscriptions may outlive this.
   void shutdown();
 
+  // The store took a revision, wrote or removed an Instance file; call with
+  // the store lock held (see OwnWrites).
+  void handed_out(uint64_t revision);
+  void wrote(const std::string& namespace_name, const std::string& name, uint64_t revision,
+             std::string text, const FileIdentity& identity);
+  void removed(const std::string& namespace_name, const std::string& name);
+  // How many Instance files the watch thread has read for events so far.
+  uint64_t files_read() const { return files_read_.load(std::memory_order_relaxed); }
+
  private:
   class Session;
   class Subscription;
   void release(const std::shared_ptr<Session>& session, uint64_t id);
 
+  void stop_recording();
+
   InstanceFiles files_;
+  std::atomic<uint64_t> files_read_{0};
+  // Not under mutex_: writers hold the store lock, and starting a session
+  // takes it (shared) under mutex_.
+  OwnWrites own_writes_;
+  std::atomic<bool> recording_{false};  // while a thread would use records up
   std::mutex mutex_;
   std::shared_ptr<Session> session_;  // the running thread, if any
 };

@@ -67,12 +67,17 @@ std::filesystem::path InstanceFiles::instance_file(const std::string& namespace_
 
 std::optional<StoredInstance> InstanceFiles::read(const std::string& namespace_name,
                                                   const std::string& name) const {
-  const std::filesystem::path path = instance_file(namespace_name, name);
-  const std::optional<std::string> text = read_file_if_exists(path);
+  const std::optional<std::string> text = read_file_if_exists(instance_file(namespace_name, name));
   if (!text) return std::nullopt;
+  return parse(namespace_name, name, *text);
+}
+
+StoredInstance InstanceFiles::parse(const std::string& namespace_name, const std::string& name,
+                                    std::string_view text) const {
+  const std::filesystem::path path = instance_file(namespace_name, name);
   StoredInstance stored;
   try {
-    stored = from_json_text(*text);
+    stored = from_json_text(text);
   } catch (const InstanceFormatError& error) {
     throw StoreError(StoreError::Kind::io, path.string() + ": " + error.what());
   }

@@ -32,6 +32,9 @@ class InstanceFiles {
   // it cannot be read or is not a valid Instance stored under that name.
   std::optional<StoredInstance> read(const std::string& namespace_name,
                                      const std::string& name) const;
+  // What read() makes of the file's text.
+  StoredInstance parse(const std::string& namespace_name, const std::string& name,
+                       std::string_view text) const;
 
   // Every Instance that can be read, by namespace and name; an unreadable one
   // is reported as a warning and skipped, and one vanishing meanwhile is skipped.

@@ -148,7 +148,10 @@ std::optional<StoredInstance> update_with_retry(
 // help only if it falls behind (journal_capacity bytes, zero-filled as it
 // grows). Creates of a deferred sync share one fdatasync of the journal (a
 // power cut before it could leave a new file torn: unreadable, holding no
-// claim, logged). One inotify thread per store drives watches. Namespaces and
+// claim, logged). One inotify thread per store drives watches: it reads a
+// changed file under the shared lock, except that the store's own writes,
+// when nothing else touched the file since, it reports from memory (so it
+// does not hold up the store's next write). Namespaces and
 // names that are empty, contain '/' or start with '.' are refused (StoreError io).
 // list() skips an unreadable file with a logged warning; get() of one throws
 // StoreError(io) naming it.
@@ -172,8 +175,13 @@ class FileInstanceStore : public InstanceStore {
   void defer_sync() override;
   void sync() override;
   std::optional<uint64_t> journal_syncs() const override;
+  // How many Instance files the watch thread read back for events so far.
+  uint64_t watch_file_reads() const;
 
  private:
+  void rewrite_instance_file(const std::filesystem::path& path, const Instance& instance,
+                             uint64_t revision, const std::string& text);
+
   struct State;
   std::unique_ptr<State> state_;
 };

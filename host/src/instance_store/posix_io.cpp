@@ -86,12 +86,36 @@ FileLock::FileLock(const std::filesystem::path& path, Mode mode)
   }
 }
 
-void rewrite_file(const std::filesystem::path& path, std::string_view contents) {
+namespace {
+
+FileIdentity identity_from(const struct stat& status) {
+  auto nanoseconds = [](const timespec& time) {
+    return static_cast<int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
+  };
+  return {static_cast<uint64_t>(status.st_dev), static_cast<uint64_t>(status.st_ino),
+          static_cast<uint64_t>(status.st_size), nanoseconds(status.st_mtim),
+          nanoseconds(status.st_ctim)};
+}
+
+}  // namespace
+
+std::optional<FileIdentity> identity_of(const std::filesystem::path& path) {
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0) return std::nullopt;
+  return identity_from(status);
+}
+
+void rewrite_file(const std::filesystem::path& path, std::string_view contents,
+                  const std::function<void(const FileIdentity&)>& written) {
   const UniqueFd fd = open_or_throw(path, O_WRONLY | O_CREAT, kFileMode);
   write_all_at(fd.get(), contents, 0, path);
   if (::ftruncate(fd.get(), static_cast<off_t>(contents.size())) != 0) {
     throw_io_error("truncate", path, errno);
   }
+  if (!written) return;
+  struct stat status {};
+  if (::fstat(fd.get(), &status) != 0) throw_io_error("stat", path, errno);
+  written(identity_from(status));
 }
 
 bool remove_file(const std::filesystem::path& path) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,9 +54,22 @@ class FileLock {
   UniqueFd fd_;
 };
 
+// Which file, and which version of it, as far as stat tells: a file rewritten
+// (in place or replaced) almost always differs in one of these, except when
+// rewritten to the same size within one tick of the file system's clock.
+struct FileIdentity {
+  uint64_t device = 0, inode = 0, size = 0;
+  int64_t modified_ns = 0, changed_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+// nullopt if there is no such file (or it cannot be looked at).
+std::optional<FileIdentity> identity_of(const std::filesystem::path& path);
+
 // Writes contents over the file (created if missing) in place and cuts it to
-// that length; no fsync. Not atomic: readers take the store's lock.
-void rewrite_file(const std::filesystem::path& path, std::string_view contents);
+// that length; no fsync. Not atomic: readers take the store's lock. Before it
+// closes the file (which inotify reports), tells written the file's identity.
+void rewrite_file(const std::filesystem::path& path, std::string_view contents,
+                  const std::function<void(const FileIdentity&)>& written = {});
 
 // Returns false if there was no such file. No fsync.
 bool remove_file(const std::filesystem::path& path);

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <string>
 
+#include "instance_store.hpp"
 #include "posix_io.hpp"
 
 namespace dowser::store::detail {
@@ -43,6 +44,15 @@ std::optional<uint64_t> parse_revision(std::string_view text) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
+}
+
+std::optional<uint64_t> last_revision_unlocked(const InstanceFiles& files) {
+  try {
+    const std::optional<std::string> text = read_file_if_exists(files.revision_file());
+    return text ? parse_revision(*text) : std::nullopt;
+  } catch (const StoreError&) {
+    return std::nullopt;
+  }
 }
 
 uint64_t next_revision(const InstanceFiles& files, uint64_t at_least) {

@@ -22,4 +22,8 @@ std::optional<uint64_t> parse_revision(std::string_view text);
 // revision it replaces.
 uint64_t next_revision(const InstanceFiles& files, uint64_t at_least);
 
+// The last revision handed out, read without the store lock (a write may be
+// under way); nullopt if the counter is missing or unreadable.
+std::optional<uint64_t> last_revision_unlocked(const InstanceFiles& files);
+
 }  // namespace dowser::store::detail
