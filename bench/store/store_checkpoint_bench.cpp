@@ -2,7 +2,7 @@
 // store, and of the writes that empty a full journal (checkpoints).
 //
 //   store_checkpoint_bench [--instances 1000] [--updates 30000] [--journal-kib 16384]
-//                          [--base /tmp] [--seed 1]
+//                          [--base /tmp] [--seed 1] [--watch]
 //
 // Creates --instances Instances of about 1.5 KB (an ONVIF camera's properties,
 // capacity 4) in a fresh store under --base, then claims and releases their
@@ -14,18 +14,24 @@
 // that is while the store's checkpoint thread fsyncs files; and those from 3/4
 // full, where writes help it if it fell behind (and where the store did the
 // whole checkpoint in steps on writes before it had the thread).
+// With --watch, a watch runs throughout, as in dowserd: then it also says how
+// many events the watch had delivered when the last write returned (events
+// lag behind writes when its thread falls behind) and how many files the
+// watch thread read back.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,6 +51,7 @@ struct Options {
   size_t journal_kib = dowser::store::kDefaultJournalCapacity / 1024;
   fs::path base = "/tmp";
   unsigned seed = 1;
+  bool watch = false;
 };
 
 // The epoch in the journal's header; it changes when the journal is emptied.
@@ -150,6 +157,10 @@ class Bench {
         epoch_(journal_epoch(journal())) {}
 
   void run() {
+    std::atomic<size_t> delivered{0};
+    std::unique_ptr<dowser::store::WatchSubscription> subscription;
+    if (options_.watch)
+      subscription = store_.watch([&](const dowser::store::WatchEvent&) { ++delivered; });
     std::vector<Sample> creates;
     for (size_t i = 0; i < options_.instances; ++i) {
       instances_.push_back(camera(i));
@@ -165,14 +176,13 @@ class Bench {
                 options_.journal_kib, instances_.size(), document_size());
     print_distribution("create", creates);
     print_distribution("update", updates);
+    if (!subscription) return;
+    std::printf(
+        "watch: %zu events delivered when the last of %zu writes returned; %llu files "
+        "read back by the watch thread\n",
+        delivered.load(), creates.size() + updates.size(),
+        static_cast<unsigned long long>(store_.watch_file_reads()));
   }
-
-  ~Bench() {
-    std::error_code ignored;
-    fs::remove_all(directory_, ignored);
-  }
-  Bench(const Bench&) = delete;
-  Bench& operator=(const Bench&) = delete;
 
  private:
   fs::path journal() const { return directory_ / ".journal"; }
@@ -218,15 +228,31 @@ class Bench {
     revisions_[index] = store_.update(instance, revisions_[index]);
   }
 
-  static fs::path make_directory(const fs::path& base) {
-    std::string pattern = (base / "dowser-store-bench-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("mkdtemp under " + base.string());
-    return pattern;
-  }
+  // A fresh directory, removed once the store in it is closed (the store,
+  // declared after it, goes first).
+  class ScratchDirectory {
+   public:
+    explicit ScratchDirectory(const fs::path& base) {
+      std::string pattern = (base / "dowser-store-bench-XXXXXX").string();
+      if (::mkdtemp(pattern.data()) == nullptr)
+        throw std::runtime_error("mkdtemp under " + base.string());
+      path_ = pattern;
+    }
+    ~ScratchDirectory() {
+      std::error_code ignored;
+      fs::remove_all(path_, ignored);
+    }
+    ScratchDirectory(const ScratchDirectory&) = delete;
+    ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+    const fs::path& path() const { return path_; }
+
+   private:
+    fs::path path_;
+  };
 
   Options options_;
-  fs::path directory_ = make_directory(options_.base);
+  ScratchDirectory scratch_{options_.base};
+  const fs::path& directory_ = scratch_.path();
   FileInstanceStore store_;
   std::mt19937 random_;
   uint64_t epoch_;
@@ -248,6 +274,7 @@ int main(int argc, char** argv) {
   app.add_option("--base", options.base, "where the store directory is made (e.g. /dev/shm)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--seed", options.seed, "seed of the random claims");
+  app.add_flag("--watch", options.watch, "keep a watch running, as dowserd does");
   CLI11_PARSE(app, argc, argv);
   try {
     Bench(options).run();
