@@ -10,6 +10,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -87,7 +88,9 @@ struct PluginManager::Registrations : std::enable_shared_from_this<Registrations
 
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<std::weak_ptr<Call>> started;  // guarded by mutex
+  static constexpr size_t kFirstPrune = 64;
+  std::vector<std::weak_ptr<Call>> started;  // guarded by mutex, with ended calls
+  size_t prune_at = kFirstPrune;             // guarded by mutex
   size_t calls = 0;                          // guarded by mutex
 };
 
@@ -101,9 +104,14 @@ struct PluginManager::Registrations::Call {
 };
 
 std::shared_ptr<PluginManager::Registrations::Call> PluginManager::Registrations::start() {
-  auto call = std::make_shared<Call>(shared_from_this());
+  // Not make_shared: a weak_ptr would keep the whole call's memory (its
+  // context is kilobytes) after it ended, thousands of them after a burst.
+  std::shared_ptr<Call> call(new Call(shared_from_this()));
   std::lock_guard lock(mutex);
-  std::erase_if(started, [](const auto& weak) { return weak.expired(); });
+  if (started.size() >= prune_at) {  // amortized: a burst adds thousands
+    std::erase_if(started, [](const auto& weak) { return weak.expired(); });
+    prune_at = std::max<size_t>(kFirstPrune, 2 * started.size());
+  }
   started.push_back(call);
   return call;
 }
