@@ -54,6 +54,14 @@ StoredInstance require_revision(const InstanceFiles& files, const std::string& n
   return std::move(*current);
 }
 
+// Tells the watch thread what was written before inotify does.
+void rewrite_instance_file(detail::FileWatchService& watches, const std::filesystem::path& path,
+                           const Instance& instance, uint64_t revision, const std::string& text) {
+  detail::rewrite_file(path, text, [&](const detail::FileIdentity& identity) {
+    watches.wrote(instance.namespace_name, instance.name, revision, text, identity);
+  });
+}
+
 }  // namespace
 
 struct FileInstanceStore::State {
@@ -86,15 +94,6 @@ std::optional<StoredInstance> FileInstanceStore::get(const std::string& namespac
   return state_->files.read_settled(namespace_name, name);
 }
 
-// Tells the watch thread what it wrote before inotify does.
-void FileInstanceStore::rewrite_instance_file(const std::filesystem::path& path,
-                                              const Instance& instance, uint64_t revision,
-                                              const std::string& text) {
-  detail::rewrite_file(path, text, [&](const detail::FileIdentity& identity) {
-    state_->watches->wrote(instance.namespace_name, instance.name, revision, text, identity);
-  });
-}
-
 uint64_t FileInstanceStore::create(const Instance& instance) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
@@ -110,7 +109,7 @@ uint64_t FileInstanceStore::create(const Instance& instance) {
   // A new Instance holds no claim yet: it may wait for a deferred sync.
   state_->writes.write(
       JournalRecord::Kind::put, {instance.namespace_name, instance.name, revision, text},
-      [&] { rewrite_instance_file(path, instance, revision, text); },
+      [&] { rewrite_instance_file(*state_->watches, path, instance, revision, text); },
       JournalledWrites::Deferral::allowed);
   return revision;
 }
@@ -123,9 +122,9 @@ uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_r
   const uint64_t revision = detail::next_revision(files, expected_revision);
   state_->watches->handed_out(revision);
   std::string text = instance_text(instance, revision);
-  state_->writes.write(JournalRecord::Kind::put,
-                       {instance.namespace_name, instance.name, revision, text},
-                       [&] { rewrite_instance_file(path, instance, revision, text); });
+  state_->writes.write(
+      JournalRecord::Kind::put, {instance.namespace_name, instance.name, revision, text},
+      [&] { rewrite_instance_file(*state_->watches, path, instance, revision, text); });
   return revision;
 }
 

@@ -50,9 +50,11 @@ class FileWatchService::Session {
   }
 
   // The file's identity first, then the counter: a write by anyone else
-  // takes its revision before it touches the file.
+  // takes its revision before it touches the file. Neither is looked at for
+  // a file this store did not write (others' writes, hand edits).
   std::optional<StoredInstance> own_write_still_current(const std::string& namespace_name,
                                                         const std::string& name) {
+    if (!own_writes_.has({namespace_name, name})) return std::nullopt;
     const std::optional<FileIdentity> on_disk =
         identity_of(files_.instance_file(namespace_name, name));
     const std::optional<std::string> text = own_writes_.take_if_current(

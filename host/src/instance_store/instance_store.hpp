@@ -179,9 +179,6 @@ class FileInstanceStore : public InstanceStore {
   uint64_t watch_file_reads() const;
 
  private:
-  void rewrite_instance_file(const std::filesystem::path& path, const Instance& instance,
-                             uint64_t revision, const std::string& text);
-
   struct State;
   std::unique_ptr<State> state_;
 };

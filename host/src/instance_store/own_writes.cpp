@@ -37,6 +37,11 @@ std::optional<std::string> OwnWrites::take_if_current(const Key& file,
   return current;
 }
 
+bool OwnWrites::has(const Key& file) const {
+  const std::lock_guard lock(mutex_);
+  return latest_.count(file) > 0;
+}
+
 size_t OwnWrites::pending() const {
   const std::lock_guard lock(mutex_);
   return latest_.size();

@@ -51,7 +51,8 @@ class OwnWrites {
                                              const std::optional<FileIdentity>& on_disk,
                                              std::optional<uint64_t> counter);
 
-  size_t pending() const;  // writes not yet taken
+  bool has(const Key& file) const;  // a write of file not yet taken
+  size_t pending() const;           // writes not yet taken
   void clear();
 
  private:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -133,8 +134,25 @@ class StoreOwnWritesTest : public ::testing::Test {
     write_text(file_of(name), document.dump());
   }
 
+  // Starts a watch whose thread is then held (see WatchThreadGate), and
+  // makes the store's own write of camera_ (usage node-a): whatever is
+  // written to its file next is merged into that write's event.
+  void own_write_with_its_event_unread() {
+    const uint64_t gate = store_.create(sample_instance(WatchThreadGate::kName));
+    revision_ = store_.create(camera_);
+    subscription_ = store_.watch(held_.callback(recorder_));
+    ASSERT_TRUE(held_.close(store_, gate));
+    camera_.device_usage["cam-000001-0"] = "node-a";
+    revision_ = store_.update(camera_, revision_);
+  }
+
   TemporaryDirectory temporary_;
   FileInstanceStore store_{temporary_.path()};
+  Instance camera_ = sample_instance("cam-000001");
+  uint64_t revision_ = 0;
+  EventRecorder recorder_;
+  WatchThreadGate held_;
+  std::unique_ptr<WatchSubscription> subscription_;  // last: its callback uses the above
 };
 
 TEST_F(StoreOwnWritesTest, TheStoresOwnWritesAreReportedWithoutReadingTheFiles) {
@@ -154,49 +172,33 @@ TEST_F(StoreOwnWritesTest, TheStoresOwnWritesAreReportedWithoutReadingTheFiles) 
 }
 
 TEST_F(StoreOwnWritesTest, AnotherWritersChangeMergedIntoAnOwnWritesEventIsRead) {
-  const uint64_t gate = store_.create(sample_instance(WatchThreadGate::kName));
-  Instance camera = sample_instance("cam-000001");
-  uint64_t revision = store_.create(camera);
-  EventRecorder recorder;
-  WatchThreadGate held;
-  const auto subscription = store_.watch(held.callback(recorder));
-  ASSERT_TRUE(held.close(store_, gate));
-  // The store's own write, then another store's of the same size: the file's
-  // times tell them apart, or within one tick of them the counter (which
-  // OwnWritesTest checks on its own: a test cannot hold the clock).
-  camera.device_usage["cam-000001-0"] = "node-a";
-  revision = store_.update(camera, revision);
-  camera.device_usage["cam-000001-0"] = "node-b";
-  const uint64_t others = FileInstanceStore(temporary_.path()).update(camera, revision);
-  held.open();
-  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::upserted, "cam-000001", others));
+  ASSERT_NO_FATAL_FAILURE(own_write_with_its_event_unread());
+  // Another store's write of the same size: the file's times tell it from the
+  // own write, or within one tick of them the counter (which OwnWritesTest
+  // checks on its own: a test cannot hold the clock).
+  camera_.device_usage["cam-000001-0"] = "node-b";
+  const uint64_t others = FileInstanceStore(temporary_.path()).update(camera_, revision_);
+  held_.open();
+  ASSERT_TRUE(recorder_.wait_for(WatchEvent::Type::upserted, "cam-000001", others));
   EXPECT_EQ(
-      recorder.events_for("cam-000001").back().object.instance.device_usage.at("cam-000001-0"),
+      recorder_.events_for("cam-000001").back().object.instance.device_usage.at("cam-000001-0"),
       "node-b");
 }
 
 TEST_F(StoreOwnWritesTest, AFileEditedByHandAfterAnOwnWriteIsRead) {
-  const uint64_t gate = store_.create(sample_instance(WatchThreadGate::kName));
-  Instance camera = sample_instance("cam-000001");
-  uint64_t revision = store_.create(camera);
-  EventRecorder recorder;
-  WatchThreadGate held;
-  const auto subscription = store_.watch(held.callback(recorder));
   // Merged with the own write's event: a hand edit takes no revision, only
   // the file's identity tells.
-  ASSERT_TRUE(held.close(store_, gate));
-  camera.device_usage["cam-000001-0"] = "node-a";
-  revision = store_.update(camera, revision);
-  edit_by_hand("cam-000001", revision);
-  held.open();
-  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::upserted, "cam-000001", revision + 100));
-  EXPECT_EQ(recorder.events_for("cam-000001").back().object.instance.capacity, 8u);
+  ASSERT_NO_FATAL_FAILURE(own_write_with_its_event_unread());
+  edit_by_hand("cam-000001", revision_);
+  held_.open();
+  ASSERT_TRUE(recorder_.wait_for(WatchEvent::Type::upserted, "cam-000001", revision_ + 100));
+  EXPECT_EQ(recorder_.events_for("cam-000001").back().object.instance.capacity, 8u);
   // And one on its own, after the own write's event was handled.
-  camera.device_usage["cam-000001-0"] = "";
-  revision = store_.update(camera, revision + 100);
-  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::upserted, "cam-000001", revision));
-  edit_by_hand("cam-000001", revision);
-  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::upserted, "cam-000001", revision + 100));
+  camera_.device_usage["cam-000001-0"] = "";
+  revision_ = store_.update(camera_, revision_ + 100);
+  ASSERT_TRUE(recorder_.wait_for(WatchEvent::Type::upserted, "cam-000001", revision_));
+  edit_by_hand("cam-000001", revision_);
+  ASSERT_TRUE(recorder_.wait_for(WatchEvent::Type::upserted, "cam-000001", revision_ + 100));
 }
 
 }  // namespace
