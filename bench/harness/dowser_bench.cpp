@@ -366,14 +366,19 @@ std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::pa
     auto start = Clock::now();
     reported.push_back(id);
     send_devices(socket, reported);
+    // Timed to when the simulator's stream reader got the list, as the
+    // stream baseline is timed by its reader: not to when this thread wakes.
+    auto arrived = [&](const dowser::testkit::ResourceStatus& resource) {
+      return std::chrono::duration<double, std::micro>(resource.last_list_at - start).count();
+    };
     wait_until(*node.kubelet, [&](const dowser::testkit::SimulatorStatus& status) {
       if (!cl_at && streaming_with(status, "akri.sh/lat", reported.size()))
-        cl_at = micros_since(start);
+        cl_at = arrived(*status.resource("akri.sh/lat"));
       if (!il_at) {
         for (const auto& [name, resource] : status.resources)
           if (!before.count(name) && resource.streaming && resource.devices.size() == 1 &&
               resource.devices[0].healthy())
-            il_at = micros_since(start);
+            il_at = arrived(resource);
       }
       return il_at && cl_at;
     });

@@ -323,7 +323,9 @@ struct KubeletSimulator::Impl {
 
   void record_list(const std::string& resource, std::uint64_t connection_id,
                    const v1beta1::ListAndWatchResponse& list) {
+    const auto received = std::chrono::steady_clock::now();
     update_if_current(resource, connection_id, [&](ResourceStatus& status) {
+      status.last_list_at = received;
       status.devices.clear();  // every message replaces the whole list
       for (const auto& device : list.devices())
         status.devices.push_back({device.id(), device.health()});

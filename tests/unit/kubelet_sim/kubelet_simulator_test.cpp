@@ -203,6 +203,24 @@ TEST_F(KubeletSimulatorTest, RecordsEveryListAndMarksAllUnhealthyWhenTheStreamEn
   EXPECT_EQ(resource.device("w0")->health, "Unhealthy");
 }
 
+// A benchmark's latency to the kubelet ends when the stream's reader got the
+// list, not when a waiting thread woke up: each list carries that time.
+TEST_F(KubeletSimulatorTest, StampsEveryListWithTheTimeItArrived) {
+  const auto before_first = std::chrono::steady_clock::now();
+  auto plugin = registered_plugin({{"w0", "Healthy"}});
+  const auto first = resource_status().last_list_at;
+  EXPECT_GE(first, before_first);
+
+  const auto before_second = std::chrono::steady_clock::now();
+  plugin->set_devices({{"w0", "Healthy"}, {"w1", "Healthy"}});
+  ASSERT_TRUE(wait_for_resource([](const ResourceStatus& r) { return r.lists_received >= 2; }));
+  const auto after_second = std::chrono::steady_clock::now();
+  const auto second = resource_status().last_list_at;
+  EXPECT_GE(second, before_second);
+  EXPECT_LE(second, after_second);
+  EXPECT_GT(second, first);
+}
+
 TEST_F(KubeletSimulatorTest, AllocatesHealthyIdsHeldByNoOtherContainer) {
   auto plugin = registered_plugin(
       {{"w0", "Healthy"}, {"w1", "Unhealthy"}, {"w2", "Healthy"}, {"w3", "Healthy"}});

@@ -44,6 +44,10 @@ struct ResourceStatus {
   bool streaming = false;          // the ListAndWatch stream is open
   std::size_t registrations = 0;   // successful Register calls, counted across restarts
   std::size_t lists_received = 0;  // ListAndWatch messages, counted across restarts
+  // When the stream's reader got the last list (std::chrono::steady_clock, so
+  // CLOCK_MONOTONIC on Linux), before anyone waiting for it wakes up: what a
+  // latency to the kubelet ends at. Unset before the first list.
+  std::chrono::steady_clock::time_point last_list_at{};
   // The last list in the order received; all Unhealthy once the stream has ended,
   // empty after a restart until the plugin registers again.
   std::vector<ListedDevice> devices;
