@@ -145,7 +145,23 @@ void StreamHub::remove(ListStream* stream) {
 void StreamHub::offer(DeviceList devices) {
   std::lock_guard lock(mutex_);
   newest_ = std::move(devices);
+  if (can_send_here()) {
+    send(to_list(*std::exchange(newest_, nullptr)));
+    return;
+  }
   post_send();
+}
+
+// A short list costs less to build and write here than waking the
+// publisher's thread (which, on a busy node, must first get a core): a new
+// device of a small Configuration reaches the kubelet one hand-off sooner.
+// Not while the publisher has an older list in hand, which must not follow
+// this one, nor while an Allocate holds the lists.
+bool StreamHub::can_send_here() const {
+  // 256 devices take about 15 us to build and encode here: what waking
+  // another thread costs at best (it costs far more when that core sleeps).
+  constexpr size_t kShortList = 256;
+  return newest_->size() <= kShortList && !send_posted_ && !building_ && allocates_open_ == 0;
 }
 
 void StreamHub::hold_lists() {
@@ -171,9 +187,15 @@ void StreamHub::send_newest() {
     std::lock_guard lock(mutex_);
     send_posted_ = false;
     devices = std::exchange(newest_, nullptr);
+    building_ = true;
   }
   SharedList list = to_list(*devices);  // unlocked: offer() need not wait for it
   std::lock_guard lock(mutex_);
+  building_ = false;
+  send(std::move(list));
+}
+
+void StreamHub::send(SharedList list) {
   if (closed_) return;
   sent_ = std::move(list);
   for (auto* stream : streams_) stream->push(sent_);

@@ -38,9 +38,9 @@ class WorkerThread {
   std::thread thread_;
 };
 
-// Turns lists into messages and writes them to the streams, shared by every
-// plugin, so that building, encoding and freeing big lists never holds up
-// Allocate on the core thread. Drops what is still queued when destroyed.
+// Turns long lists into messages and writes them to the streams, shared by
+// every plugin, so that building, encoding and freeing big lists never holds
+// up Allocate on the core thread. Drops what is still queued when destroyed.
 class ListPublisher : public WorkerThread {
  public:
   ListPublisher() : WorkerThread(AtExit::drop_queued) {}
@@ -72,8 +72,9 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   // registered stream lives until remove(), so the hub may push to it.
   void add(ListStream* stream);
   void remove(ListStream* stream);
-  // Sends devices to every stream soon, on the publisher's thread. Lists
-  // offered faster than they are sent are coalesced into the newest.
+  // Sends devices to every stream: a short list at once, on the caller's
+  // thread, a long one soon, on the publisher's. Lists offered faster than
+  // they are sent are coalesced into the newest.
   void offer(DeviceList devices);
   void close();  // ends every stream and refuses new ones
   void count_list() { ++*lists_sent_; }
@@ -85,8 +86,10 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   void release_lists();
 
  private:
-  void post_send();    // mutex_ held
-  void send_newest();  // on the publisher's thread
+  bool can_send_here() const;  // mutex_ held
+  void post_send();            // mutex_ held
+  void send_newest();          // on the publisher's thread
+  void send(SharedList list);  // mutex_ held
 
   ListPublisher& publisher_;
   std::mutex mutex_;
@@ -94,6 +97,7 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   bool closed_ = false;
   DeviceList newest_;          // offered, not sent yet
   bool send_posted_ = false;   // send_newest() is queued on the publisher
+  bool building_ = false;      // send_newest() is building a list, unlocked
   size_t allocates_open_ = 0;  // holding lists back
   SharedList sent_;            // the last list sent to every stream
   std::shared_ptr<std::atomic<uint64_t>> lists_sent_;

@@ -203,6 +203,65 @@ TEST_F(PluginManagerTest, ListAndWatchSendsTheListAndANewerOneAfterChanged) {
   EXPECT_EQ(stats->socket_name, kubelet_.status().resource(kResource)->endpoint);
 }
 
+// A short list is sent at once from the core thread, a long one by the
+// publisher's thread, which serves every plugin in turn. A short list offered
+// while the publisher still builds a long one of the same plugin must follow
+// it, or the kubelet would end with the older list. The publisher is given
+// another plugin's long list first: once that one is written, it is building
+// ours (50,000 devices take milliseconds), and the short list is offered then.
+// A third long list, queued behind, tells when the publisher is done.
+TEST_F(PluginManagerTest, AShortListOfferedWhileALongOneIsBuiltIsSentAfterIt) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  const std::string other = "akri.sh/other-d4e5f6";
+  FakeBackend other_backend;
+  on_core([&] { manager_->add(other, other_backend); });
+  ASSERT_TRUE(wait_for([&](const SimulatorStatus& status) {
+    const auto* resource = status.resource(other);
+    return resource && resource->streaming && !resource->devices.empty();
+  }));
+  auto long_list = [](const std::string& prefix) {
+    constexpr int kDevices = 50'000;
+    std::vector<PluginDevice> many;
+    many.reserve(kDevices);
+    for (int i = 0; i < kDevices; ++i) many.push_back({prefix + std::to_string(i), true});
+    return list_of(std::move(many));
+  };
+  auto lists_sent = [this](const std::string& resource) {
+    return on_core([&] { return manager_->stats(resource)->lists_sent; });
+  };
+  const auto other_sent = lists_sent(other);
+  on_core([&] {
+    other_backend.list = long_list("other-");
+    manager_->changed(other);
+    backend_.list = long_list("cams-a1b2c3-");
+    manager_->changed(kResource);
+  });
+  const auto give_up = std::chrono::steady_clock::now() + kDeadline;
+  while (lists_sent(other) == other_sent && std::chrono::steady_clock::now() < give_up) {
+  }
+  const auto newest = list_of({{"cams-a1b2c3-7", false}});
+  on_core([&] {
+    backend_.list = newest;
+    manager_->changed(kResource);
+    other_backend.list = long_list("later-");
+    manager_->changed(other);
+  });
+  ASSERT_TRUE(wait_for([&](const SimulatorStatus& status) {
+    const auto* resource = status.resource(other);
+    return resource && !resource->devices.empty() && resource->devices[0].id == "later-0";
+  })) << "the publisher never wrote the last long list";
+  // Nothing of ours is queued any more: once the kubelet has every list
+  // written, the last it got must be the newest.
+  const auto written = lists_sent(kResource);
+  EXPECT_TRUE(wait_for([&](const SimulatorStatus& status) {
+    return status.resource(kResource)->lists_received >= written;
+  }));
+  const auto last = listed(kubelet_.status());
+  EXPECT_TRUE(last == expected(newest))
+      << "the kubelet ended with a list of " << last.size() << " devices, not the newest";
+  on_core([&] { manager_->remove(other); });  // before its backend goes
+}
+
 TEST_F(PluginManagerTest, AllocateAndPreferenceAreTheBackends) {
   ASSERT_NO_FATAL_FAILURE(add_and_wait());
   auto result = kubelet_.allocate(kResource, {"default", "pod-a"}, "main", 1);
