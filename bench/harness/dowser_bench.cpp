@@ -29,8 +29,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -69,6 +71,51 @@ double micros_since(Clock::time_point start) {
 
 json to_json(const Latency& l) {
   return {{"p50_us", l.p50}, {"p99_us", l.p99}, {"max_us", l.max}, {"samples", l.samples}};
+}
+
+// Where calls' or reports' time went inside dowserd, from its debug log: one
+// line each, written once it was done, with one figure per part.
+struct Part {
+  const char* label;  // of its row
+  const char* key;    // in the JSON
+};
+constexpr std::array<Part, 3> kAllocateParts{{{"waiting for core thread", "waiting_for_core"},
+                                              {"claiming (durable)", "claiming"},
+                                              {"answer to gRPC", "answering"}}};
+constexpr std::array<Part, 5> kReportParts{{{"waiting for core thread", "waiting_for_core"},
+                                            {"writing Instances", "writing"},
+                                            {"offering CL lists", "offering_lists"},
+                                            {"serving IL plugins", "serving_plugins"},
+                                            {"making Instances durable", "syncing"}}};
+using PartTimes = std::vector<Latency>;  // one per part, in order
+
+// Each line of a dowserd log that `line` matches, summarized per part (its
+// groups after the first) and per kind: kind_of names the line's kind, ""
+// skips it. Throws if a kind in `expected` has no line: the line changed, or
+// debug logging is off.
+std::map<std::string, PartTimes> logged_times(
+    const fs::path& log, const std::regex& line, size_t parts,
+    const std::function<std::string(const std::smatch&)>& kind_of,
+    const std::vector<std::string>& expected) {
+  std::map<std::string, std::vector<std::vector<double>>> figures;
+  std::ifstream in(log);
+  std::smatch match;
+  for (std::string text; std::getline(in, text);) {
+    if (!std::regex_search(text, match, line)) continue;
+    auto kind = kind_of(match);
+    if (kind.empty()) continue;
+    auto& columns = figures[kind];
+    columns.resize(parts);
+    for (size_t i = 0; i < parts; ++i) columns[i].push_back(std::stod(match[i + 2]));
+  }
+  std::map<std::string, PartTimes> times;
+  for (const auto& kind : expected) {
+    if (!figures.count(kind))
+      throw std::runtime_error("no " + kind + " times in " + log.string() +
+                               " (is dowserd logging at debug level?)");
+    for (auto& column : figures[kind]) times[kind].push_back(summarize(std::move(column)));
+  }
+  return times;
 }
 
 // ---- the physical limit: one gRPC server and client over a unix socket ---------
@@ -337,10 +384,30 @@ bool streaming_with(const dowser::testkit::SimulatorStatus& status, const std::s
 // that has one more placeholder.
 // `background` devices stay reported throughout: each event adds one device
 // to a Configuration that already has them, as on a busy node.
-std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::path& dowserd,
-                                              const fs::path& handlers, int events,
-                                              int background) {
+struct DiscoveryFigures {
+  Latency il, cl;
+  std::optional<PartTimes> in_dowserd;  // of the reports of one new device, with --discovery-split
+};
+
+// The times of the reports of one new device in a dowserd log.
+PartTimes report_times_logged(const fs::path& log) {
+  static const std::regex line(
+      R"(: \d+ devices \((\d+ new or changed, \d+ gone)\) advertised: (\d+) us waiting for the )"
+      R"(core thread, (\d+) us writing Instances, (\d+) us offering CL lists, (\d+) us serving IL )"
+      R"(plugins, (\d+) us making Instances durable)");
+  auto times = logged_times(log, line, kReportParts.size(),
+                            [](const std::smatch& match) {
+                              return match[1] == "1 new or changed, 0 gone" ? "new device" : "";
+                            },
+                            {"new device"});
+  return times["new device"];
+}
+
+DiscoveryFigures discovery_latency(const fs::path& root, const fs::path& dowserd,
+                                   const fs::path& handlers, int events, int background,
+                                   bool split) {
   Node node(root, dowserd, handlers);
+  if (split) node.log_level = "debug";
   fs::path socket = root / "bench.sock";
   node.configuration("lat", 1, "benchHandler", bench_properties(socket));
   node.start();
@@ -388,7 +455,12 @@ std::pair<Latency, Latency> discovery_latency(const fs::path& root, const fs::pa
     send_devices(socket, reported);
     wait_until(*node.kubelet, settled);
   }
-  return {summarize(il), summarize(cl)};
+  DiscoveryFigures figures{summarize(il), summarize(cl), std::nullopt};
+  if (split) {
+    node.stop();  // every line written
+    figures.in_dowserd = report_times_logged(node.log_file());
+  }
+  return figures;
 }
 
 // A plugin's stub, dialled like the kubelet does: it dials once, at
@@ -439,43 +511,25 @@ bool listed_as_taken(const dowser::testkit::SimulatorStatus& status, const std::
                      [&](const auto& device) { return device.id == slot && !device.healthy(); });
 }
 
-// Where the calls' time went inside dowserd, from its debug log (one line per
-// call, written after the answer left): waiting for the core thread, claiming
-// (the claims durable in the store), handing the answer to gRPC.
-struct TimesInDowserd {
-  Latency waiting, claiming, answering;
-};
-
 struct AllocateFigures {
   Latency il;
   Latency cl;               // each call once the lists the previous one changed have arrived
   Latency cl_back_to_back;  // each call right after the previous reply, as its lists go out
-  std::optional<TimesInDowserd> il_in_dowserd, cl_in_dowserd;  // with --allocate-split
+  std::optional<PartTimes> il_in_dowserd, cl_in_dowserd;  // with --allocate-split
 };
 
 // The granted calls' times in a dowserd log, IL plugins' and the CL plugin's
-// (cl_resource). Throws if there are none: the log line changed, or debug
-// logging is off.
-std::pair<TimesInDowserd, TimesInDowserd> allocate_times_logged(const fs::path& log,
-                                                                const std::string& cl_resource) {
+// (cl_resource).
+std::pair<PartTimes, PartTimes> allocate_times_logged(const fs::path& log,
+                                                      const std::string& cl_resource) {
   static const std::regex line(
       R"((\S+): Allocate granted: (\d+) us waiting for the core thread, (\d+) us claiming, )"
       R"((\d+) us handing the answer to gRPC)");
-  std::array<std::vector<double>, 3> il, cl;
-  std::ifstream in(log);
-  std::smatch match;
-  for (std::string text; std::getline(in, text);) {
-    if (!std::regex_search(text, match, line)) continue;
-    auto& times = match[1] == cl_resource ? cl : il;
-    for (size_t i = 0; i < times.size(); ++i) times[i].push_back(std::stod(match[i + 2]));
-  }
-  if (il[0].empty() || cl[0].empty())
-    throw std::runtime_error("--allocate-split: no Allocate times of IL and CL plugins in " +
-                             log.string());
-  auto summarized = [](auto& times) {
-    return TimesInDowserd{summarize(times[0]), summarize(times[1]), summarize(times[2])};
-  };
-  return {summarized(il), summarized(cl)};
+  auto times =
+      logged_times(log, line, kAllocateParts.size(),
+                   [&](const std::smatch& match) { return match[1] == cl_resource ? "CL" : "IL"; },
+                   {"IL", "CL"});
+  return {times["IL"], times["CL"]};
 }
 
 const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
@@ -651,14 +705,16 @@ std::string row(const std::string& what, const Latency& l, double baseline_p99) 
   return out.str();
 }
 
-// The rows and JSON of where Allocate calls' time went inside dowserd.
-json report_times_in_dowserd(const std::string& kind, const TimesInDowserd& times) {
-  std::cout << row("  in dowserd, " + kind + ": waiting for core thread", times.waiting, 0) << "\n"
-            << row("  in dowserd, " + kind + ": claiming (durable)", times.claiming, 0) << "\n"
-            << row("  in dowserd, " + kind + ": answer to gRPC", times.answering, 0) << "\n";
-  return {{"waiting_for_core", to_json(times.waiting)},
-          {"claiming", to_json(times.claiming)},
-          {"answering", to_json(times.answering)}};
+// The rows and JSON of where calls' or reports' time went inside dowserd.
+template <size_t N>
+json report_times_in_dowserd(const std::string& kind, const std::array<Part, N>& parts,
+                             const PartTimes& times) {
+  json figures;
+  for (size_t i = 0; i < N; ++i) {
+    std::cout << row("  in dowserd, " + kind + ": " + parts[i].label, times[i], 0) << "\n";
+    figures[parts[i].key] = to_json(times[i]);
+  }
+  return figures;
 }
 
 fs::path make_temporary_directory(const fs::path& parent) {
@@ -670,7 +726,8 @@ fs::path make_temporary_directory(const fs::path& parent) {
 
 int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::path& json_out,
                    int events, int background, int calls, int allocate_instances,
-                   const std::vector<int>& scales, int idle_seconds, bool allocate_split) {
+                   const std::vector<int>& scales, int idle_seconds, bool discovery_split,
+                   bool allocate_split) {
   fs::path root = make_temporary_directory("/tmp");
   // A fresh state base per run: state left by an earlier run would change what is measured.
   if (!Node::state_base.empty()) Node::state_base = make_temporary_directory(Node::state_base);
@@ -690,8 +747,8 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   fs::path store_dir = (Node::state_base.empty() ? root : Node::state_base) / "baseline-store";
   auto store_update = store_update_baseline(store_dir, 500);
   fs::remove_all(store_dir);
-  auto [il_discovery, cl_discovery] =
-      discovery_latency(stage("discovery"), dowserd, handlers, events, background);
+  auto [il_discovery, cl_discovery, discovery_in_dowserd] =
+      discovery_latency(stage("discovery"), dowserd, handlers, events, background, discovery_split);
   auto allocate = allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls,
                                    allocate_split);
   const auto& [il_allocate, cl_allocate, cl_burst, il_in_dowserd, cl_in_dowserd] = allocate;
@@ -715,8 +772,11 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << row("baseline: gRPC stream message (UDS)", stream, stream.p99) << "\n"
             << row("baseline: durable file store update", store_update, store_update.p99) << "\n"
             << row("discovery -> kubelet, CL list update", cl_discovery, stream.p99) << "\n"
-            << row("discovery -> kubelet, IL new plugin", il_discovery, stream.p99) << "\n"
-            << row("Allocate RPC, IL (file store)", il_allocate, unary.p99) << "\n"
+            << row("discovery -> kubelet, IL new plugin", il_discovery, stream.p99) << "\n";
+  if (discovery_in_dowserd)
+    report["discovery_to_kubelet"]["in_dowserd"] =
+        report_times_in_dowserd("new device", kReportParts, *discovery_in_dowserd);
+  std::cout << row("Allocate RPC, IL (file store)", il_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL, back to back", cl_burst, unary.p99) << "\n"
             << std::fixed << std::setprecision(1)
@@ -726,9 +786,11 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   report["allocate"]["il_over_floor"] = il_allocate.p99 / allocate_floor;
   report["allocate"]["cl_over_floor"] = cl_allocate.p99 / allocate_floor;
   if (il_in_dowserd)
-    report["allocate"]["il_in_dowserd"] = report_times_in_dowserd("IL", *il_in_dowserd);
+    report["allocate"]["il_in_dowserd"] =
+        report_times_in_dowserd("IL", kAllocateParts, *il_in_dowserd);
   if (cl_in_dowserd)
-    report["allocate"]["cl_in_dowserd"] = report_times_in_dowserd("CL", *cl_in_dowserd);
+    report["allocate"]["cl_in_dowserd"] =
+        report_times_in_dowserd("CL", kAllocateParts, *cl_in_dowserd);
 
   for (int count : scales) {
     auto figures =
@@ -773,6 +835,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
   app.add_option("--json", json_out, "also write the figures as JSON here");
+  bool discovery_split = false;
+  app.add_flag("--discovery-split", discovery_split,
+               "run the discovery stage's dowserd with debug logging and report, from its log, "
+               "where a new device's time went inside it (logging costs it a little)");
   bool allocate_split = false;
   app.add_flag("--allocate-split", allocate_split,
                "run the Allocate stage's dowserd with debug logging and report, from its log, "
@@ -786,7 +852,8 @@ int main(int argc, char** argv) {
 
   try {
     return run_benchmarks(dowserd, handlers, json_out, events, background, calls,
-                          allocate_instances, scales, idle_seconds, allocate_split);
+                          allocate_instances, scales, idle_seconds, discovery_split,
+                          allocate_split);
   } catch (const std::exception& error) {  // unwinds, so every dowserd started is stopped
     std::cerr << "dowser-bench: " << error.what() << "\n";
     return 1;

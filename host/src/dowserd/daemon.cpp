@@ -14,6 +14,23 @@ capacity::UniqueInstances policy_of(const configuration::Configuration& configur
              : capacity::UniqueInstances::required;
 }
 
+// Where a report's way to the kubelet went, for whoever looks into a slow
+// one (and bench/dowser-bench --discovery-split, which parses it).
+void log_report(const std::pair<std::string, std::string>& key, const host::DeviceChanges& changes,
+                const AdvertiseTimes& times) {
+  auto micros = [](auto from, auto to) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
+  };
+  spdlog::debug(
+      "Configuration {}/{}: {} devices ({} new or changed, {} gone) advertised: {} us waiting "
+      "for the core thread, {} us writing Instances, {} us offering CL lists, {} us serving IL "
+      "plugins, {} us making Instances durable",
+      key.first, key.second, changes.devices, changes.reported.size(), changes.gone.size(),
+      micros(times.reported, times.started), micros(times.started, times.written),
+      micros(times.written, times.offered), micros(times.offered, times.served),
+      micros(times.served, times.synced));
+}
+
 }  // namespace
 
 Daemon::Daemon(DaemonOptions options)
@@ -243,11 +260,11 @@ void Daemon::configuration_removed(const ConfigurationKey& key) {
 void Daemon::devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes) {
   auto configuration = configurations_.find(key);
   if (configuration == configurations_.end()) return;
-  spdlog::debug("Configuration {}/{}: {} devices ({} new or changed, {} gone)", key.first,
-                key.second, changes.devices, changes.reported.size(), changes.gone.size());
   record_snapshot(key, changes.devices);
-  reconcile_and_advertise(
+  auto times = reconcile_and_advertise(
       key, [&](auto now) { return reconciler_.apply(configuration->second, changes, now); });
+  times.reported = changes.reported_at;
+  if (spdlog::should_log(spdlog::level::debug)) log_report(key, changes, times);
 }
 
 void Daemon::reapply(const ConfigurationKey& key) {
@@ -263,14 +280,22 @@ void Daemon::reapply(const ConfigurationKey& key) {
 // meanwhile: a claim comes through this thread, after the sync (and its own
 // durable write would cover them: the store keeps order). A power cut before
 // the sync loses only Instances that discovery finds again.
-void Daemon::reconcile_and_advertise(const ConfigurationKey& key, const Reconcile& reconcile) {
-  const store::DeferredSync batch(*store_);
-  auto now = reconcile::Clock::now();
-  auto changed = reconcile(now);
-  await_kubelet(key, changed, now);
-  mark_dirty(changed);
-  schedule_expiry();
-  refresh_plugins();
+AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
+                                               const Reconcile& reconcile) {
+  AdvertiseTimes times;
+  times.started = reconcile::Clock::now();
+  {
+    const store::DeferredSync batch(*store_);
+    auto changed = reconcile(times.started);
+    times.written = reconcile::Clock::now();
+    await_kubelet(key, changed, times.started);
+    mark_dirty(changed);
+    schedule_expiry();
+    refresh_plugins(&times.offered);
+    times.served = reconcile::Clock::now();
+  }
+  times.synced = reconcile::Clock::now();
+  return times;
 }
 
 void Daemon::schedule_expiry() {
@@ -318,7 +343,7 @@ void Daemon::mark_dirty(const std::set<capacity::InstanceKey>& keys) {
   for (const auto& key : keys) mark_dirty(key);
 }
 
-void Daemon::refresh_plugins() {
+void Daemon::refresh_plugins(reconcile::Clock::time_point* lists_offered) {
   refresh_posted_ = false;
   auto dirty = std::exchange(dirty_, {});
   // Every CL plugin hears of every change and reads again only the Instances
@@ -330,6 +355,7 @@ void Daemon::refresh_plugins() {
     backend->instances_changed(dirty);
     plugins_.changed(options_.resource_domain + "/" + key.second);
   }
+  if (lists_offered) *lists_offered = reconcile::Clock::now();
   for (const auto& key : dirty) refresh_instance_plugin(key);
 }
 

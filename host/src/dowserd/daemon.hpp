@@ -54,6 +54,13 @@ struct DaemonOptions {
   std::chrono::milliseconds dead_node_grace = std::chrono::minutes(5);
 };
 
+// When each step of advertising what discovery reported ended, on the core
+// thread: the report reached the host, the core thread took it, Instances
+// were written, CL lists offered, IL plugins served, new Instances durable.
+struct AdvertiseTimes {
+  reconcile::Clock::time_point reported, started, written, offered, served, synced;
+};
+
 class Daemon {
  public:
   explicit Daemon(DaemonOptions options);
@@ -79,7 +86,7 @@ class Daemon {
   void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
   void reapply(const ConfigurationKey& key);
   using Reconcile = std::function<std::set<capacity::InstanceKey>(reconcile::Clock::time_point)>;
-  void reconcile_and_advertise(const ConfigurationKey& key, const Reconcile& reconcile);
+  AdvertiseTimes reconcile_and_advertise(const ConfigurationKey& key, const Reconcile& reconcile);
   void store_event(const store::WatchEvent& event);
 
   // Plugin upkeep, batched: Instances whose state changed are marked, and
@@ -87,7 +94,8 @@ class Daemon {
   // call, which the posted one then skips).
   void mark_dirty(const capacity::InstanceKey& key);
   void mark_dirty(const std::set<capacity::InstanceKey>& keys);
-  void refresh_plugins();
+  // lists_offered, if given, is set once every CL plugin has its list.
+  void refresh_plugins(reconcile::Clock::time_point* lists_offered = nullptr);
   void refresh_instance_plugin(const capacity::InstanceKey& key);
   void schedule_expiry();
 

@@ -438,6 +438,7 @@ DeviceChanges changes_between(const Snapshot& before, const Snapshot& after) {
 CoalescingSink::CoalescingSink(std::function<void()> notify) : notify_(std::move(notify)) {}
 
 void CoalescingSink::on_snapshot(Snapshot snapshot) {
+  const auto reported_at = std::chrono::steady_clock::now();
   auto by_id = [](const Device& a, const Device& b) { return a.id < b.id; };
   std::sort(snapshot.begin(), snapshot.end(), by_id);
   bool was_empty = false;
@@ -445,6 +446,7 @@ void CoalescingSink::on_snapshot(Snapshot snapshot) {
     std::lock_guard report_lock(report_mutex_);
     auto changes = changes_between(last_reported_, snapshot);
     changes.complete = std::exchange(first_report_, false);
+    changes.reported_at = reported_at;
     last_reported_ = std::move(snapshot);
     std::lock_guard lock(mutex_);
     was_empty = !pending_.has_value();
@@ -456,8 +458,10 @@ void CoalescingSink::on_snapshot(Snapshot snapshot) {
 // Later changes of a device replace earlier ones: what is pending always
 // takes the taker's view to the newest snapshot.
 void CoalescingSink::fold(DeviceChanges changes) {
-  if (!pending_ || changes.complete) pending_ = Pending{changes.complete, {}, 0};
+  const auto reported_at = pending_ ? pending_->reported_at : changes.reported_at;
+  if (!pending_ || changes.complete) pending_ = Pending{changes.complete, {}, 0, {}};
   auto& pending = *pending_;
+  pending.reported_at = reported_at;
   pending.count = changes.devices;
   for (auto& device : changes.gone) {
     DeviceKey key{std::move(device.id), device.sharing};
@@ -490,6 +494,7 @@ std::optional<DeviceChanges> CoalescingSink::take_changes() {
   DeviceChanges changes;
   changes.complete = pending->complete;
   changes.devices = pending->count;
+  changes.reported_at = pending->reported_at;
   for (auto& [key, device] : pending->devices) {
     if (device)
       changes.reported.push_back(std::move(*device));

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -144,6 +145,8 @@ struct DeviceChanges {
   std::vector<Device> reported;  // new or changed devices (every one when complete)
   std::vector<Device> gone;      // devices no longer reported: id and sharing only
   size_t devices = 0;            // how many devices the newest snapshot holds
+  // When the oldest snapshot folded into these reached the host.
+  std::chrono::steady_clock::time_point reported_at{};
 };
 
 // The changes that take `before` to `after`; both sorted by id, ids unique.
@@ -170,6 +173,7 @@ class CoalescingSink : public SessionSink {
     bool complete = false;
     std::map<DeviceKey, std::optional<Device>> devices;
     size_t count = 0;
+    std::chrono::steady_clock::time_point reported_at{};  // of the oldest snapshot folded in
   };
   void fold(DeviceChanges changes);  // into pending_, under mutex_
 

@@ -536,6 +536,29 @@ TEST(CoalescingSink, ChangesFoldedIntoAnUntakenFirstSnapshotStayComplete) {
   EXPECT_TRUE(changes->gone.empty());
 }
 
+// How long a report waited for its taker counts from the oldest snapshot
+// folded in: what the taker gets was due since then.
+TEST(CoalescingSink, ChangesCarryWhenTheOldestSnapshotFoldedInArrived) {
+  CoalescingSink sink([] {});
+  const auto before_first = std::chrono::steady_clock::now();
+  sink.on_snapshot({device("a")});
+  const auto first_taken = std::chrono::steady_clock::now();
+  auto first = sink.take_changes();
+  ASSERT_TRUE(first);
+  EXPECT_GE(first->reported_at, before_first);
+  EXPECT_LE(first->reported_at, first_taken);
+
+  const auto before_second = std::chrono::steady_clock::now();
+  sink.on_snapshot({device("a"), device("b")});
+  const auto between = std::chrono::steady_clock::now();
+  sink.on_snapshot({device("b")});
+  sink.on_snapshot({device("c")});
+  auto folded = sink.take_changes();
+  ASSERT_TRUE(folded);
+  EXPECT_GE(folded->reported_at, before_second);
+  EXPECT_LE(folded->reported_at, between) << "not the time of a later snapshot";
+}
+
 TEST(CoalescingSink, ASharingChangeFoldsAsTwoDevices) {
   CoalescingSink sink([] {});
   sink.on_snapshot({device("a", dowser::Sharing::local)});
