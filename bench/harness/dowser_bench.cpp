@@ -691,12 +691,14 @@ json startup(const fs::path& root, const fs::path& dowserd, const fs::path& hand
           {"threads", figures.threads}};
 }
 
+constexpr int kLabelWidth = 52;  // of the table's first column
+
 // baseline_p99 0: no ratio (a part of a call, not a call).
 std::string row(const std::string& what, const Latency& l, double baseline_p99) {
   std::ostringstream out;
-  out << std::left << std::setw(44) << what << std::right << std::fixed << std::setprecision(0)
-      << std::setw(9) << l.p50 << std::setw(9) << l.p99 << std::setw(10) << l.max
-      << std::setprecision(1) << std::setw(9);
+  out << std::left << std::setw(kLabelWidth) << what << std::right << std::fixed
+      << std::setprecision(0) << std::setw(9) << l.p50 << std::setw(9) << l.p99 << std::setw(10)
+      << l.max << std::setprecision(1) << std::setw(9);
   if (baseline_p99 > 0)
     out << l.p99 / baseline_p99;
   else
@@ -764,9 +766,9 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
                         {"cl_back_to_back", to_json(cl_burst)},
                         {"instances", allocate_instances}};
 
-  std::cout << std::left << std::setw(44) << "latency (microseconds)" << std::right << std::setw(9)
-            << "p50" << std::setw(9) << "p99" << std::setw(10) << "max" << std::setw(9)
-            << "p99/base" << std::setw(8) << "n"
+  std::cout << std::left << std::setw(kLabelWidth) << "latency (microseconds)" << std::right
+            << std::setw(9) << "p50" << std::setw(9) << "p99" << std::setw(10) << "max"
+            << std::setw(9) << "p99/base" << std::setw(8) << "n"
             << "\n"
             << row("baseline: gRPC unary call (UDS)", unary, unary.p99) << "\n"
             << row("baseline: gRPC stream message (UDS)", stream, stream.p99) << "\n"
