@@ -142,10 +142,10 @@ void StreamHub::remove(ListStream* stream) {
   streams_.erase(stream);
 }
 
-void StreamHub::offer(DeviceList devices) {
+void StreamHub::offer(DeviceList devices, ListDelivery delivery) {
   std::lock_guard lock(mutex_);
   newest_ = std::move(devices);
-  if (can_send_here()) {
+  if (can_send_here(delivery)) {
     send(to_list(*std::exchange(newest_, nullptr)));
     return;
   }
@@ -157,11 +157,12 @@ void StreamHub::offer(DeviceList devices) {
 // device of a small Configuration reaches the kubelet one hand-off sooner.
 // Not while the publisher has an older list in hand, which must not follow
 // this one, nor while an Allocate holds the lists.
-bool StreamHub::can_send_here() const {
+bool StreamHub::can_send_here(ListDelivery delivery) const {
   // 256 devices take about 15 us to build and encode here: what waking
   // another thread costs at best (it costs far more when that core sleeps).
   constexpr size_t kShortList = 256;
-  return newest_->size() <= kShortList && !send_posted_ && !building_ && allocates_open_ == 0;
+  return delivery == ListDelivery::prompt && newest_->size() <= kShortList && !send_posted_ &&
+         !building_ && allocates_open_ == 0;
 }
 
 void StreamHub::hold_lists() {
@@ -387,12 +388,12 @@ void DevicePluginServer::serve() {
   publish();  // so that the first stream gets a list without asking the core
 }
 
-void DevicePluginServer::publish() {
+void DevicePluginServer::publish(ListDelivery delivery) {
   if (!shared_->hub) return;
   auto devices = shared_->backend->devices();
   if (last_sent_ && (last_sent_ == devices || *last_sent_ == *devices)) return;
   last_sent_ = devices;
-  shared_->hub->offer(std::move(devices));
+  shared_->hub->offer(std::move(devices), delivery);
 }
 
 void DevicePluginServer::stop_server() {

@@ -72,10 +72,10 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   // registered stream lives until remove(), so the hub may push to it.
   void add(ListStream* stream);
   void remove(ListStream* stream);
-  // Sends devices to every stream: a short list at once, on the caller's
-  // thread, a long one soon, on the publisher's. Lists offered faster than
-  // they are sent are coalesced into the newest.
-  void offer(DeviceList devices);
+  // Sends devices to every stream: a short list offered for prompt delivery
+  // at once, on the caller's thread, any other soon, on the publisher's.
+  // Lists offered faster than they are sent are coalesced into the newest.
+  void offer(DeviceList devices, ListDelivery delivery);
   void close();  // ends every stream and refuses new ones
   void count_list() { ++*lists_sent_; }
   // While an Allocate is answered, offered lists wait, so that its reply is
@@ -86,10 +86,10 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   void release_lists();
 
  private:
-  bool can_send_here() const;  // mutex_ held
-  void post_send();            // mutex_ held
-  void send_newest();          // on the publisher's thread
-  void send(SharedList list);  // mutex_ held
+  bool can_send_here(ListDelivery delivery) const;  // mutex_ held
+  void post_send();                                 // mutex_ held
+  void send_newest();                               // on the publisher's thread
+  void send(SharedList list);                       // mutex_ held
 
   ListPublisher& publisher_;
   std::mutex mutex_;
@@ -122,7 +122,7 @@ class DevicePluginServer {
   // (Re)starts serving on a fresh socket name; the old socket goes.
   void serve();
   // Offers the backend's list to the streams if it differs from the last.
-  void publish();
+  void publish(ListDelivery delivery = ListDelivery::background);
   void stop();
 
   const std::string& resource_name() const { return shared_->resource_name; }

@@ -79,6 +79,13 @@ struct PluginManagerOptions {
 
 struct PluginThreads;
 
+// How a changed list reaches the kubelet. `prompt`: a short list is written
+// at once by the calling thread (a new device should reach the kubelet
+// without a hand-off to another thread). `background`: the publisher thread
+// writes it, so the caller (the core thread answering Allocates) does no
+// more than hand it over. Long lists always go to the publisher.
+enum class ListDelivery { prompt, background };
+
 // Owns every plugin of this daemon: serving, registering, re-registering.
 class PluginManager {
  public:
@@ -97,7 +104,7 @@ class PluginManager {
   // Stops the plugin: streams end, the server stops, the socket goes.
   void remove(const std::string& resource_name);
   // The backend's list may have changed: push it to the kubelet if it did.
-  void changed(const std::string& resource_name);
+  void changed(const std::string& resource_name, ListDelivery delivery = ListDelivery::background);
   void changed_all();
   bool has(const std::string& resource_name) const;
   std::vector<std::string> resources() const;

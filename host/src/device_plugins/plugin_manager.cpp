@@ -234,8 +234,9 @@ void PluginManager::remove(const std::string& resource_name) {
   plugins_.erase(it);
 }
 
-void PluginManager::changed(const std::string& resource_name) {
-  if (auto it = plugins_.find(resource_name); it != plugins_.end()) it->second->server->publish();
+void PluginManager::changed(const std::string& resource_name, ListDelivery delivery) {
+  if (auto it = plugins_.find(resource_name); it != plugins_.end())
+    it->second->server->publish(delivery);
 }
 
 void PluginManager::changed_all() {

@@ -291,7 +291,7 @@ AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
     await_kubelet(key, changed, times.started);
     mark_dirty(changed);
     schedule_expiry();
-    refresh_plugins(&times.offered);
+    refresh_plugins(plugins::ListDelivery::prompt, &times.offered);
     times.served = reconcile::Clock::now();
   }
   times.synced = reconcile::Clock::now();
@@ -333,9 +333,12 @@ void Daemon::mark_dirty(const capacity::InstanceKey& key) {
   dirty_.insert(key);
   if (refresh_posted_) return;
   refresh_posted_ = true;
-  // Posted, not run here: an Allocate in progress must finish before lists move.
+  // Posted, not run here: an Allocate in progress must finish before lists
+  // move. The publisher thread writes them: what changed here (claims, store
+  // edits, expiries) is not news the kubelet waits for, while the next
+  // Allocate may be waiting for this thread.
   boost::asio::post(core_, [this] {
-    if (refresh_posted_) refresh_plugins();
+    if (refresh_posted_) refresh_plugins(plugins::ListDelivery::background);
   });
 }
 
@@ -343,7 +346,8 @@ void Daemon::mark_dirty(const std::set<capacity::InstanceKey>& keys) {
   for (const auto& key : keys) mark_dirty(key);
 }
 
-void Daemon::refresh_plugins(reconcile::Clock::time_point* lists_offered) {
+void Daemon::refresh_plugins(plugins::ListDelivery delivery,
+                             reconcile::Clock::time_point* lists_offered) {
   refresh_posted_ = false;
   auto dirty = std::exchange(dirty_, {});
   // Every CL plugin hears of every change and reads again only the Instances
@@ -353,13 +357,14 @@ void Daemon::refresh_plugins(reconcile::Clock::time_point* lists_offered) {
   // up than a list takes to send.
   for (const auto& [key, backend] : configuration_backends_) {
     backend->instances_changed(dirty);
-    plugins_.changed(options_.resource_domain + "/" + key.second);
+    plugins_.changed(options_.resource_domain + "/" + key.second, delivery);
   }
   if (lists_offered) *lists_offered = reconcile::Clock::now();
-  for (const auto& key : dirty) refresh_instance_plugin(key);
+  for (const auto& key : dirty) refresh_instance_plugin(key, delivery);
 }
 
-void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {
+void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
+                                     plugins::ListDelivery delivery) {
   const auto* stored = capacity_.find(key);
   bool usable = stored && reconciler_.visible_here(stored->instance) && reconciler_.device(key);
   std::string resource = options_.resource_domain + "/" + key.second;
@@ -381,7 +386,7 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key) {
       return;
     }
   }
-  plugins_.changed(resource);
+  plugins_.changed(resource, delivery);
 }
 
 // ---- reclaiming ----------------------------------------------------------------------

@@ -95,8 +95,9 @@ class Daemon {
   void mark_dirty(const capacity::InstanceKey& key);
   void mark_dirty(const std::set<capacity::InstanceKey>& keys);
   // lists_offered, if given, is set once every CL plugin has its list.
-  void refresh_plugins(reconcile::Clock::time_point* lists_offered = nullptr);
-  void refresh_instance_plugin(const capacity::InstanceKey& key);
+  void refresh_plugins(plugins::ListDelivery delivery,
+                       reconcile::Clock::time_point* lists_offered = nullptr);
+  void refresh_instance_plugin(const capacity::InstanceKey& key, plugins::ListDelivery delivery);
   void schedule_expiry();
 
   std::vector<reclaim::HeldSlot> held_slots() const;

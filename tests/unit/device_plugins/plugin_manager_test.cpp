@@ -203,8 +203,9 @@ TEST_F(PluginManagerTest, ListAndWatchSendsTheListAndANewerOneAfterChanged) {
   EXPECT_EQ(stats->socket_name, kubelet_.status().resource(kResource)->endpoint);
 }
 
-// A short list is sent at once from the core thread, a long one by the
-// publisher's thread, which serves every plugin in turn. A short list offered
+// A short list offered for prompt delivery is sent at once from the core
+// thread, a long one by the publisher's thread, which serves every plugin in
+// turn. A short list offered
 // while the publisher still builds a long one of the same plugin must follow
 // it, or the kubelet would end with the older list. The publisher is given
 // another plugin's long list first: once that one is written, it is building
@@ -242,7 +243,7 @@ TEST_F(PluginManagerTest, AShortListOfferedWhileALongOneIsBuiltIsSentAfterIt) {
   const auto newest = list_of({{"cams-a1b2c3-7", false}});
   on_core([&] {
     backend_.list = newest;
-    manager_->changed(kResource);
+    manager_->changed(kResource, dowser::plugins::ListDelivery::prompt);
     other_backend.list = long_list("later-");
     manager_->changed(other);
   });
