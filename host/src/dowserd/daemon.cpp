@@ -26,7 +26,7 @@ void log_report(const std::pair<std::string, std::string>& key, const host::Devi
       "for the core thread, {} us writing Instances, {} us offering CL lists, {} us serving IL "
       "plugins, {} us making Instances durable",
       key.first, key.second, changes.devices, changes.reported.size(), changes.gone.size(),
-      micros(times.reported, times.started), micros(times.started, times.written),
+      micros(changes.reported_at, times.started), micros(times.started, times.written),
       micros(times.written, times.offered), micros(times.offered, times.served),
       micros(times.served, times.synced));
 }
@@ -261,9 +261,8 @@ void Daemon::devices_changed(const ConfigurationKey& key, const host::DeviceChan
   auto configuration = configurations_.find(key);
   if (configuration == configurations_.end()) return;
   record_snapshot(key, changes.devices);
-  auto times = reconcile_and_advertise(
+  const auto times = reconcile_and_advertise(
       key, [&](auto now) { return reconciler_.apply(configuration->second, changes, now); });
-  times.reported = changes.reported_at;
   if (spdlog::should_log(spdlog::level::debug)) log_report(key, changes, times);
 }
 

@@ -55,10 +55,10 @@ struct DaemonOptions {
 };
 
 // When each step of advertising what discovery reported ended, on the core
-// thread: the report reached the host, the core thread took it, Instances
-// were written, CL lists offered, IL plugins served, new Instances durable.
+// thread: the core thread took it, Instances were written, CL lists offered,
+// IL plugins served, new Instances durable.
 struct AdvertiseTimes {
-  reconcile::Clock::time_point reported, started, written, offered, served, synced;
+  reconcile::Clock::time_point started, written, offered, served, synced;
 };
 
 class Daemon {

@@ -458,10 +458,10 @@ void CoalescingSink::on_snapshot(Snapshot snapshot) {
 // Later changes of a device replace earlier ones: what is pending always
 // takes the taker's view to the newest snapshot.
 void CoalescingSink::fold(DeviceChanges changes) {
+  // Pending changes keep the time of the oldest snapshot in them.
   const auto reported_at = pending_ ? pending_->reported_at : changes.reported_at;
-  if (!pending_ || changes.complete) pending_ = Pending{changes.complete, {}, 0, {}};
+  if (!pending_ || changes.complete) pending_ = Pending{changes.complete, {}, 0, reported_at};
   auto& pending = *pending_;
-  pending.reported_at = reported_at;
   pending.count = changes.devices;
   for (auto& device : changes.gone) {
     DeviceKey key{std::move(device.id), device.sharing};

@@ -54,9 +54,10 @@ StoredInstance require_revision(const InstanceFiles& files, const std::string& n
   return std::move(*current);
 }
 
-// Tells the watch thread what was written before inotify does.
+// Tells the watch thread, if one runs, what was written before inotify does.
 void rewrite_instance_file(detail::FileWatchService& watches, const std::filesystem::path& path,
                            const Instance& instance, uint64_t revision, const std::string& text) {
+  if (!watches.recording()) return detail::rewrite_file(path, text);
   detail::rewrite_file(path, text, [&](const detail::FileIdentity& identity) {
     watches.wrote(instance.namespace_name, instance.name, revision, text, identity);
   });

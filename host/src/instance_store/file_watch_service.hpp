@@ -32,6 +32,9 @@ class FileWatchService : public std::enable_shared_from_this<FileWatchService> {
   void wrote(const std::string& namespace_name, const std::string& name, uint64_t revision,
              std::string text, const FileIdentity& identity);
   void removed(const std::string& namespace_name, const std::string& name);
+  // Whether a watch thread would use what wrote() records (else the writer
+  // need not find out the file's identity).
+  bool recording() const { return recording_; }
   // How many Instance files the watch thread has read for events so far.
   uint64_t files_read() const { return files_read_.load(std::memory_order_relaxed); }
 
