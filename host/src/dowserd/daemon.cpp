@@ -23,12 +23,12 @@ void log_report(const std::pair<std::string, std::string>& key, const host::Devi
   };
   spdlog::debug(
       "Configuration {}/{}: {} devices ({} new or changed, {} gone) advertised: {} us waiting "
-      "for the core thread, {} us writing Instances, {} us offering CL lists, {} us serving IL "
-      "plugins, {} us making Instances durable",
+      "for the core thread, {} us reconciling, {} us offering CL lists, {} us serving IL "
+      "plugins, {} us writing new Instances, {} us making Instances durable",
       key.first, key.second, changes.devices, changes.reported.size(), changes.gone.size(),
-      micros(changes.reported_at, times.started), micros(times.started, times.written),
-      micros(times.written, times.offered), micros(times.offered, times.served),
-      micros(times.served, times.synced));
+      micros(changes.reported_at, times.started), micros(times.started, times.reconciled),
+      micros(times.reconciled, times.offered), micros(times.offered, times.served),
+      micros(times.served, times.written), micros(times.written, times.synced));
 }
 
 }  // namespace
@@ -273,25 +273,29 @@ void Daemon::reapply(const ConfigurationKey& key) {
       key, [&](auto now) { return reconciler_.reapply(configuration->second, now); });
 }
 
-// The plugins advertise the Instances reconcile created before they are
-// durable, and one sync then makes all of them durable: a new device reaches
-// the kubelet without waiting for the disk. Nothing is promised on them
+// The plugins advertise new Instances before they are durable (those of
+// local devices before they are even written: InstanceReconciler::
+// stage_creates), and one sync then makes all of them durable: a new device
+// reaches the kubelet without waiting for the store. Nothing is promised on them
 // meanwhile: a claim comes through this thread, after the sync (and its own
-// durable write would cover them: the store keeps order). A power cut before
-// the sync loses only Instances that discovery finds again.
+// durable write would cover them: the store keeps order). A crash before the
+// sync loses only Instances that discovery finds again.
 AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
                                                const Reconcile& reconcile) {
   AdvertiseTimes times;
   times.started = reconcile::Clock::now();
   {
     const store::DeferredSync batch(*store_);
+    reconciler_.stage_creates();
     auto changed = reconcile(times.started);
-    times.written = reconcile::Clock::now();
+    times.reconciled = reconcile::Clock::now();
     await_kubelet(key, changed, times.started);
     mark_dirty(changed);
     schedule_expiry();
     refresh_plugins(plugins::ListDelivery::prompt, &times.offered);
     times.served = reconcile::Clock::now();
+    mark_dirty(reconciler_.write_staged());  // what did not end as offered
+    times.written = reconcile::Clock::now();
   }
   times.synced = reconcile::Clock::now();
   return times;

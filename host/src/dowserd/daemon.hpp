@@ -55,10 +55,11 @@ struct DaemonOptions {
 };
 
 // When each step of advertising what discovery reported ended, on the core
-// thread: the core thread took it, Instances were written, CL lists offered,
-// IL plugins served, new Instances durable.
+// thread: the core thread took it, reconciled it (new Instances of local
+// devices only pooled), offered CL lists, served IL plugins, wrote the new
+// Instances, made them durable.
 struct AdvertiseTimes {
-  reconcile::Clock::time_point started, written, offered, served, synced;
+  reconcile::Clock::time_point started, reconciled, offered, served, written, synced;
 };
 
 class Daemon {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace dowser::reconcile {
 namespace {
@@ -148,9 +149,33 @@ void InstanceReconciler::report(const configuration::Configuration& configuratio
   try {
     join(wanted);
   } catch (const store::StoreError& e) {
-    spdlog::error("{}: cannot write Instance {}: {}", configuration.name, wanted.name, e.what());
-    reconciled_with_.erase(key);  // the next snapshot writes every Instance again
+    write_failed(key, wanted.name, e);
   }
+}
+
+void InstanceReconciler::write_failed(const ConfigurationKey& configuration,
+                                      const std::string& instance, const store::StoreError& error) {
+  spdlog::error("{}: cannot write Instance {}: {}", configuration.second, instance, error.what());
+  reconciled_with_.erase(configuration);
+}
+
+std::set<capacity::InstanceKey> InstanceReconciler::write_staged() {
+  staging_ = false;
+  std::set<capacity::InstanceKey> changed;
+  for (auto& [key, fresh] : std::exchange(staged_, {})) {
+    try {
+      if (create(fresh)) continue;
+      // Created by another writer since the pool last heard of it: join that
+      // one, claims and all, instead of what was offered.
+      capacity_.forget(key);
+      join(fresh);
+    } catch (const store::StoreError& e) {
+      capacity_.forget(key);
+      write_failed({key.first, fresh.configuration_name}, key.second, e);
+    }
+    changed.insert(key);
+  }
+  return changed;
 }
 
 bool InstanceReconciler::went_missing(const capacity::InstanceKey& key, Seen& seen,
@@ -326,6 +351,12 @@ void InstanceReconciler::join(const store::Instance& wanted) {
 bool InstanceReconciler::create(const store::Instance& wanted) {
   store::Instance fresh = wanted;
   fresh.nodes = {node_};
+  capacity::InstanceKey key{fresh.namespace_name, fresh.name};
+  if (staging_ && !fresh.shared && !capacity_.find(key)) {
+    capacity_.apply({fresh, 0});
+    staged_.insert_or_assign(key, std::move(fresh));
+    return true;
+  }
   try {
     capacity_.apply({fresh, store_.create(fresh)});
     return true;
@@ -336,6 +367,7 @@ bool InstanceReconciler::create(const store::Instance& wanted) {
 }
 
 void InstanceReconciler::withdraw(const capacity::InstanceKey& key) {
+  if (staged_.erase(key)) return capacity_.forget(key);  // never written
   try {
     for (int attempt = 0; attempt < 16; ++attempt) {
       auto stored = store_.get(key.first, key.second);

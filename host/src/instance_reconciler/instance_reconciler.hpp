@@ -90,6 +90,18 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // Instances (from the capacity manager's cache) that list this node.
   bool visible_here(const store::Instance& instance) const;
 
+  // Advertise first, write after: from here until write_staged(), the new
+  // Instance of a local device goes into the capacity pool (revision 0, so
+  // that the stored copy replaces it) without a write, and its plugins may
+  // be offered at once. The caller must not let a claim in before
+  // write_staged() (the core thread does both in one task). Shared devices
+  // are still created first: another node may hold slots of theirs.
+  void stage_creates() { staging_ = true; }
+  // Creates the staged Instances and ends staging. Returns those that did
+  // not end as staged (written to an Instance another writer created, or
+  // not written and withdrawn from the pool): their plugins need a look.
+  std::set<capacity::InstanceKey> write_staged();
+
  private:
   struct Seen {
     ConfigurationKey configuration;
@@ -120,8 +132,13 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   std::map<capacity::InstanceKey, Seen>::iterator forget(
       std::map<capacity::InstanceKey, Seen>::iterator seen);
   void join(const store::Instance& wanted);
-  // Creates wanted with this node in it; false if it exists already.
+  // Creates wanted with this node in it (or stages it, see stage_creates);
+  // false if it exists already.
   bool create(const store::Instance& wanted);
+  // Logs a failed write of the Configuration's Instance; the next snapshot
+  // writes every Instance again.
+  void write_failed(const ConfigurationKey& configuration, const std::string& instance,
+                    const store::StoreError& error);
   void withdraw(const capacity::InstanceKey& key);
 
   store::InstanceStore& store_;
@@ -137,6 +154,8 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   std::set<ConfigurationKey> reported_;  // Configurations with a snapshot applied
   // Reported devices whose Instance the store no longer shows with this node.
   std::set<capacity::InstanceKey> unlisted_;
+  bool staging_ = false;
+  std::map<capacity::InstanceKey, store::Instance> staged_;  // pooled, not written yet
 };
 
 }  // namespace dowser::reconcile

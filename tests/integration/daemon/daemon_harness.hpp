@@ -3,6 +3,7 @@
 // and kubelet directories under a temporary directory.
 #pragma once
 
+#include "eventually.hpp"
 #include "instance_store.hpp"
 
 #include <dowser/kubelet_sim.hpp>
@@ -246,6 +247,18 @@ class DaemonTest : public ::testing::Test {
 
   std::vector<store::StoredInstance> instances() {
     return store::FileInstanceStore(state_dir_ / "instances").list();
+  }
+
+  // The stored Instances once there are `count` (or as they are at the
+  // deadline): the kubelet may be offered a new local device just before
+  // its Instance is written.
+  std::vector<store::StoredInstance> instances(size_t count) {
+    std::vector<store::StoredInstance> stored;
+    test::eventually([&] {
+      stored = instances();
+      return stored.size() == count;
+    });
+    return stored;
   }
 
   fs::path root_, config_dir_, handler_dir_, state_dir_;

@@ -50,7 +50,7 @@ TEST_F(PluginSocketsTest, SocketsArePrivateAndEachRegistrationHasAFreshOne) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  auto il = il_resources(instances(), "cams").at(0);
+  auto il = il_resources(instances(1), "cams").at(0);
   ASSERT_TRUE(node.wait_allocatable(il, 1)) << node.log();
 
   std::set<std::string> endpoints_seen;
@@ -101,7 +101,7 @@ TEST_F(PluginSocketsTest, ARemovedConfigurationStopsItsPluginsAndTakesTheirSocke
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
   ASSERT_TRUE(node.wait_allocatable("akri.sh/mics", 1)) << node.log();
-  std::vector<std::string> going = il_resources(instances(), "cams");
+  std::vector<std::string> going = il_resources(instances(3), "cams");
   ASSERT_EQ(going.size(), 2u);
   going.push_back("akri.sh/cams");
   std::map<std::string, std::string> endpoints;
@@ -133,7 +133,7 @@ TEST_F(PluginSocketsTest, ResourcesTakeTheConfiguredDomain) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a", {"--resource-domain=devices.example.com"});
   ASSERT_TRUE(node.wait_allocatable("devices.example.com/cams", 1)) << node.log();
-  auto instance = instances().at(0).instance;
+  auto instance = instances(1).at(0).instance;
   EXPECT_TRUE(node.wait_allocatable("devices.example.com/" + instance.name, 1)) << node.log();
   EXPECT_EQ(instance.cdi_name.rfind("devices.example.com/cams=", 0), 0u) << instance.cdi_name;
   EXPECT_EQ(node.kubelet->status().resources.count("akri.sh/cams"), 0u);
@@ -161,7 +161,7 @@ spec:
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/devs", 2)) << node.log();
   std::map<std::string, store::Instance> by_name;
-  for (const auto& stored : instances()) by_name[stored.instance.name] = stored.instance;
+  for (const auto& stored : instances(2)) by_name[stored.instance.name] = stored.instance;
   ASSERT_EQ(by_name.size(), 2u);
 
   const std::string local_digest = naming::device_digest("cam-1", false, "node-a");

@@ -43,7 +43,7 @@ TEST_F(DaemonTest, TwoDevicesOfCapacityTwo) {
   echo_configuration("cams", {"cam0", "cam1"}, 2);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
-  auto stored = instances();
+  auto stored = instances(2);
   ASSERT_EQ(stored.size(), 2u);
   auto il = il_resources(stored, "cams");
   for (const auto& resource : il) ASSERT_TRUE(node.wait_allocatable(resource, 2)) << resource;
@@ -109,7 +109,7 @@ TEST_F(DaemonTest, ReallocationAndReclaimingForBothPluginKinds) {
   echo_configuration("cams", {"cam0"}, 2);
   auto& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  auto il = il_resources(instances(), "cams").at(0);
+  auto il = il_resources(instances(1), "cams").at(0);
   ASSERT_TRUE(node.wait_allocatable(il, 2));
 
   auto cl = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
@@ -137,7 +137,7 @@ TEST_F(DaemonTest, KubeletRestartReRegistersEveryPlugin) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
-  auto il = il_resources(instances(), "cams");
+  auto il = il_resources(instances(2), "cams");
   for (const auto& resource : il) ASSERT_TRUE(node.wait_allocatable(resource, 1));
   node.kubelet->restart();
   std::map<std::string, size_t> expected = {{"akri.sh/cams", 2}, {il[0], 1}, {il[1], 1}};
@@ -187,7 +187,7 @@ TEST_F(DaemonTest, ALocalDeviceInUseKeepsItsClaimsWhileItIsAway) {
   echo_configuration("local", {"l0"}, 2);
   auto& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
   ASSERT_TRUE(node.wait_allocatable("akri.sh/local", 1)) << node.log();
-  auto il = il_resources(instances(), "local").at(0);
+  auto il = il_resources(instances(1), "local").at(0);
   ASSERT_TRUE(node.wait_allocatable(il, 2));
   // A CL claim: the IL list shows its slot Unhealthy, which makes it visible.
   ASSERT_TRUE(node.kubelet->allocate("akri.sh/local", pod_a, "c", 1).ok());
@@ -216,7 +216,7 @@ TEST_F(DaemonTest, AnOfflineDeviceGoesWhenItsClaimIsReleasedInTheStore) {
   echo_configuration("local", {"l0"}, 2);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/local", 1)) << node.log();
-  auto il = il_resources(instances(), "local").at(0);
+  auto il = il_resources(instances(1), "local").at(0);
   ASSERT_TRUE(node.kubelet->allocate("akri.sh/local", pod_a, "c", 1).ok());
   set_availability("local", "OFFLINE");
   ASSERT_TRUE(node.wait_allocatable(il, 0)) << node.log();
@@ -404,7 +404,7 @@ TEST_F(DaemonTest, ChangedDiscoveryDetailsRestartDiscovery) {
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
   echo_configuration("cams", {"cam0", "cam1", "cam2"}, 1);
   EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 3)) << node.log();
-  EXPECT_EQ(il_resources(instances(), "cams").size(), 3u);
+  EXPECT_EQ(il_resources(instances(3), "cams").size(), 3u);
   // Capacity alone changes the Instances without new discovery results.
   echo_configuration("cams", {"cam0", "cam1", "cam2"}, 2, false, "  uniqueInstances: Preferred\n");
   EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 6)) << node.log();

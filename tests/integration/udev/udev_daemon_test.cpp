@@ -2,6 +2,7 @@
 // devices of tests/peers/udev. The test process owns the umockdev testbed
 // and dowserd runs as its child, inheriting the preload and the testbed.
 #include "../daemon/daemon_harness.hpp"
+#include "eventually.hpp"
 #include "testbed.hpp"
 
 #include <set>
@@ -48,6 +49,11 @@ spec:
     return result;
   }
 
+  // The kubelet may list a new local device before its Instance is written.
+  bool instances_become(const std::set<std::string>& expected) {
+    return test::eventually([&] { return devpaths() == expected; });
+  }
+
   std::string instance_of(const std::string& devpath) {
     for (const auto& stored : instances())
       if (stored.instance.broker_properties.at("UDEV_DEVPATH") == devpath)
@@ -62,7 +68,7 @@ TEST_F(UdevDaemonTest, MockedCamerasBecomeInstancesAndAHotPluggedOneIsFollowed) 
   capture_configuration(1);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
-  EXPECT_EQ(devpaths(), (std::set<std::string>{kVideo0, kVideo2}));
+  EXPECT_TRUE(instances_become({kVideo0, kVideo2})) << node.log();
   for (const auto& stored : instances()) EXPECT_FALSE(stored.instance.shared) << "local devices";
 
   // Hot-plug: a third camera appears, changes twice, then goes.
@@ -70,7 +76,7 @@ TEST_F(UdevDaemonTest, MockedCamerasBecomeInstancesAndAHotPluggedOneIsFollowed) 
       testbed.add("video4linux", "video9", kCamera10 + "/1-10:1.0", {{"name", "Hotplug Cam"}},
                   {{"DEVNAME", "/dev/video9"}, {"ID_V4L_CAPABILITIES", ":capture:"}});
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 3)) << node.log();
-  EXPECT_EQ(devpaths(), (std::set<std::string>{kVideo0, kVideo2, video9}));
+  ASSERT_TRUE(instances_become({kVideo0, kVideo2, video9})) << node.log();
   // Its own IL plugin is registered before it goes (and stops with it).
   ASSERT_TRUE(node.wait_allocatable("akri.sh/" + instance_of(video9), 1)) << node.log();
 
@@ -82,6 +88,7 @@ TEST_F(UdevDaemonTest, MockedCamerasBecomeInstancesAndAHotPluggedOneIsFollowed) 
   testbed.set_property(video9, "ID_V4L_CAPABILITIES", ":capture:");
   testbed.uevent(video9, "change");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 3)) << node.log();
+  ASSERT_TRUE(instances_become({kVideo0, kVideo2, video9})) << node.log();
   ASSERT_TRUE(node.wait_allocatable("akri.sh/" + instance_of(video9), 1)) << node.log();
 
   testbed.remove(video9);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 namespace fs = std::filesystem;
@@ -389,6 +390,82 @@ TEST_F(InstanceReconcilerTest, AnInstanceThatLostThisNodeIsJoinedAgainOnTheNextC
   reconciler_->apply(config, changes({}), start_);
   ASSERT_TRUE(stored(kShared)) << "joined again, as a complete snapshot would";
   EXPECT_EQ(stored(kShared)->instance.nodes, std::set<std::string>{"node-a"});
+}
+
+// ---- staged creates: advertised first, written after ---------------------------------
+
+TEST_F(InstanceReconcilerTest, AStagedNewLocalDeviceIsPooledFirstAndWrittenAfter) {
+  auto config = configuration("usb");
+  auto local = device("one", Sharing::local);
+  auto shared = device("dev_1", Sharing::shared);
+  reconciler_->stage_creates();
+  reconciler_->apply(config, complete({local, shared}), start_);
+
+  const auto* pooled = capacity_->find(key_of("usb", local));
+  ASSERT_NE(pooled, nullptr) << "in the pool, for its plugins to offer";
+  EXPECT_EQ(pooled->revision, 0u);
+  EXPECT_EQ(pooled->instance.nodes, std::set<std::string>{"node-a"});
+  EXPECT_FALSE(stored(key_of("usb", local))) << "not written yet";
+  EXPECT_TRUE(stored(key_of("usb", shared))) << "a shared device is written first";
+
+  EXPECT_TRUE(reconciler_->write_staged().empty()) << "written as pooled";
+  auto written = stored(key_of("usb", local));
+  ASSERT_TRUE(written);
+  EXPECT_EQ(written->instance, pooled->instance);
+  EXPECT_EQ(capacity_->find(key_of("usb", local))->revision, written->revision);
+
+  reconciler_->apply(config, changes({device("two", Sharing::local)}), start_);
+  EXPECT_TRUE(stored(key_of("usb", device("two", Sharing::local))))
+      << "staging ends with write_staged";
+}
+
+TEST_F(InstanceReconcilerTest, AStagedDeviceGoneBeforeTheWriteIsNeverWritten) {
+  auto config = configuration("usb");
+  auto local = device("one", Sharing::local);
+  reconciler_->apply(config, complete({}), start_);
+  reconciler_->stage_creates();
+  reconciler_->apply(config, changes({local}), start_);
+  reconciler_->apply(config, changes({}, {local}), start_);
+  EXPECT_EQ(capacity_->find(key_of("usb", local)), nullptr);
+
+  EXPECT_TRUE(reconciler_->write_staged().empty());
+  EXPECT_FALSE(stored(key_of("usb", local)));
+}
+
+TEST_F(InstanceReconcilerTest, AStagedInstanceAnotherWriterCreatedIsJoinedWithItsClaims) {
+  auto config = configuration("usb");
+  auto local = device("one", Sharing::local);
+  const auto key = key_of("usb", local);
+  reconciler_->stage_creates();
+  reconciler_->apply(config, complete({local}), start_);
+  // Written behind the pool's back before the staged write, holding a claim.
+  auto other = instance_for(config, local, "node-a", "akri.sh");
+  other.nodes = {"node-a"};
+  other.device_usage[key.second + "-0"] = "C:0:node-a";
+  store_->create(other);
+
+  EXPECT_EQ(reconciler_->write_staged(), std::set<InstanceKey>{key}) << "its plugins need a look";
+  ASSERT_NE(capacity_->find(key), nullptr);
+  EXPECT_EQ(capacity_->find(key)->instance.device_usage, other.device_usage) << "claims kept";
+  EXPECT_EQ(capacity_->find(key)->revision, stored(key)->revision);
+}
+
+TEST_F(InstanceReconcilerTest, AStagedInstanceThatCannotBeWrittenLeavesThePool) {
+  auto config = configuration("usb");
+  auto local = device("one", Sharing::local);
+  const auto key = key_of("usb", local);
+  reconciler_->stage_creates();
+  reconciler_->apply(config, complete({local}), start_);
+  fs::remove_all(dir_ / "default");
+  {
+    std::ofstream blocker(dir_ / "default");  // a file where its namespace folder goes
+  }
+
+  EXPECT_EQ(reconciler_->write_staged(), std::set<InstanceKey>{key}) << "its plugins need a look";
+  EXPECT_EQ(capacity_->find(key), nullptr) << "not offered any more";
+  fs::remove(dir_ / "default");
+  reconciler_->apply(config, changes({}), start_);
+  EXPECT_TRUE(stored(key)) << "the next report writes every device again";
 }
 
 }  // namespace
