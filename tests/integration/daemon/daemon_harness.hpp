@@ -42,6 +42,16 @@ inline void write_file(const fs::path& path, const std::string& text) {
   fs::rename(temp, path);  // atomic, as editors and tests should write
 }
 
+// The names of the IL resources of a Configuration, from the store.
+inline std::vector<std::string> il_resources(const std::vector<store::StoredInstance>& instances,
+                                             const std::string& configuration) {
+  std::vector<std::string> names;
+  for (const auto& stored : instances)
+    if (stored.instance.configuration_name == configuration)
+      names.push_back("akri.sh/" + stored.instance.name);
+  return names;
+}
+
 // One node: a kubelet simulator and a dowserd process.
 class Node {
  public:

@@ -19,15 +19,6 @@ const testkit::PodRef pod_a{"default", "pod-a"};
 
 using dowser::test::eventually;
 
-std::vector<std::string> il_resources(const std::vector<store::StoredInstance>& instances,
-                                      const std::string& configuration) {
-  std::vector<std::string> names;
-  for (const auto& stored : instances)
-    if (stored.instance.configuration_name == configuration)
-      names.push_back("akri.sh/" + stored.instance.name);
-  return names;
-}
-
 // The slots an Allocate response names in its akri.agent.slot-<slot> annotations.
 std::set<std::string> granted_slots(const v1beta1::AllocateResponse& response) {
   const std::string prefix = "akri.agent.slot-";

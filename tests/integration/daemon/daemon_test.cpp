@@ -23,16 +23,6 @@ std::string hash_of(const std::string& name) {
   return hash;
 }
 
-// The names of the IL resources of a Configuration, from the store.
-std::vector<std::string> il_resources(const std::vector<store::StoredInstance>& instances,
-                                      const std::string& configuration) {
-  std::vector<std::string> names;
-  for (const auto& stored : instances)
-    if (stored.instance.configuration_name == configuration)
-      names.push_back("akri.sh/" + stored.instance.name);
-  return names;
-}
-
 size_t claims(const std::vector<store::StoredInstance>& instances) {
   size_t count = 0;
   for (const auto& stored : instances) count += stored.instance.device_usage.size();
