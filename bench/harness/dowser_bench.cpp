@@ -85,8 +85,8 @@ constexpr std::array<Part, 3> kAllocateParts{{{"waiting for core thread", "waiti
 constexpr std::array<Part, 6> kReportParts{{{"waiting for core thread", "waiting_for_core"},
                                             {"reconciling", "reconciling"},
                                             {"offering CL lists", "offering_lists"},
-                                            {"serving IL plugins", "serving_plugins"},
                                             {"writing new Instances", "writing"},
+                                            {"serving IL plugins", "serving_plugins"},
                                             {"making Instances durable", "syncing"}}};
 using PartTimes = std::vector<Latency>;  // one per part, in order
 
@@ -394,8 +394,8 @@ struct DiscoveryFigures {
 PartTimes report_times_logged(const fs::path& log) {
   static const std::regex line(
       R"(: \d+ devices \((\d+ new or changed, \d+ gone)\) advertised: (\d+) us waiting for the )"
-      R"(core thread, (\d+) us reconciling, (\d+) us offering CL lists, (\d+) us serving IL )"
-      R"(plugins, (\d+) us writing new Instances, (\d+) us making Instances durable)");
+      R"(core thread, (\d+) us reconciling, (\d+) us offering CL lists, (\d+) us writing new )"
+      R"(Instances, (\d+) us serving IL plugins, (\d+) us making Instances durable)");
   auto times = logged_times(log, line, kReportParts.size(),
                             [](const std::smatch& match) {
                               return match[1] == "1 new or changed, 0 gone" ? "new device" : "";

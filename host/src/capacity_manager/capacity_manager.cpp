@@ -284,8 +284,9 @@ bool CapacityManager::apply(const store::StoredInstance& stored) {
   InstanceKey key{stored.instance.namespace_name, stored.instance.name};
   auto it = cache_.find(key);
   if (it != cache_.end() && it->second.revision >= stored.revision) return false;
+  const bool same_content = it != cache_.end() && it->second.instance == stored.instance;
   cache_[key] = stored;
-  if (listener_) listener_(stored);
+  if (listener_ && !same_content) listener_(stored);
   return true;
 }
 

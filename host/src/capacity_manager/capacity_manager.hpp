@@ -184,7 +184,8 @@ class AllocationError : public std::runtime_error {
 
 class CapacityManager {
  public:
-  // Called after a cached Instance changed (claim, release, store watch).
+  // Called after a cached Instance changed (claim, release, store watch);
+  // not for a new revision of the same content (a staged Instance written).
   using ChangeListener = std::function<void(const store::StoredInstance& now)>;
   // What the pool wrote, for metrics: a slot claimed or released, or a
   // compare-and-swap lost to another writer (and retried).

@@ -23,12 +23,12 @@ void log_report(const std::pair<std::string, std::string>& key, const host::Devi
   };
   spdlog::debug(
       "Configuration {}/{}: {} devices ({} new or changed, {} gone) advertised: {} us waiting "
-      "for the core thread, {} us reconciling, {} us offering CL lists, {} us serving IL "
-      "plugins, {} us writing new Instances, {} us making Instances durable",
+      "for the core thread, {} us reconciling, {} us offering CL lists, {} us writing new "
+      "Instances, {} us serving IL plugins, {} us making Instances durable",
       key.first, key.second, changes.devices, changes.reported.size(), changes.gone.size(),
       micros(changes.reported_at, times.started), micros(times.started, times.reconciled),
-      micros(times.reconciled, times.offered), micros(times.offered, times.served),
-      micros(times.served, times.written), micros(times.written, times.synced));
+      micros(times.reconciled, times.offered), micros(times.offered, times.written),
+      micros(times.written, times.served), micros(times.served, times.synced));
 }
 
 }  // namespace
@@ -292,10 +292,12 @@ AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
     await_kubelet(key, changed, times.started);
     mark_dirty(changed);
     schedule_expiry();
-    refresh_plugins(plugins::ListDelivery::prompt, &times.offered);
-    times.served = reconcile::Clock::now();
+    const auto offered = offer_configuration_lists(plugins::ListDelivery::prompt);
+    times.offered = reconcile::Clock::now();
     mark_dirty(reconciler_.write_staged());  // what did not end as offered
     times.written = reconcile::Clock::now();
+    refresh_instance_plugins(offered, plugins::ListDelivery::prompt);
+    times.served = reconcile::Clock::now();
   }
   times.synced = reconcile::Clock::now();
   return times;
@@ -349,8 +351,11 @@ void Daemon::mark_dirty(const std::set<capacity::InstanceKey>& keys) {
   for (const auto& key : keys) mark_dirty(key);
 }
 
-void Daemon::refresh_plugins(plugins::ListDelivery delivery,
-                             reconcile::Clock::time_point* lists_offered) {
+void Daemon::refresh_plugins(plugins::ListDelivery delivery) {
+  refresh_instance_plugins(offer_configuration_lists(delivery), delivery);
+}
+
+std::set<capacity::InstanceKey> Daemon::offer_configuration_lists(plugins::ListDelivery delivery) {
   refresh_posted_ = false;
   auto dirty = std::exchange(dirty_, {});
   // Every CL plugin hears of every change and reads again only the Instances
@@ -362,8 +367,12 @@ void Daemon::refresh_plugins(plugins::ListDelivery delivery,
     backend->instances_changed(dirty);
     plugins_.changed(options_.resource_domain + "/" + key.second, delivery);
   }
-  if (lists_offered) *lists_offered = reconcile::Clock::now();
-  for (const auto& key : dirty) refresh_instance_plugin(key, delivery);
+  return dirty;
+}
+
+void Daemon::refresh_instance_plugins(const std::set<capacity::InstanceKey>& keys,
+                                      plugins::ListDelivery delivery) {
+  for (const auto& key : keys) refresh_instance_plugin(key, delivery);
 }
 
 void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,

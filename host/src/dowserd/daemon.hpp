@@ -56,10 +56,10 @@ struct DaemonOptions {
 
 // When each step of advertising what discovery reported ended, on the core
 // thread: the core thread took it, reconciled it (new Instances of local
-// devices only pooled), offered CL lists, served IL plugins, wrote the new
-// Instances, made them durable.
+// devices only pooled), offered CL lists, wrote the new Instances, served IL
+// plugins, made the Instances durable.
 struct AdvertiseTimes {
-  reconcile::Clock::time_point started, reconciled, offered, served, written, synced;
+  reconcile::Clock::time_point started, reconciled, offered, written, served, synced;
 };
 
 class Daemon {
@@ -95,9 +95,13 @@ class Daemon {
   // call, which the posted one then skips).
   void mark_dirty(const capacity::InstanceKey& key);
   void mark_dirty(const std::set<capacity::InstanceKey>& keys);
-  // lists_offered, if given, is set once every CL plugin has its list.
-  void refresh_plugins(plugins::ListDelivery delivery,
-                       reconcile::Clock::time_point* lists_offered = nullptr);
+  // Both steps in one: the CL plugins' lists, then the IL plugins.
+  void refresh_plugins(plugins::ListDelivery delivery);
+  // Takes the marked Instances and offers the CL lists they changed; returns
+  // them, for refresh_instance_plugins.
+  std::set<capacity::InstanceKey> offer_configuration_lists(plugins::ListDelivery delivery);
+  void refresh_instance_plugins(const std::set<capacity::InstanceKey>& keys,
+                                plugins::ListDelivery delivery);
   void refresh_instance_plugin(const capacity::InstanceKey& key, plugins::ListDelivery delivery);
   void schedule_expiry();
 

@@ -107,6 +107,9 @@ TEST_F(AkriClaimScenarios, FiveAnUpdatedInstanceReplacesTheCachedSlots) {
   EXPECT_FALSE(node_a_->apply({instance("instance-a", 3), revision - 1}))
       << "an older revision changes nothing";
   EXPECT_EQ(node_a_->find({"default", "instance-a"})->instance.device_usage, updated.device_usage);
+  ASSERT_TRUE(node_a_->apply({updated, revision + 1}));
+  EXPECT_EQ(node_a_->find({"default", "instance-a"})->revision, revision + 1);
+  EXPECT_EQ(heard.size(), 1u) << "a new revision of the same content changes no plugin";
 }
 
 TEST_F(AkriClaimScenarios, TenFreeingAConfigurationLevelSlotLeavesOtherNodesAlone) {
