@@ -1,186 +1,185 @@
 // The status API's JSON: written in full, read leniently (missing fields keep
-// their defaults), so dowserctl copes with an older or newer daemon.
+// their defaults), so dowserctl copes with an older or newer daemon. Each
+// type is a table of its keys and members, which serves both directions.
 #include "status_api.hpp"
+
+#include <tuple>
 
 namespace dowser::status_api {
 namespace {
 
+template <typename Member>
+struct Field {
+  const char* key;
+  Member member;
+};
+template <typename Member>
+Field(const char*, Member) -> Field<Member>;  // for compilers without aggregate deduction
+
 template <typename T>
-void read(const nlohmann::json& json, const char* key, T& field) {
-  if (auto it = json.find(key); it != json.end() && !it->is_null()) it->get_to(field);
+auto fields_of();
+
+template <>
+auto fields_of<HandlerStatus>() {
+  using T = HandlerStatus;
+  return std::tuple{Field{"name", &T::name},   Field{"version", &T::version},
+                    Field{"path", &T::path},   Field{"shares_devices", &T::shares_devices},
+                    Field{"state", &T::state}, Field{"error", &T::error}};
+}
+
+template <>
+auto fields_of<ConfigurationStatus>() {
+  using T = ConfigurationStatus;
+  return std::tuple{Field{"namespace", &T::namespace_name},
+                    Field{"name", &T::name},
+                    Field{"handler", &T::handler},
+                    Field{"resource", &T::resource},
+                    Field{"capacity", &T::capacity},
+                    Field{"unique_instances", &T::unique_instances},
+                    Field{"state", &T::state},
+                    Field{"last_error", &T::last_error},
+                    Field{"snapshots", &T::snapshots},
+                    Field{"errors", &T::errors},
+                    Field{"devices", &T::devices},
+                    Field{"instances", &T::instances},
+                    Field{"last_snapshot", &T::last_snapshot}};
+}
+
+template <>
+auto fields_of<ConfigurationErrorStatus>() {
+  using T = ConfigurationErrorStatus;
+  return std::tuple{Field{"source", &T::source}, Field{"field", &T::field_path},
+                    Field{"reason", &T::reason}, Field{"since", &T::since}};
+}
+
+template <>
+auto fields_of<SlotStatus>() {
+  using T = SlotStatus;
+  return std::tuple{Field{"name", &T::name}, Field{"index", &T::index}, Field{"usage", &T::usage}};
+}
+
+template <>
+auto fields_of<InstanceStatus>() {
+  using T = InstanceStatus;
+  return std::tuple{Field{"namespace", &T::namespace_name},
+                    Field{"name", &T::name},
+                    Field{"configuration", &T::configuration},
+                    Field{"shared", &T::shared},
+                    Field{"capacity", &T::capacity},
+                    Field{"nodes", &T::nodes},
+                    Field{"here", &T::here},
+                    Field{"offline", &T::offline},
+                    Field{"slots", &T::slots}};
+}
+
+template <>
+auto fields_of<PluginDeviceStatus>() {
+  using T = PluginDeviceStatus;
+  return std::tuple{Field{"id", &T::id}, Field{"healthy", &T::healthy}};
+}
+
+template <>
+auto fields_of<PluginStatus>() {
+  using T = PluginStatus;
+  return std::tuple{Field{"resource", &T::resource},
+                    Field{"kind", &T::kind},
+                    Field{"socket", &T::socket},
+                    Field{"registered", &T::registered},
+                    Field{"registrations", &T::registrations},
+                    Field{"lists_sent", &T::lists_sent},
+                    Field{"last_error", &T::last_error},
+                    Field{"devices", &T::devices}};
+}
+
+template <>
+auto fields_of<Check>() {
+  using T = Check;
+  return std::tuple{Field{"name", &T::name}, Field{"ok", &T::ok}, Field{"detail", &T::detail}};
+}
+
+template <>
+auto fields_of<Readiness>() {
+  using T = Readiness;
+  return std::tuple{Field{"ready", &T::ready}, Field{"checks", &T::checks}};
+}
+
+// The summary's readiness is flattened into it: see to_json(Summary).
+template <>
+auto fields_of<Summary>() {
+  using T = Summary;
+  return std::tuple{Field{"node", &T::node},
+                    Field{"version", &T::version},
+                    Field{"uptime_seconds", &T::uptime_seconds},
+                    Field{"handlers", &T::handlers},
+                    Field{"configurations", &T::configurations},
+                    Field{"instances", &T::instances},
+                    Field{"plugins", &T::plugins},
+                    Field{"configuration_errors", &T::configuration_errors}};
+}
+
+// Sets the keys of value's fields in json, an object.
+template <typename T>
+void write_fields(nlohmann::json& json, const T& value) {
+  std::apply([&](const auto&... field) { ((json[field.key] = value.*field.member), ...); },
+             fields_of<T>());
+}
+
+// Reads the fields json has; the others keep what they hold.
+template <typename T>
+void read_fields(const nlohmann::json& json, T& value) {
+  auto read = [&](const char* key, auto& member) {
+    if (auto it = json.find(key); it != json.end() && !it->is_null()) it->get_to(member);
+  };
+  std::apply([&](const auto&... field) { (read(field.key, value.*field.member), ...); },
+             fields_of<T>());
+}
+
+template <typename T>
+void write_object(nlohmann::json& json, const T& value) {
+  json = nlohmann::json::object();
+  write_fields(json, value);
 }
 
 }  // namespace
 
-void to_json(nlohmann::json& json, const HandlerStatus& value) {
-  json = {{"name", value.name},   {"version", value.version},
-          {"path", value.path},   {"shares_devices", value.shares_devices},
-          {"state", value.state}, {"error", value.error}};
-}
+void to_json(nlohmann::json& json, const HandlerStatus& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, HandlerStatus& value) { read_fields(json, value); }
 
-void from_json(const nlohmann::json& json, HandlerStatus& value) {
-  read(json, "name", value.name);
-  read(json, "version", value.version);
-  read(json, "path", value.path);
-  read(json, "shares_devices", value.shares_devices);
-  read(json, "state", value.state);
-  read(json, "error", value.error);
-}
-
-void to_json(nlohmann::json& json, const ConfigurationStatus& value) {
-  json = {{"namespace", value.namespace_name},
-          {"name", value.name},
-          {"handler", value.handler},
-          {"resource", value.resource},
-          {"capacity", value.capacity},
-          {"unique_instances", value.unique_instances},
-          {"state", value.state},
-          {"last_error", value.last_error},
-          {"snapshots", value.snapshots},
-          {"errors", value.errors},
-          {"devices", value.devices},
-          {"instances", value.instances},
-          {"last_snapshot", value.last_snapshot}};
-}
-
-void from_json(const nlohmann::json& json, ConfigurationStatus& value) {
-  read(json, "namespace", value.namespace_name);
-  read(json, "name", value.name);
-  read(json, "handler", value.handler);
-  read(json, "resource", value.resource);
-  read(json, "capacity", value.capacity);
-  read(json, "unique_instances", value.unique_instances);
-  read(json, "state", value.state);
-  read(json, "last_error", value.last_error);
-  read(json, "snapshots", value.snapshots);
-  read(json, "errors", value.errors);
-  read(json, "devices", value.devices);
-  read(json, "instances", value.instances);
-  read(json, "last_snapshot", value.last_snapshot);
-}
+void to_json(nlohmann::json& json, const ConfigurationStatus& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, ConfigurationStatus& value) { read_fields(json, value); }
 
 void to_json(nlohmann::json& json, const ConfigurationErrorStatus& value) {
-  json = {{"source", value.source},
-          {"field", value.field_path},
-          {"reason", value.reason},
-          {"since", value.since}};
+  write_object(json, value);
 }
-
 void from_json(const nlohmann::json& json, ConfigurationErrorStatus& value) {
-  read(json, "source", value.source);
-  read(json, "field", value.field_path);
-  read(json, "reason", value.reason);
-  read(json, "since", value.since);
+  read_fields(json, value);
 }
 
-void to_json(nlohmann::json& json, const SlotStatus& value) {
-  json = {{"name", value.name}, {"index", value.index}, {"usage", value.usage}};
-}
+void to_json(nlohmann::json& json, const SlotStatus& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, SlotStatus& value) { read_fields(json, value); }
 
-void from_json(const nlohmann::json& json, SlotStatus& value) {
-  read(json, "name", value.name);
-  read(json, "index", value.index);
-  read(json, "usage", value.usage);
-}
+void to_json(nlohmann::json& json, const InstanceStatus& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, InstanceStatus& value) { read_fields(json, value); }
 
-void to_json(nlohmann::json& json, const InstanceStatus& value) {
-  json = {{"namespace", value.namespace_name},
-          {"name", value.name},
-          {"configuration", value.configuration},
-          {"shared", value.shared},
-          {"capacity", value.capacity},
-          {"nodes", value.nodes},
-          {"here", value.here},
-          {"offline", value.offline},
-          {"slots", value.slots}};
-}
+void to_json(nlohmann::json& json, const PluginDeviceStatus& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, PluginDeviceStatus& value) { read_fields(json, value); }
 
-void from_json(const nlohmann::json& json, InstanceStatus& value) {
-  read(json, "namespace", value.namespace_name);
-  read(json, "name", value.name);
-  read(json, "configuration", value.configuration);
-  read(json, "shared", value.shared);
-  read(json, "capacity", value.capacity);
-  read(json, "nodes", value.nodes);
-  read(json, "here", value.here);
-  read(json, "offline", value.offline);
-  read(json, "slots", value.slots);
-}
+void to_json(nlohmann::json& json, const PluginStatus& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, PluginStatus& value) { read_fields(json, value); }
 
-void to_json(nlohmann::json& json, const PluginDeviceStatus& value) {
-  json = {{"id", value.id}, {"healthy", value.healthy}};
-}
+void to_json(nlohmann::json& json, const Check& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, Check& value) { read_fields(json, value); }
 
-void from_json(const nlohmann::json& json, PluginDeviceStatus& value) {
-  read(json, "id", value.id);
-  read(json, "healthy", value.healthy);
-}
-
-void to_json(nlohmann::json& json, const PluginStatus& value) {
-  json = {{"resource", value.resource},
-          {"kind", value.kind},
-          {"socket", value.socket},
-          {"registered", value.registered},
-          {"registrations", value.registrations},
-          {"lists_sent", value.lists_sent},
-          {"last_error", value.last_error},
-          {"devices", value.devices}};
-}
-
-void from_json(const nlohmann::json& json, PluginStatus& value) {
-  read(json, "resource", value.resource);
-  read(json, "kind", value.kind);
-  read(json, "socket", value.socket);
-  read(json, "registered", value.registered);
-  read(json, "registrations", value.registrations);
-  read(json, "lists_sent", value.lists_sent);
-  read(json, "last_error", value.last_error);
-  read(json, "devices", value.devices);
-}
-
-void to_json(nlohmann::json& json, const Check& value) {
-  json = {{"name", value.name}, {"ok", value.ok}, {"detail", value.detail}};
-}
-
-void from_json(const nlohmann::json& json, Check& value) {
-  read(json, "name", value.name);
-  read(json, "ok", value.ok);
-  read(json, "detail", value.detail);
-}
-
-void to_json(nlohmann::json& json, const Readiness& value) {
-  json = {{"ready", value.ready}, {"checks", value.checks}};
-}
-
-void from_json(const nlohmann::json& json, Readiness& value) {
-  read(json, "ready", value.ready);
-  read(json, "checks", value.checks);
-}
+void to_json(nlohmann::json& json, const Readiness& value) { write_object(json, value); }
+void from_json(const nlohmann::json& json, Readiness& value) { read_fields(json, value); }
 
 void to_json(nlohmann::json& json, const Summary& value) {
-  json = {{"node", value.node},
-          {"version", value.version},
-          {"uptime_seconds", value.uptime_seconds},
-          {"ready", value.readiness.ready},
-          {"checks", value.readiness.checks},
-          {"handlers", value.handlers},
-          {"configurations", value.configurations},
-          {"instances", value.instances},
-          {"plugins", value.plugins},
-          {"configuration_errors", value.configuration_errors}};
+  write_object(json, value);
+  write_fields(json, value.readiness);  // "ready" and "checks" at the top level
 }
-
 void from_json(const nlohmann::json& json, Summary& value) {
-  read(json, "node", value.node);
-  read(json, "version", value.version);
-  read(json, "uptime_seconds", value.uptime_seconds);
-  read(json, "ready", value.readiness.ready);
-  read(json, "checks", value.readiness.checks);
-  read(json, "handlers", value.handlers);
-  read(json, "configurations", value.configurations);
-  read(json, "instances", value.instances);
-  read(json, "plugins", value.plugins);
-  read(json, "configuration_errors", value.configuration_errors);
+  read_fields(json, value);
+  read_fields(json, value.readiness);
 }
 
 }  // namespace dowser::status_api
