@@ -432,40 +432,42 @@ TEST_F(InstanceReconcilerTest, AStagedDeviceGoneBeforeTheWriteIsNeverWritten) {
   EXPECT_FALSE(stored(key_of("usb", local)));
 }
 
-TEST_F(InstanceReconcilerTest, AStagedInstanceAnotherWriterCreatedIsJoinedWithItsClaims) {
-  auto config = configuration("usb");
-  auto local = device("one", Sharing::local);
-  const auto key = key_of("usb", local);
-  reconciler_->stage_creates();
-  reconciler_->apply(config, complete({local}), start_);
+// A new local device of the usb Configuration reported with creates staged.
+class StagedCreateTest : public InstanceReconcilerTest {
+ protected:
+  StagedCreateTest() {
+    reconciler_->stage_creates();
+    reconciler_->apply(config_, complete({local_}), start_);
+  }
+  const Configuration config_ = configuration("usb");
+  const Device local_ = device("one", Sharing::local);
+  const InstanceKey key_ = key_of("usb", local_);
+};
+
+TEST_F(StagedCreateTest, AStagedInstanceAnotherWriterCreatedIsJoinedWithItsClaims) {
   // Written behind the pool's back before the staged write, holding a claim.
-  auto other = instance_for(config, local, "node-a", "akri.sh");
+  auto other = instance_for(config_, local_, "node-a", "akri.sh");
   other.nodes = {"node-a"};
-  other.device_usage[key.second + "-0"] = "C:0:node-a";
+  other.device_usage[key_.second + "-0"] = "C:0:node-a";
   store_->create(other);
 
-  EXPECT_EQ(reconciler_->write_staged(), std::set<InstanceKey>{key}) << "its plugins need a look";
-  ASSERT_NE(capacity_->find(key), nullptr);
-  EXPECT_EQ(capacity_->find(key)->instance.device_usage, other.device_usage) << "claims kept";
-  EXPECT_EQ(capacity_->find(key)->revision, stored(key)->revision);
+  EXPECT_EQ(reconciler_->write_staged(), std::set<InstanceKey>{key_}) << "its plugins need a look";
+  ASSERT_NE(capacity_->find(key_), nullptr);
+  EXPECT_EQ(capacity_->find(key_)->instance.device_usage, other.device_usage) << "claims kept";
+  EXPECT_EQ(capacity_->find(key_)->revision, stored(key_)->revision);
 }
 
-TEST_F(InstanceReconcilerTest, AStagedInstanceThatCannotBeWrittenLeavesThePool) {
-  auto config = configuration("usb");
-  auto local = device("one", Sharing::local);
-  const auto key = key_of("usb", local);
-  reconciler_->stage_creates();
-  reconciler_->apply(config, complete({local}), start_);
+TEST_F(StagedCreateTest, AStagedInstanceThatCannotBeWrittenLeavesThePool) {
   fs::remove_all(dir_ / "default");
   {
     std::ofstream blocker(dir_ / "default");  // a file where its namespace folder goes
   }
 
-  EXPECT_EQ(reconciler_->write_staged(), std::set<InstanceKey>{key}) << "its plugins need a look";
-  EXPECT_EQ(capacity_->find(key), nullptr) << "not offered any more";
+  EXPECT_EQ(reconciler_->write_staged(), std::set<InstanceKey>{key_}) << "its plugins need a look";
+  EXPECT_EQ(capacity_->find(key_), nullptr) << "not offered any more";
   fs::remove(dir_ / "default");
-  reconciler_->apply(config, changes({}), start_);
-  EXPECT_TRUE(stored(key)) << "the next report writes every device again";
+  reconciler_->apply(config_, changes({}), start_);
+  EXPECT_TRUE(stored(key_)) << "the next report writes every device again";
 }
 
 }  // namespace
