@@ -1,8 +1,7 @@
 #include "configuration.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
-
-#include <stdlib.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -112,17 +111,6 @@ std::string two(const std::string& first, const std::string& second) {
 
 class FileSourceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "dowser-configuration-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    directory_ = pattern;
-  }
-
-  void TearDown() override {
-    source_.reset();
-    fs::remove_all(directory_);
-  }
-
   void start() {
     source_ = std::make_unique<FileConfigurationSource>(directory_, log_.callbacks());
     source_->start();
@@ -154,7 +142,8 @@ class FileSourceTest : public ::testing::Test {
     return static_cast<std::size_t>(std::count_if(events.begin(), events.end(), matches));
   }
 
-  fs::path directory_;
+  const test::TempDir temp_dir_{"dowser-configuration"};  // outlives the source
+  fs::path directory_ = temp_dir_.path();                 // a test may point it elsewhere
   EventLog log_;
   std::unique_ptr<FileConfigurationSource> source_;
   int sentinels_ = 0;

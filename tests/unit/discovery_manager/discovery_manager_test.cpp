@@ -2,12 +2,11 @@
 // temp handler directory: sessions started, restarted and waiting for a
 // handler that is not there yet; events arrive on a core thread of the test.
 #include "discovery_manager.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
-
-#include <stdlib.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -89,8 +88,6 @@ bool mentions(const std::vector<std::string>& reasons, const std::string& text) 
 class DiscoveryManagerTest : public ::testing::Test {
  protected:
   DiscoveryManagerTest() {
-    std::string pattern = (fs::temp_directory_path() / "dowser-discovery-XXXXXX").string();
-    dir_ = ::mkdtemp(pattern.data());
     fs::create_directories(handler_dir());
     DiscoveryOptions options;
     options.handler_dir = handler_dir();
@@ -105,7 +102,6 @@ class DiscoveryManagerTest : public ::testing::Test {
     on_core([this] { manager_.reset(); });
     work_.reset();
     core_thread_.join();
-    fs::remove_all(dir_);
   }
 
   fs::path handler_dir() const { return dir_ / "handlers"; }
@@ -144,7 +140,8 @@ class DiscoveryManagerTest : public ::testing::Test {
     });
   }
 
-  fs::path dir_;
+  const dowser::test::TempDir temp_dir_{"dowser-discovery"};  // outlives the manager
+  const fs::path dir_ = temp_dir_.path();
   Recorder recorder_;
   boost::asio::io_context core_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =

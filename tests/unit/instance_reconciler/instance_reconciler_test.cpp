@@ -2,10 +2,9 @@
 // temp dir: Instances created, left alone, withdrawn, kept offline for a
 // shared device's grace. Time is the `now` argument, never a sleep.
 #include "instance_reconciler.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
-
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -84,24 +83,17 @@ TEST(InstanceFor, LocalDeviceIsNamedByIdAndNode) {
 class InstanceReconcilerTest : public ::testing::Test {
  protected:
   InstanceReconcilerTest() {
-    std::string pattern = (fs::temp_directory_path() / "dowser-reconciler-XXXXXX").string();
-    dir_ = ::mkdtemp(pattern.data());
     store_ = std::make_unique<FileInstanceStore>(dir_);
     capacity_ = std::make_unique<CapacityManager>(*store_, "node-a");
     reconciler_ = std::make_unique<InstanceReconciler>(*store_, *capacity_, "node-a", "akri.sh");
-  }
-  ~InstanceReconcilerTest() override {
-    reconciler_.reset();
-    capacity_.reset();
-    store_.reset();
-    fs::remove_all(dir_);
   }
 
   std::optional<dowser::store::StoredInstance> stored(const InstanceKey& key) {
     return store_->get(key.first, key.second);
   }
 
-  fs::path dir_;
+  const dowser::test::TempDir temp_dir_{"dowser-reconciler"};  // outlives what follows
+  const fs::path dir_ = temp_dir_.path();
   std::unique_ptr<FileInstanceStore> store_;
   std::unique_ptr<CapacityManager> capacity_;
   std::unique_ptr<InstanceReconciler> reconciler_;

@@ -1,10 +1,9 @@
 // Dead-node cleanup: readiness, scrubbing one Instance, when a node is due,
 // and scrub_everywhere against a real file store.
 #include "node_cleanup.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
-
-#include <stdlib.h>
 
 #include <filesystem>
 
@@ -133,18 +132,9 @@ TEST(DeadNodeTracker, ANodeReCreatedBeforeItsCleanupIsNotDue) {
 
 class ScrubEverywhere : public ::testing::Test {
  protected:
-  ScrubEverywhere() {
-    std::string pattern = "/tmp/dowser-node-cleanup-XXXXXX";
-    directory_ = ::mkdtemp(pattern.data());
-    store_ = std::make_unique<store::FileInstanceStore>(directory_);
-  }
-  ~ScrubEverywhere() override {
-    store_.reset();
-    std::filesystem::remove_all(directory_);
-  }
-
-  std::filesystem::path directory_;
-  std::unique_ptr<store::FileInstanceStore> store_;
+  const test::TempDir directory_{"dowser-node-cleanup"};  // outlives the store
+  std::unique_ptr<store::FileInstanceStore> store_ =
+      std::make_unique<store::FileInstanceStore>(directory_.path());
 };
 
 TEST_F(ScrubEverywhere, ScrubsEveryInstanceAndDeletesThoseNoNodeSeesAnyMore) {
