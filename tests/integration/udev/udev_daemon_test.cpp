@@ -2,7 +2,6 @@
 // devices of tests/peers/udev. The test process owns the umockdev testbed
 // and dowserd runs as its child, inheriting the preload and the testbed.
 #include "../daemon/daemon_harness.hpp"
-#include "eventually.hpp"
 #include "testbed.hpp"
 
 #include <set>
@@ -42,16 +41,13 @@ spec:
 )");
   }
 
-  std::set<std::string> devpaths() {
+  // The devpaths of the stored Instances, once there are `count` (the
+  // kubelet may list a new local device before its Instance is written).
+  std::set<std::string> devpaths(size_t count) {
     std::set<std::string> result;
-    for (const auto& stored : instances())
+    for (const auto& stored : instances(count))
       result.insert(stored.instance.broker_properties.at("UDEV_DEVPATH"));
     return result;
-  }
-
-  // The kubelet may list a new local device before its Instance is written.
-  bool instances_become(const std::set<std::string>& expected) {
-    return test::eventually([&] { return devpaths() == expected; });
   }
 
   std::string instance_of(const std::string& devpath) {
@@ -68,7 +64,7 @@ TEST_F(UdevDaemonTest, MockedCamerasBecomeInstancesAndAHotPluggedOneIsFollowed) 
   capture_configuration(1);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
-  EXPECT_TRUE(instances_become({kVideo0, kVideo2})) << node.log();
+  EXPECT_EQ(devpaths(2), (std::set<std::string>{kVideo0, kVideo2}));
   for (const auto& stored : instances()) EXPECT_FALSE(stored.instance.shared) << "local devices";
 
   // Hot-plug: a third camera appears, changes twice, then goes.
@@ -76,7 +72,7 @@ TEST_F(UdevDaemonTest, MockedCamerasBecomeInstancesAndAHotPluggedOneIsFollowed) 
       testbed.add("video4linux", "video9", kCamera10 + "/1-10:1.0", {{"name", "Hotplug Cam"}},
                   {{"DEVNAME", "/dev/video9"}, {"ID_V4L_CAPABILITIES", ":capture:"}});
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 3)) << node.log();
-  ASSERT_TRUE(instances_become({kVideo0, kVideo2, video9})) << node.log();
+  ASSERT_EQ(devpaths(3), (std::set<std::string>{kVideo0, kVideo2, video9}));
   // Its own IL plugin is registered before it goes (and stops with it).
   ASSERT_TRUE(node.wait_allocatable("akri.sh/" + instance_of(video9), 1)) << node.log();
 
@@ -84,16 +80,16 @@ TEST_F(UdevDaemonTest, MockedCamerasBecomeInstancesAndAHotPluggedOneIsFollowed) 
   testbed.set_property(video9, "ID_V4L_CAPABILITIES", ":video_output:");
   testbed.uevent(video9, "change");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
-  EXPECT_EQ(devpaths(), (std::set<std::string>{kVideo0, kVideo2}));
+  EXPECT_EQ(devpaths(2), (std::set<std::string>{kVideo0, kVideo2}));
   testbed.set_property(video9, "ID_V4L_CAPABILITIES", ":capture:");
   testbed.uevent(video9, "change");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 3)) << node.log();
-  ASSERT_TRUE(instances_become({kVideo0, kVideo2, video9})) << node.log();
+  ASSERT_EQ(devpaths(3), (std::set<std::string>{kVideo0, kVideo2, video9}));
   ASSERT_TRUE(node.wait_allocatable("akri.sh/" + instance_of(video9), 1)) << node.log();
 
   testbed.remove(video9);
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
-  EXPECT_EQ(devpaths(), (std::set<std::string>{kVideo0, kVideo2})) << "its Instance is gone";
+  EXPECT_EQ(devpaths(2), (std::set<std::string>{kVideo0, kVideo2})) << "its Instance is gone";
 
   // The container gets the device node with the configured permissions.
   auto result = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
