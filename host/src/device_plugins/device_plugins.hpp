@@ -118,6 +118,10 @@ class PluginManager {
   }
   // Stops every plugin (removing sockets).
   void stop_all();
+  // A file in the kubelet directory was created or deleted. The directory
+  // watcher calls this; tests call it to replay an order of events the
+  // kernel cannot be made to deliver on demand.
+  void kubelet_dir_changed(const std::string& file_name, bool created);
 
  private:
   struct Watcher;
@@ -128,6 +132,7 @@ class PluginManager {
                          const grpc::Status& status);
   void reregister_all(const std::string& why);
   void on_socket_deleted(const std::string& file_name);
+  void renew_socket(Entry& entry);
   std::shared_ptr<grpc::Channel> kubelet_channel();
   void registration_answered();
 

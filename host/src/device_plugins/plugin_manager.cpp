@@ -8,12 +8,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,24 @@ constexpr char kKubeletSocket[] = "kubelet.sock";
 constexpr auto kFirstRetryDelay = std::chrono::milliseconds(250);
 // Registrations answered in one burst before the heap is trimmed after it.
 constexpr size_t kTrimAfterAnswers = 256;
+
+// Which kubelet serves kubelet.sock. Every kubelet creates the socket anew,
+// so two kubelets differ in the modification time even when the file system
+// hands out the same inode (renames and chmod leave it as it is).
+struct KubeletIdentity {
+  dev_t device;
+  ino_t inode;
+  time_t mtime_seconds;
+  long mtime_nanoseconds;
+  bool operator==(const KubeletIdentity&) const = default;
+};
+
+// The kubelet serving kubelet.sock right now, or nothing without the file.
+std::optional<KubeletIdentity> kubelet_identity(const std::filesystem::path& socket) {
+  struct stat info {};
+  if (::stat(socket.c_str(), &info) != 0) return std::nullopt;
+  return KubeletIdentity{info.st_dev, info.st_ino, info.st_mtim.tv_sec, info.st_mtim.tv_nsec};
+}
 
 }  // namespace
 
@@ -177,6 +197,9 @@ struct PluginManager::Entry {
   std::unique_ptr<DevicePluginServer> server;
   PluginStats stats;
   uint64_t generation = 0;  // bumped per registration attempt; stale answers are ignored
+  // Sent in a Register since it was served: the next Register needs a fresh socket.
+  bool socket_offered = false;
+  std::optional<KubeletIdentity> registered_with;  // the kubelet of the last Register not refused
   std::chrono::milliseconds retry_delay = kFirstRetryDelay;
   std::unique_ptr<boost::asio::steady_timer> timer;
 };
@@ -205,14 +228,16 @@ void PluginManager::start() {
   std::filesystem::create_directories(options_.kubelet_dir);
   watcher_ = std::make_unique<Watcher>(
       options_.kubelet_dir, [this, link = link_](const std::string& name, bool created) {
-        link->post([this, name, created] {
-          if (name == kKubeletSocket && created) {
-            reregister_all("kubelet.sock was re-created (kubelet restart)");
-          } else if (!created) {
-            on_socket_deleted(name);
-          }
-        });
+        link->post([this, name, created] { kubelet_dir_changed(name, created); });
       });
+}
+
+void PluginManager::kubelet_dir_changed(const std::string& file_name, bool created) {
+  if (file_name == kKubeletSocket && created) {
+    reregister_all("kubelet.sock was re-created (kubelet restart)");
+  } else if (!created) {
+    on_socket_deleted(file_name);
+  }
 }
 
 void PluginManager::add(const std::string& resource_name, PluginBackend& backend) {
@@ -285,12 +310,15 @@ void PluginManager::register_plugin(const std::string& resource_name,
 }
 
 void PluginManager::send_registration(const std::string& resource_name, uint64_t generation) {
+  auto& entry = *plugins_.at(resource_name);
+  entry.socket_offered = true;
+  entry.registered_with = kubelet_identity(options_.kubelet_dir / kKubeletSocket);
   auto call = registrations_->start();
   call->stub = v1beta1::Registration::NewStub(kubelet_channel());
   call->context.set_deadline(std::chrono::system_clock::now() + options_.register_timeout);
   call->context.set_wait_for_ready(false);
   call->request.set_version("v1beta1");
-  call->request.set_endpoint(plugins_.at(resource_name)->server->socket_name());
+  call->request.set_endpoint(entry.server->socket_name());
   call->request.set_resource_name(resource_name);
   call->request.mutable_options()->set_get_preferred_allocation_available(true);
   ++registrations_in_flight_;
@@ -345,6 +373,7 @@ void PluginManager::registration_done(const std::string& resource_name, uint64_t
   }
   entry.stats.registered = false;
   entry.stats.last_error = status.error_message();
+  entry.registered_with.reset();
   kubelet_channel_.reset();  // the retry connects afresh
   if (registration_observer_) registration_observer_(resource_name, entry.stats);
   spdlog::warn("{}: kubelet registration failed: {}; retrying in {} ms", resource_name,
@@ -354,15 +383,23 @@ void PluginManager::registration_done(const std::string& resource_name, uint64_t
   register_plugin(resource_name, delay);
 }
 
+// A plugin whose Register already went to this kubelet is left alone: the
+// kubelet's restart deleted its socket, and when that deletion was handled
+// the new kubelet.sock was there already (its creation is handled later).
+// Registering again would replace the socket the kubelet streams from.
 void PluginManager::reregister_all(const std::string& why) {
-  spdlog::info("re-registering {} plugins: {}", plugins_.size(), why);
+  auto kubelet = kubelet_identity(options_.kubelet_dir / kKubeletSocket);
   kubelet_channel_.reset();  // a new kubelet: a new connection
+  size_t renewed = 0;
   for (auto& [name, entry] : plugins_) {
+    if (kubelet && entry->registered_with == kubelet) continue;
     entry->stats.registered = false;
     entry->retry_delay = kFirstRetryDelay;
-    entry->server->serve();
+    if (entry->socket_offered) renew_socket(*entry);
     register_plugin(name, std::chrono::milliseconds(0));
+    ++renewed;
   }
+  spdlog::info("re-registering {} of {} plugins: {}", renewed, plugins_.size(), why);
 }
 
 void PluginManager::on_socket_deleted(const std::string& file_name) {
@@ -370,12 +407,20 @@ void PluginManager::on_socket_deleted(const std::string& file_name) {
     if (entry->server->socket_name() != file_name) continue;
     spdlog::info("{}: its socket {} was deleted; serving a new one", name, file_name);
     entry->stats.registered = false;
-    entry->server->serve();
+    renew_socket(*entry);
     // Without kubelet.sock the kubelet is restarting: its re-creation re-registers us.
     if (std::filesystem::exists(options_.kubelet_dir / kKubeletSocket))
       register_plugin(name, std::chrono::milliseconds(0));
     return;
   }
+}
+
+// The kubelet keys plugins by socket path and does not support a second
+// Register on one path, so every Register after the first gets a new socket.
+void PluginManager::renew_socket(Entry& entry) {
+  entry.server->serve();
+  entry.socket_offered = false;
+  entry.registered_with.reset();
 }
 
 }  // namespace dowser::plugins

@@ -336,6 +336,33 @@ TEST_F(PluginManagerTest, KubeletRestartBringsAFreshRegistration) {
   })) << "the kubelet gets no list on the new socket";
 }
 
+// A kubelet restart deletes the plugin's socket, then creates kubelet.sock.
+// When the core thread handles the deletion late, the new kubelet.sock is
+// there already and the plugin registers with it; the creation, handled
+// after that, must not register it again: that would replace the socket the
+// kubelet streams from and leave the resource unhealthy meanwhile. The
+// creation is replayed by hand: the kernel cannot be made to deliver it late.
+TEST_F(PluginManagerTest, AKubeletSeenOnceIsNotRegisteredWithTwice) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto before = kubelet_.status().resource(kResource)->endpoint;
+  kubelet_.restart();
+  ASSERT_EQ(wait_registered(2).size(), 2u) << "the plugin did not register again";
+  ASSERT_TRUE(wait_for([&](const SimulatorStatus& status) {
+    const auto* resource = status.resource(kResource);
+    return resource && resource->streaming && resource->endpoint != before;
+  }));
+  auto serving = on_core([this] { return manager_->stats(kResource)->socket_name; });
+
+  auto after = on_core([this] {
+    manager_->kubelet_dir_changed("kubelet.sock", true);
+    return *manager_->stats(kResource);
+  });
+
+  EXPECT_EQ(after.socket_name, serving) << "the plugin left the socket the kubelet streams from";
+  EXPECT_TRUE(after.registered) << "the plugin started registering again";
+  EXPECT_EQ(after.registrations, 2u);
+}
+
 // A kubelet that takes Register calls and never answers them; it only sees
 // them cancelled.
 class SilentKubelet final : public v1beta1::Registration::CallbackService {
