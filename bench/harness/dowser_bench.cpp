@@ -5,7 +5,8 @@
 //
 // Prints a table (and JSON): gRPC baselines; discovery-to-kubelet latency for
 // IL (new plugin, registration included) and CL (list update); Allocate round
-// trips; scale (registration time, memory, threads, fds, idle CPU); startup.
+// trips; scale (registration time, memory, threads, fds, idle CPU, re-registration
+// after a kubelet restart); startup.
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "instance_store.hpp"
 
@@ -637,6 +638,38 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   return figures;
 }
 
+// Whether all `instances` IL plugins stream their 4 slots.
+bool all_streaming(const dowser::testkit::SimulatorStatus& status, int instances) {
+  size_t ready = 0;
+  for (const auto& [name, resource] : status.resources)
+    ready += resource.streaming && resource.devices.size() == 4 ? 1 : 0;
+  return ready == static_cast<size_t>(instances);
+}
+
+size_t registrations(const dowser::testkit::SimulatorStatus& status) {
+  size_t count = 0;
+  for (const auto& [name, resource] : status.resources) count += resource.registrations;
+  return count;
+}
+
+// A kubelet restart (every socket deleted, then a new kubelet.sock): the time
+// until every IL plugin streams its slots again, and how many registrations
+// beyond one per plugin it took (each one more replaces a stream the kubelet
+// had, leaving the resource unhealthy meanwhile), counted a second after.
+json kubelet_restart(dowser::testkit::KubeletSimulator& kubelet, int instances) {
+  const size_t plugins = kubelet.status().resources.size();
+  const size_t before = registrations(kubelet.status());
+  auto start = Clock::now();
+  kubelet.restart();
+  bool all = poll_until(
+      kubelet, [&](const auto& s) { return all_streaming(s, instances); }, 600s);
+  double seconds = micros_since(start) / 1e6;
+  std::this_thread::sleep_for(1s);
+  const auto extra = static_cast<int64_t>(registrations(kubelet.status()) - before) -
+                     static_cast<int64_t>(plugins);
+  return {{"reregistered_all", all}, {"reregistration_s", seconds}, {"extra_registrations", extra}};
+}
+
 json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handlers, int instances,
            int idle_seconds) {
   Node node(root, dowserd, handlers);
@@ -648,14 +681,7 @@ json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handle
   auto start = Clock::now();
   send_devices(socket, ids);
   bool all = poll_until(
-      *node.kubelet,
-      [&](const dowser::testkit::SimulatorStatus& s) {
-        size_t ready = 0;
-        for (const auto& [name, resource] : s.resources)
-          ready += resource.streaming && resource.devices.size() == 4 ? 1 : 0;
-        return ready == static_cast<size_t>(instances);
-      },
-      600s);
+      *node.kubelet, [&](const auto& s) { return all_streaming(s, instances); }, 600s);
   double seconds = micros_since(start) / 1e6;
   auto figures = figures_of(node.pid);
   double cpu_before = cpu_seconds(node.pid);
@@ -664,10 +690,12 @@ json scale(const fs::path& root, const fs::path& dowserd, const fs::path& handle
   // Also once settled: right after the last plugin streams, the heap of the
   // registration burst may not have been trimmed yet.
   auto settled = figures_of(node.pid);
-  return {{"instances", instances},       {"all_registered", all},
-          {"registration_s", seconds},    {"rss_mb", figures.rss_mb},
-          {"threads", figures.threads},   {"fds", figures.fds},
-          {"idle_cpu_percent", idle_cpu}, {"rss_mb_after_idle", settled.rss_mb}};
+  json result = {{"instances", instances},       {"all_registered", all},
+                 {"registration_s", seconds},    {"rss_mb", figures.rss_mb},
+                 {"threads", figures.threads},   {"fds", figures.fds},
+                 {"idle_cpu_percent", idle_cpu}, {"rss_mb_after_idle", settled.rss_mb}};
+  result.update(kubelet_restart(*node.kubelet, instances));
+  return result;
 }
 
 json startup(const fs::path& root, const fs::path& dowserd, const fs::path& handlers) {
@@ -810,7 +838,8 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
                   cl_discovery.samples > 0 && il_allocate.samples > 0 && cl_allocate.samples > 0 &&
                   cl_burst.samples > 0;
   for (const auto& figures : report["scale"])
-    complete = complete && figures["all_registered"].get<bool>();
+    complete = complete && figures["all_registered"].get<bool>() &&
+               figures["reregistered_all"].get<bool>();
   if (!complete) std::cerr << "some stage did not complete; see the figures above\n";
   return complete ? 0 : 1;
 }
