@@ -76,14 +76,17 @@ void stop_server(std::unique_ptr<grpc::Server>& server) {
   server.reset();
 }
 
-// What the kubelet's CleanupPluginDirectory does: every socket goes, other files stay.
-void remove_sockets(const std::filesystem::path& dir) {
+// What the kubelet's CleanupPluginDirectory does: every socket goes, other
+// files stay. `last` (a stale kubelet.sock) goes after the others.
+void remove_sockets(const std::filesystem::path& dir, const std::filesystem::path& last) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    if (entry.symlink_status(error).type() == std::filesystem::file_type::socket) {
+    if (entry.path() != last &&
+        entry.symlink_status(error).type() == std::filesystem::file_type::socket) {
       std::filesystem::remove(entry.path(), error);
     }
   }
+  std::filesystem::remove(last, error);
 }
 
 }  // namespace
@@ -203,6 +206,7 @@ struct KubeletSimulator::Impl {
   explicit Impl(KubeletSimulatorConfig config_in)
       : config(std::move(config_in)),
         kubelet_socket(config.device_plugin_dir / "kubelet.sock"),
+        served_socket(config.device_plugin_dir / ".kubelet-sim" / "kubelet.sock"),
         grpc_token(std::make_shared<const TokenRelease>(*this)) {
     // Debian's abseil tracks lock order across every mutex gRPC creates (it
     // is built without NDEBUG): with thousands of plugins, that is most of
@@ -211,6 +215,7 @@ struct KubeletSimulator::Impl {
     if (std::filesystem::create_directories(config.device_plugin_dir)) {
       std::filesystem::permissions(config.device_plugin_dir, std::filesystem::perms(0750));
     }
+    std::filesystem::create_directories(served_socket.parent_path());
     serve_registration();
     std::filesystem::create_directories(config.podresources_socket.parent_path());
     podresources_server = serve_unix(config.podresources_socket, podresources_service);
@@ -220,6 +225,9 @@ struct KubeletSimulator::Impl {
 
   ~Impl() {
     stop_server(registration_server);
+    std::error_code ignored;
+    std::filesystem::remove(kubelet_socket, ignored);
+    std::filesystem::remove_all(served_socket.parent_path(), ignored);
     close_all();
     // A stream's end is handled before its reader lets go of the channel,
     // and a dial's answer before gRPC lets go of the dial.
@@ -248,10 +256,14 @@ struct KubeletSimulator::Impl {
   }
 
   // A starting kubelet: clean the directory, then listen on a new kubelet.sock.
+  // gRPC deletes a unix socket when its server stops, which a killed kubelet
+  // never does: so it serves a socket in a directory of its own, and
+  // kubelet.sock is a second name for it, which stays until removed.
   void serve_registration() {
-    remove_sockets(config.device_plugin_dir);
+    remove_sockets(config.device_plugin_dir, kubelet_socket);
     registration_service = std::make_unique<RegistrationService>(*this);
-    registration_server = serve_unix(kubelet_socket, *registration_service);
+    registration_server = serve_unix(served_socket, *registration_service);
+    std::filesystem::create_hard_link(served_socket, kubelet_socket);
   }
 
   // The end of a Register call's dial-back: Register's answer.
@@ -535,12 +547,13 @@ struct KubeletSimulator::Impl {
     return taken;
   }
 
-  void restart() {
+  void restart(KubeletExit exit) {
     std::lock_guard admission(admission_mutex);
-    spdlog::info("kubelet restart");
+    spdlog::info("kubelet restart{}", exit == KubeletExit::crash ? " after a crash" : "");
     // The old kubelet goes first: a Register in flight finishes before the
     // state is reset, so it cannot outlive the restart.
     stop_server(registration_server);
+    if (exit == KubeletExit::clean) std::filesystem::remove(kubelet_socket);
     close_all();
     serve_registration();
   }
@@ -575,6 +588,7 @@ struct KubeletSimulator::Impl {
 
   const KubeletSimulatorConfig config;
   const std::filesystem::path kubelet_socket;
+  const std::filesystem::path served_socket;  // kubelet.sock is a second name for it
 
   mutable std::mutex mutex;  // guards state, plugins, last_connection_id, open_streams
   mutable std::condition_variable changed;
@@ -609,7 +623,7 @@ AllocationResult KubeletSimulator::allocate(const std::string& resource, const P
 
 std::size_t KubeletSimulator::delete_pod(const PodRef& pod) { return impl_->delete_pod(pod); }
 
-void KubeletSimulator::restart() { impl_->restart(); }
+void KubeletSimulator::restart(KubeletExit exit) { impl_->restart(exit); }
 
 SimulatorStatus KubeletSimulator::status() const { return impl_->status(); }
 

@@ -70,17 +70,21 @@ TEST_F(PluginSocketsTest, SocketsArePrivateAndEachRegistrationHasAFreshOne) {
   EXPECT_TRUE(fs::exists(node.plugin_dir() / renewed));
   EXPECT_TRUE(endpoints_seen.insert(renewed).second) << "a fresh socket name";
 
-  // A kubelet restart: every plugin registers again, each under a new name.
-  node.kubelet->restart();
-  for (const auto& resource : {std::string("akri.sh/cams"), il}) {
-    ASSERT_TRUE(node.wait([&](const testkit::SimulatorStatus& status) {
-      const auto* r = status.resource(resource);
-      return r && !r->endpoint.empty() && r->streaming && r->allocatable() == 1;
-    })) << resource
-        << "\n"
-        << node.log();
-    EXPECT_TRUE(endpoints_seen.insert(endpoint_of(node, resource)).second)
-        << resource << " re-registered under a socket name used before";
+  // A kubelet restart, clean or after a crash (its kubelet.sock left behind
+  // while the plugin sockets go): every plugin registers again, each under a
+  // new name.
+  for (auto exit : {testkit::KubeletExit::clean, testkit::KubeletExit::crash}) {
+    node.kubelet->restart(exit);
+    for (const auto& resource : {std::string("akri.sh/cams"), il}) {
+      ASSERT_TRUE(node.wait([&](const testkit::SimulatorStatus& status) {
+        const auto* r = status.resource(resource);
+        return r && !r->endpoint.empty() && r->streaming && r->allocatable() == 1;
+      })) << resource
+          << "\n"
+          << node.log();
+      EXPECT_TRUE(endpoints_seen.insert(endpoint_of(node, resource)).second)
+          << resource << " re-registered under a socket name used before";
+    }
   }
   auto allocated = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
   EXPECT_TRUE(allocated.ok()) << allocated.status.error_message();

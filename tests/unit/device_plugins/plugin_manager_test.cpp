@@ -336,6 +336,26 @@ TEST_F(PluginManagerTest, KubeletRestartBringsAFreshRegistration) {
   })) << "the kubelet gets no list on the new socket";
 }
 
+// After a crash the old kubelet.sock is still there when the plugin's socket
+// goes: a Register sent then (if the deletion is handled that soon) is
+// refused, and the new kubelet.sock brings the registration, on a socket no
+// kubelet was given before.
+TEST_F(PluginManagerTest, AKubeletRestartedAfterACrashGetsAFreshRegistration) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto before = kubelet_.status().resource(kResource)->endpoint;
+
+  kubelet_.restart(dowser::testkit::KubeletExit::crash);
+
+  auto sockets = wait_registered(2);
+  ASSERT_EQ(sockets.size(), 2u) << "the plugin did not register again";
+  EXPECT_NE(sockets.back(), before);
+  EXPECT_TRUE(wait_for([&](const SimulatorStatus& status) {
+    const auto* resource = status.resource(kResource);
+    return resource && resource->streaming && resource->endpoint == sockets.back() &&
+           !resource->devices.empty();
+  })) << "the kubelet gets no list on the new socket";
+}
+
 // A kubelet restart deletes the plugin's socket, then creates kubelet.sock.
 // When the core thread handles the deletion late, the new kubelet.sock is
 // there already and the plugin registers with it; the creation, handled

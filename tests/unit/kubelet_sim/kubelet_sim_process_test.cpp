@@ -161,6 +161,10 @@ TEST(KubeletSimProcess, AnswersEveryCommandOnOneLine) {
   EXPECT_EQ(sim.command("restart"), "ok");
   EXPECT_FALSE(std::filesystem::exists(plugin.socket()));
   EXPECT_EQ(sim.command("wait example.com/widget 1 0.05").rfind("error: timeout", 0), 0u);
+  EXPECT_EQ(sim.command("crash-restart"), "ok");
+  TestDevicePlugin after_crash(plugin_dir, "widget-2.sock", {}, {{"w0", "Healthy"}});
+  EXPECT_TRUE(after_crash.register_with(plugin_dir / "kubelet.sock", "example.com/widget").ok());
+  EXPECT_EQ(sim.command("wait example.com/widget 1 10"), "ok");
   EXPECT_EQ(sim.command("allocate example.com/widget one default/pod-b main").rfind("error: ", 0),
             0u);
   EXPECT_EQ(sim.command("frobnicate").rfind("error: unknown command", 0), 0u);

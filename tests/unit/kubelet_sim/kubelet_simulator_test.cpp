@@ -377,11 +377,10 @@ TEST_F(KubeletSimulatorTest, RestartDeletesPluginSocketsAndCreatesKubeletSocketA
 
   simulator_.restart();
 
-  // restart() has returned, so every event is queued already.
-  const auto events = watch.events();
-  EXPECT_THAT(events, Contains("deleted widget.sock"));
-  EXPECT_THAT(events, Not(Contains("deleted DEPRECATION")));
-  EXPECT_EQ(events.back(), "created kubelet.sock");
+  // restart() has returned, so every event is queued already. The old
+  // kubelet's socket went with it, before the new kubelet cleaned up.
+  EXPECT_THAT(watch.events(),
+              ElementsAre("deleted kubelet.sock", "deleted widget.sock", "created kubelet.sock"));
   EXPECT_FALSE(std::filesystem::exists(plugin->socket()));
   EXPECT_TRUE(std::filesystem::is_socket(simulator_.kubelet_socket()));
   EXPECT_TRUE(plugin->wait_for_streams(
@@ -399,6 +398,21 @@ TEST_F(KubeletSimulatorTest, RestartDeletesPluginSocketsAndCreatesKubeletSocketA
   const auto result = simulator_.allocate(kResource, {"default", "pod-b"}, "main", 1);
   ASSERT_TRUE(result.ok()) << result.status.error_message();
   EXPECT_THAT(result.device_ids, ElementsAre("w1"));
+}
+
+// A killed kubelet leaves its socket: a plugin sees its own socket deleted
+// while kubelet.sock is still there (refusing connections).
+TEST_F(KubeletSimulatorTest, ACrashedKubeletsSocketStaysUntilThePluginSocketsAreGone) {
+  auto plugin = registered_plugin({{"w0", "Healthy"}});
+  DirectoryWatch watch(plugin_dir());
+
+  simulator_.restart(KubeletExit::crash);
+
+  EXPECT_THAT(watch.events(),
+              ElementsAre("deleted widget.sock", "deleted kubelet.sock", "created kubelet.sock"));
+  EXPECT_TRUE(std::filesystem::is_socket(simulator_.kubelet_socket()));
+  auto again = registered_plugin({{"w0", "Healthy"}}, {}, "widget-2.sock");
+  EXPECT_EQ(resource_status().registrations, 2u);
 }
 
 }  // namespace

@@ -86,6 +86,17 @@ struct AllocationResult {
   bool ok() const { return status.ok(); }
 };
 
+// How the kubelet before a restart went away (KubeletSimulator::restart).
+enum class KubeletExit {
+  // Its kubelet.sock went with it, before the new kubelet cleans the directory.
+  clean,
+  // Killed: its kubelet.sock stays, refusing connections, until the new
+  // kubelet's cleanup deletes it after every plugin socket (the cleanup goes
+  // in directory order; this is the order hardest on a plugin, which sees its
+  // socket go while a kubelet.sock is still there).
+  crash,
+};
+
 class KubeletSimulator {
  public:
   // Creates the device plugin directory, removes every socket in it (as a
@@ -111,7 +122,7 @@ class KubeletSimulator {
   // A kubelet restart: ListAndWatch streams close, every socket in the device
   // plugin directory is deleted, kubelet.sock is created anew. Allocations
   // survive (the kubelet checkpoints them); device lists do not.
-  void restart();
+  void restart(KubeletExit exit = KubeletExit::clean);
 
   SimulatorStatus status() const;
 

@@ -21,6 +21,8 @@ const char* const kCommandHelp =
     "  delete-pod <namespace/pod>      forget the pod's allocations\n"
     "  restart                         a kubelet restart: streams close, plugin sockets go,\n"
     "                                  kubelet.sock is created again\n"
+    "  crash-restart                   the same after a crash: kubelet.sock stays behind,\n"
+    "                                  refusing connections, until every plugin socket is gone\n"
     "  status                          ok {\"resources\":{...},\"allocations\":[...]}\n"
     "  wait <resource> <min-allocatable> <timeout-seconds>\n"
     "                                  ok once the resource has that many healthy devices\n"
@@ -75,7 +77,12 @@ Reply delete_pod(KubeletSimulator& simulator, const Arguments& args) {
 }
 
 Reply restart(KubeletSimulator& simulator, const Arguments&) {
-  simulator.restart();
+  simulator.restart(KubeletExit::clean);
+  return ok();
+}
+
+Reply crash_restart(KubeletSimulator& simulator, const Arguments&) {
+  simulator.restart(KubeletExit::crash);
   return ok();
 }
 
@@ -111,8 +118,8 @@ struct CommandSpec {
 const std::map<std::string, CommandSpec, std::less<>>& commands() {
   static const std::map<std::string, CommandSpec, std::less<>> table = {
       {"allocate", {4, allocate}}, {"delete-pod", {1, delete_pod}},
-      {"restart", {0, restart}},   {"status", {0, status}},
-      {"wait", {3, wait}},
+      {"restart", {0, restart}},   {"crash-restart", {0, crash_restart}},
+      {"status", {0, status}},     {"wait", {3, wait}},
   };
   return table;
 }
