@@ -83,12 +83,13 @@ struct Part {
 constexpr std::array<Part, 3> kAllocateParts{{{"waiting for core thread", "waiting_for_core"},
                                               {"claiming (durable)", "claiming"},
                                               {"answer to gRPC", "answering"}}};
-constexpr std::array<Part, 6> kReportParts{{{"waiting for core thread", "waiting_for_core"},
-                                            {"reconciling", "reconciling"},
-                                            {"offering CL lists", "offering_lists"},
-                                            {"writing new Instances", "writing"},
-                                            {"serving IL plugins", "serving_plugins"},
-                                            {"making Instances durable", "syncing"}}};
+constexpr std::array<Part, 6> kReportParts{
+    {{"waiting for core thread", "waiting_for_core"},
+     {"reconciling", "reconciling"},
+     {"offering CL lists", "offering_lists"},
+     {"writing new Instances", "writing"},
+     {"serving IL plugins", "serving_plugins"},
+     {"handing their sync to the store", "handing_sync_over"}}};
 using PartTimes = std::vector<Latency>;  // one per part, in order
 
 // Each line of a dowserd log that `line` matches, summarized per part (its
@@ -396,7 +397,7 @@ PartTimes report_times_logged(const fs::path& log) {
   static const std::regex line(
       R"(: \d+ devices \((\d+ new or changed, \d+ gone)\) advertised: (\d+) us waiting for the )"
       R"(core thread, (\d+) us reconciling, (\d+) us offering CL lists, (\d+) us writing new )"
-      R"(Instances, (\d+) us serving IL plugins, (\d+) us making Instances durable)");
+      R"(Instances, (\d+) us serving IL plugins, (\d+) us handing their sync to the store)");
   auto times = logged_times(log, line, kReportParts.size(),
                             [](const std::smatch& match) {
                               return match[1] == "1 new or changed, 0 gone" ? "new device" : "";

@@ -24,7 +24,7 @@ void log_report(const std::pair<std::string, std::string>& key, const host::Devi
   spdlog::debug(
       "Configuration {}/{}: {} devices ({} new or changed, {} gone) advertised: {} us waiting "
       "for the core thread, {} us reconciling, {} us offering CL lists, {} us writing new "
-      "Instances, {} us serving IL plugins, {} us making Instances durable",
+      "Instances, {} us serving IL plugins, {} us handing their sync to the store",
       key.first, key.second, changes.devices, changes.reported.size(), changes.gone.size(),
       micros(changes.reported_at, times.started), micros(times.started, times.reconciled),
       micros(times.reconciled, times.offered), micros(times.offered, times.written),
@@ -275,17 +275,18 @@ void Daemon::reapply(const ConfigurationKey& key) {
 
 // The plugins advertise new Instances before they are durable (those of
 // local devices before they are even written: InstanceReconciler::
-// stage_creates), and one sync then makes all of them durable: a new device
-// reaches the kubelet without waiting for the store. Nothing is promised on them
-// meanwhile: a claim comes through this thread, after the sync (and its own
-// durable write would cover them: the store keeps order). A crash before the
-// sync loses only Instances that discovery finds again.
+// stage_creates), and one sync, on the store's own thread, then makes all of
+// them durable: a new device reaches the kubelet without waiting for the
+// store, and this thread does not wait for the disk. Nothing is promised on
+// them meanwhile: a claim's own durable write covers them (the store keeps
+// order). A crash before the sync loses only Instances that discovery finds
+// again.
 AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
                                                const Reconcile& reconcile) {
   AdvertiseTimes times;
   times.started = reconcile::Clock::now();
   {
-    const store::DeferredSync batch(*store_);
+    const store::DeferredSync batch(*store_, store::DeferredSync::SyncOn::store_thread);
     reconciler_.stage_creates();
     auto changed = reconcile(times.started);
     times.reconciled = reconcile::Clock::now();

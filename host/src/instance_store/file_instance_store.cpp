@@ -144,6 +144,8 @@ void FileInstanceStore::defer_sync() { state_->writes.defer_sync(); }
 
 void FileInstanceStore::sync() { state_->writes.sync_deferred(); }
 
+void FileInstanceStore::sync_in_background() { state_->writes.sync_deferred_in_background(); }
+
 std::optional<uint64_t> FileInstanceStore::journal_syncs() const {
   return state_->writes.journal_syncs();
 }

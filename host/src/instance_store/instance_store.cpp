@@ -90,6 +90,10 @@ std::optional<StoredInstance> update_with_retry(
 }
 
 DeferredSync::~DeferredSync() {
+  if (sync_on_ == SyncOn::store_thread) {
+    store_.sync_in_background();
+    return;
+  }
   try {
     store_.sync();
   } catch (const StoreError& error) {

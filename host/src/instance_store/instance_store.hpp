@@ -102,22 +102,32 @@ class InstanceStore {
   // ignores both. sync() throws StoreError(io).
   virtual void defer_sync() {}
   virtual void sync() {}
+  // Ends the deferral like sync(), but the store's own thread makes the
+  // Instances durable, soon after, and this one goes on at once. A failure
+  // is logged; the next durable write covers them.
+  virtual void sync_in_background() { sync(); }
   // How many times the store made its journal durable (one fdatasync each)
   // since it opened, from any thread; nullopt for a store without one.
   virtual std::optional<uint64_t> journal_syncs() const { return std::nullopt; }
 };
 
 // Defers the sync of the Instances this thread creates until it goes (see
-// InstanceStore::defer_sync); a failed sync is logged as an error.
+// InstanceStore::defer_sync), then syncs them on this thread (a failed sync
+// is logged as an error) or hands the sync to the store's own thread.
 class DeferredSync {
  public:
-  explicit DeferredSync(InstanceStore& store) : store_(store) { store_.defer_sync(); }
+  enum class SyncOn { this_thread, store_thread };
+  explicit DeferredSync(InstanceStore& store, SyncOn sync_on = SyncOn::this_thread)
+      : store_(store), sync_on_(sync_on) {
+    store_.defer_sync();
+  }
   ~DeferredSync();
   DeferredSync(const DeferredSync&) = delete;
   DeferredSync& operator=(const DeferredSync&) = delete;
 
  private:
   InstanceStore& store_;
+  SyncOn sync_on_;
 };
 
 // Re-reads and re-decides until a write wins (bounded): decide returns the
@@ -174,6 +184,7 @@ class FileInstanceStore : public InstanceStore {
       std::function<void(const WatchEvent&)> callback) override;
   void defer_sync() override;
   void sync() override;
+  void sync_in_background() override;
   std::optional<uint64_t> journal_syncs() const override;
   // How many Instance files the watch thread read back for events so far.
   uint64_t watch_file_reads() const;

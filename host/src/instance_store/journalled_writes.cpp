@@ -190,6 +190,28 @@ void JournalledWrites::sync_deferred() {
   settle_deferred();
 }
 
+void JournalledWrites::sync_deferred_in_background() {
+  deferring_thread_.store(std::thread::id());
+  if (!any_deferred_.load()) return;
+  {
+    const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+    deferred_sync_wanted_ = true;
+  }
+  wake_.notify_all();
+}
+
+void JournalledWrites::settle_deferred_in_background() {
+  try {
+    const StoreWriteLock held = lock();
+    settle_deferred();
+  } catch (const std::exception& error) {
+    spdlog::warn(
+        "instance store: new Instances could not be made durable yet; the next durable write "
+        "covers them: {}",
+        error.what());
+  }
+}
+
 void JournalledWrites::deferred_made_durable() {
   any_deferred_.store(false);
   for (const UnsyncedFiles::Key& file : std::exchange(deferred_files_, {})) note_written(file);
@@ -323,8 +345,14 @@ void JournalledWrites::checkpoint() {
 void JournalledWrites::run_checkpoints() {
   std::unique_lock<std::mutex> guard(checkpoint_mutex_);
   while (true) {
-    wake_.wait(guard, [this] { return stopping_ || checkpoint_wanted_; });
-    if (stopping_) return;
+    wake_.wait(guard, [this] { return stopping_ || checkpoint_wanted_ || deferred_sync_wanted_; });
+    if (stopping_) return;  // the destructor settles what is deferred
+    if (std::exchange(deferred_sync_wanted_, false)) {
+      guard.unlock();
+      settle_deferred_in_background();
+      guard.lock();
+      continue;
+    }
     guard.unlock();
     try {
       checkpoint_in_background();

@@ -151,6 +151,10 @@ class JournalledWrites {
   // throws StoreError(io).
   void defer_sync();
   void sync_deferred();
+  // Ends the deferral like sync_deferred(), but the store's own thread makes
+  // the records durable, soon after; the caller goes on at once. A failure is
+  // logged, and the next durable write (or sync) covers the records.
+  void sync_deferred_in_background();
 
   // Call with lock() held.
   const StoreJournal& journal() const { return journal_; }
@@ -169,6 +173,7 @@ class JournalledWrites {
   // Either way their files may be fsynced from then on. Under lock().
   void deferred_made_durable();
   void settle_deferred();
+  void settle_deferred_in_background();  // takes lock()
   // Who fsyncs: the checkpoint thread, a write's step (each skips the file the
   // other is fsyncing), or a checkpoint all at once.
   enum class Syncer { background, step, all };
@@ -196,6 +201,7 @@ class JournalledWrites {
   std::condition_variable wake_;
   UnsyncedFiles unsynced_;
   bool checkpoint_wanted_ = false;
+  bool deferred_sync_wanted_ = false;  // sync_deferred_in_background() was called
   bool stopping_ = false;
   uint64_t syncing_in_background_ = UnsyncedFiles::kNoSequence;
   uint64_t syncing_in_step_ = UnsyncedFiles::kNoSequence;

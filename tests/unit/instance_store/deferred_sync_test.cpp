@@ -26,6 +26,7 @@
 namespace {
 
 std::atomic<int> journal_syncs{0};
+std::atomic<std::thread::id> last_journal_sync_thread{};
 
 bool is_journal(int fd) {
   std::error_code error;
@@ -38,8 +39,11 @@ bool is_journal(int fd) {
 extern "C" int fdatasync(int fd) {
   using Real = int (*)(int);
   static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "fdatasync"));
-  if (is_journal(fd)) ++journal_syncs;
-  return real(fd);
+  if (!is_journal(fd)) return real(fd);
+  const int result = real(fd);
+  last_journal_sync_thread = std::this_thread::get_id();
+  ++journal_syncs;  // after the thread: a waiter for the count then sees the thread
+  return result;
 }
 
 namespace dowser::store::testing {
@@ -140,6 +144,23 @@ TEST_F(DeferredSyncTest, TheGuardSyncsWhenItGoes) {
               create(0, 4);
             }),
             1);
+}
+
+// The daemon's core thread must not wait for the disk: it hands the sync of
+// a report's new Instances to the store's own thread.
+TEST_F(DeferredSyncTest, ASyncHandedToTheStoresThreadHappensThereOnce) {
+  const int before = journal_syncs.load();
+  {
+    const DeferredSync batch(store_, DeferredSync::SyncOn::store_thread);
+    create(0, 3);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (journal_syncs.load() == before && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_EQ(journal_syncs.load() - before, 1) << "the handed-over sync never happened";
+  EXPECT_NE(last_journal_sync_thread.load(), std::this_thread::get_id());
+  EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 0) << "nothing is owed any more";
+  EXPECT_EQ(journal_syncs_of([&] { create(3, 1); }), 1) << "the deferral ended";
 }
 
 TEST_F(DeferredSyncTest, ClosingTheStoreMakesDeferredCreatesDurable) {
