@@ -83,13 +83,12 @@ struct Part {
 constexpr std::array<Part, 3> kAllocateParts{{{"waiting for core thread", "waiting_for_core"},
                                               {"claiming (durable)", "claiming"},
                                               {"answer to gRPC", "answering"}}};
-constexpr std::array<Part, 6> kReportParts{
-    {{"waiting for core thread", "waiting_for_core"},
-     {"reconciling", "reconciling"},
-     {"offering CL lists", "offering_lists"},
-     {"writing new Instances", "writing"},
-     {"serving IL plugins", "serving_plugins"},
-     {"handing their sync to the store", "handing_sync_over"}}};
+constexpr std::array<Part, 6> kReportParts{{{"waiting for core thread", "waiting_for_core"},
+                                            {"reconciling", "reconciling"},
+                                            {"offering CL lists", "offering_lists"},
+                                            {"writing new Instances", "writing"},
+                                            {"serving IL plugins", "serving_plugins"},
+                                            {"handing the sync over", "handing_sync_over"}}};
 using PartTimes = std::vector<Latency>;  // one per part, in order
 
 // Each line of a dowserd log that `line` matches, summarized per part (its
