@@ -36,6 +36,7 @@ using dowser::capacity::PluginDevice;
 using dowser::plugins::DeviceList;
 using dowser::plugins::PluginBackend;
 using dowser::plugins::PluginManager;
+using dowser::testkit::KubeletExit;
 using dowser::testkit::KubeletSimulator;
 using dowser::testkit::SimulatorStatus;
 
@@ -319,11 +320,18 @@ TEST_F(PluginManagerTest, RemoveEndsTheStreamAndDeletesTheSocket) {
   }));
 }
 
-TEST_F(PluginManagerTest, KubeletRestartBringsAFreshRegistration) {
+// A kubelet restart, clean or after a crash (then the old kubelet.sock is
+// still there when the plugin's socket goes, and a Register sent then, if the
+// deletion is handled that soon, is refused): the plugin registers again, on
+// a socket no kubelet was given before, and the kubelet gets its list there.
+class PluginManagerRestartTest : public PluginManagerTest,
+                                 public ::testing::WithParamInterface<KubeletExit> {};
+
+TEST_P(PluginManagerRestartTest, AKubeletRestartBringsAFreshRegistration) {
   ASSERT_NO_FATAL_FAILURE(add_and_wait());
   auto before = kubelet_.status().resource(kResource)->endpoint;
 
-  kubelet_.restart();
+  kubelet_.restart(GetParam());
 
   auto sockets = wait_registered(2);
   ASSERT_GE(sockets.size(), 2u) << "the plugin did not register again";
@@ -333,28 +341,14 @@ TEST_F(PluginManagerTest, KubeletRestartBringsAFreshRegistration) {
     const auto* resource = status.resource(kResource);
     return resource && resource->streaming && resource->endpoint != before &&
            !resource->devices.empty();
-  })) << "the kubelet gets no list on the new socket";
-}
-
-// After a crash the old kubelet.sock is still there when the plugin's socket
-// goes: a Register sent then (if the deletion is handled that soon) is
-// refused, and the new kubelet.sock brings the registration, on a socket no
-// kubelet was given before.
-TEST_F(PluginManagerTest, AKubeletRestartedAfterACrashGetsAFreshRegistration) {
-  ASSERT_NO_FATAL_FAILURE(add_and_wait());
-  auto before = kubelet_.status().resource(kResource)->endpoint;
-
-  kubelet_.restart(dowser::testkit::KubeletExit::crash);
-
-  auto sockets = wait_registered(2);
-  ASSERT_GE(sockets.size(), 2u) << "the plugin did not register again";
-  EXPECT_NE(sockets.back(), before);
-  EXPECT_TRUE(wait_for([&](const SimulatorStatus& status) {
-    const auto* resource = status.resource(kResource);
-    return resource && resource->streaming && resource->endpoint != before &&
-           !resource->devices.empty();
   })) << "the kubelet gets no list on a new socket";
 }
+
+INSTANTIATE_TEST_SUITE_P(Exits, PluginManagerRestartTest,
+                         ::testing::Values(KubeletExit::clean, KubeletExit::crash),
+                         [](const auto& info) {
+                           return info.param == KubeletExit::clean ? "Clean" : "AfterACrash";
+                         });
 
 // A kubelet restart deletes the plugin's socket, then creates kubelet.sock.
 // When the core thread handles the deletion late, the new kubelet.sock is
