@@ -659,8 +659,9 @@ size_t registrations(const dowser::testkit::SimulatorStatus& status) {
 // After a crash the old kubelet.sock is still there while the plugin sockets go.
 json kubelet_restart(dowser::testkit::KubeletSimulator& kubelet, int instances,
                      dowser::testkit::KubeletExit exit) {
-  const size_t plugins = kubelet.status().resources.size();
-  const size_t before = registrations(kubelet.status());
+  const auto status = kubelet.status();  // a copy of thousands of resources: once
+  const size_t plugins = status.resources.size();
+  const size_t before = registrations(status);
   auto start = Clock::now();
   kubelet.restart(exit);
   bool all = poll_until(
