@@ -242,6 +242,21 @@ TEST_F(JournalledWritesTest, DeferredWritesAreDurableBeforeTheJournalIsEmptied) 
   EXPECT_GE(checkpoints(), 3);
 }
 
+// The store's thread syncs them without the lock, while writes go on.
+TEST_F(JournalledWritesTest,
+       DeferredWritesSyncedInTheBackgroundAreDurableBeforeTheJournalIsEmptied) {
+  {
+    auto writes = open();
+    for (size_t i = 0; i < 1000; ++i) {
+      if (i % 4 == 0) writes->defer_sync();
+      put(*writes, (i * 7) % kFiles, 0, JournalledWrites::Deferral::allowed);
+      if (i % 4 == 3) writes->sync_deferred_in_background();
+    }
+  }
+  EXPECT_GE(checkpoints(), 3);
+  expect_latest_stored();
+}
+
 TEST_F(JournalledWritesTest, WritesLeaveTheCheckpointToItsThread) {
   const dowser::test::LogCapture log;
   {
