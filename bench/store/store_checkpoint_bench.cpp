@@ -2,7 +2,7 @@
 // store, and of the writes that empty a full journal (checkpoints).
 //
 //   store_checkpoint_bench [--instances 1000] [--updates 30000] [--journal-kib 16384]
-//                          [--base /tmp] [--seed 1] [--watch]
+//                          [--base /tmp] [--seed 1] [--watch] [--new-instance-every-us 0]
 //
 // Creates --instances Instances of about 1.5 KB (an ONVIF camera's properties,
 // capacity 4) in a fresh store under --base, then claims and releases their
@@ -18,6 +18,10 @@
 // many events the watch had delivered when the last write returned (events
 // lag behind writes when its thread falls behind) and how many files the
 // watch thread read back.
+// With --new-instance-every-us N, another thread creates a new Instance every
+// N microseconds while the updates are timed, as dowserd does for a discovery
+// report with a new device: the create's sync is deferred and handed to the
+// store's own thread. The updates then show what that sync costs a claim.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -26,14 +30,17 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "instance_store.hpp"
@@ -52,6 +59,7 @@ struct Options {
   fs::path base = "/tmp";
   unsigned seed = 1;
   bool watch = false;
+  unsigned new_instance_every_us = 0;  // 0: none while updating
 };
 
 // The epoch in the journal's header; it changes when the journal is emptied.
@@ -148,6 +156,47 @@ void print_distribution(const char* what, const std::vector<Sample>& samples) {
   std::printf("\n");
 }
 
+// Creates camera(first), camera(first + 1), ... one every period_us (none if
+// 0) until destroyed, each in a deferral whose sync the store's thread makes.
+class NewInstances {
+ public:
+  NewInstances(FileInstanceStore& store, size_t first, unsigned period_us)
+      : store_(store), next_(first) {
+    if (period_us > 0) thread_ = std::thread([this, period_us] { run(period_us); });
+  }
+  ~NewInstances() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    stop_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  NewInstances(const NewInstances&) = delete;
+  NewInstances& operator=(const NewInstances&) = delete;
+  size_t created() const { return created_; }
+
+ private:
+  void run(unsigned period_us) {
+    std::unique_lock lock(mutex_);
+    while (
+        !stop_.wait_for(lock, std::chrono::microseconds(period_us), [this] { return stopping_; })) {
+      const dowser::store::DeferredSync report(store_,
+                                               dowser::store::DeferredSync::SyncOn::store_thread);
+      store_.create(camera(next_++));
+      ++created_;
+    }
+  }
+
+  FileInstanceStore& store_;
+  size_t next_;
+  std::atomic<size_t> created_{0};
+  std::mutex mutex_;
+  std::condition_variable stop_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 class Bench {
  public:
   explicit Bench(const Options& options)
@@ -168,14 +217,24 @@ class Bench {
       creates.push_back(timed(i, [&] { revisions_.back() = store_.create(instances_.back()); }));
     }
     std::vector<Sample> updates;
-    for (size_t i = 0; i < options_.updates; ++i) {
-      const size_t index = random_() % instances_.size();
-      updates.push_back(timed(index, [&] { claim_or_release(index); }));
+    size_t discovered = 0;
+    {
+      NewInstances discovery(store_, options_.instances, options_.new_instance_every_us);
+      for (size_t i = 0; i < options_.updates; ++i) {
+        const size_t index = random_() % instances_.size();
+        updates.push_back(timed(index, [&] { claim_or_release(index); }));
+      }
+      discovered = discovery.created();
     }
     std::printf("store %s, journal %zu KiB, %zu Instances of %zu bytes\n", directory_.c_str(),
                 options_.journal_kib, instances_.size(), document_size());
     print_distribution("create", creates);
     print_distribution("update", updates);
+    if (options_.new_instance_every_us > 0)
+      std::printf(
+          "%zu new Instances created while updating (one every %u us, synced by the "
+          "store's thread)\n",
+          discovered, options_.new_instance_every_us);
     if (!subscription) return;
     std::printf(
         "watch: %zu events delivered when the last of %zu writes returned; %llu files "
@@ -275,6 +334,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--seed", options.seed, "seed of the random claims");
   app.add_flag("--watch", options.watch, "keep a watch running, as dowserd does");
+  app.add_option("--new-instance-every-us", options.new_instance_every_us,
+                 "meanwhile, create a new Instance this often, its sync handed to the store's "
+                 "thread as dowserd does (0: none)");
   CLI11_PARSE(app, argc, argv);
   try {
     Bench(options).run();
