@@ -5,7 +5,7 @@
 //
 // Prints a table (and JSON): gRPC baselines; discovery-to-kubelet latency for
 // IL (new plugin, registration included) and CL (list update); Allocate round
-// trips; scale (registration time, memory, threads, fds, idle CPU, re-registration
+// trips, also while new devices keep coming; scale (registration time, memory, threads, fds, idle CPU, re-registration
 // after a kubelet restart); startup.
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "instance_store.hpp"
@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -515,24 +516,79 @@ bool listed_as_taken(const dowser::testkit::SimulatorStatus& status, const std::
 
 struct AllocateFigures {
   Latency il;
-  Latency cl;               // each call once the lists the previous one changed have arrived
-  Latency cl_back_to_back;  // each call right after the previous reply, as its lists go out
-  std::optional<PartTimes> il_in_dowserd, cl_in_dowserd;  // with --allocate-split
+  Latency cl;                   // each call once the lists the previous one changed have arrived
+  Latency cl_back_to_back;      // each call right after the previous reply, as its lists go out
+  Latency il_during_discovery;  // while new devices keep coming (DiscoveryChurn)
+  size_t reports_during_discovery = 0;
+  std::optional<PartTimes> il_in_dowserd, cl_in_dowserd,
+      il_during_discovery_in_dowserd;  // with --allocate-split
 };
 
-// The granted calls' times in a dowserd log, IL plugins' and the CL plugin's
-// (cl_resource).
-std::pair<PartTimes, PartTimes> allocate_times_logged(const fs::path& log,
-                                                      const std::string& cl_resource) {
+// The granted calls' times in a dowserd log: the CL plugin's (cl_resource),
+// the first il_calls of IL plugins, then the IL calls during discovery (calls
+// are made one at a time, so the log has them in that order).
+struct LoggedAllocateTimes {
+  PartTimes il, cl, il_during_discovery;
+};
+LoggedAllocateTimes allocate_times_logged(const fs::path& log, const std::string& cl_resource,
+                                          size_t il_calls) {
   static const std::regex line(
       R"((\S+): Allocate granted: (\d+) us waiting for the core thread, (\d+) us claiming, )"
       R"((\d+) us handing the answer to gRPC)");
+  size_t il_seen = 0;
+  auto kind_of = [&](const std::smatch& match) -> std::string {
+    if (match[1] == cl_resource) return "CL";
+    return il_seen++ < il_calls ? "IL" : "IL during discovery";
+  };
   auto times =
-      logged_times(log, line, kAllocateParts.size(),
-                   [&](const std::smatch& match) { return match[1] == cl_resource ? "CL" : "IL"; },
-                   {"IL", "CL"});
-  return {times["IL"], times["CL"]};
+      logged_times(log, line, kAllocateParts.size(), kind_of, {"IL", "CL", "IL during discovery"});
+  return {times["IL"], times["CL"], times["IL during discovery"]};
 }
+
+// Reports one new device every `period` on top of `reported` until destroyed,
+// as on a node where devices keep coming: each report creates an Instance
+// (written, its plugin served and registered, its sync handed to the store)
+// and changes the CL list, so that Allocates are timed against that work.
+class DiscoveryChurn {
+ public:
+  DiscoveryChurn(fs::path socket, std::vector<std::string> reported,
+                 std::chrono::milliseconds period)
+      : socket_(std::move(socket)), reported_(std::move(reported)), period_(period) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~DiscoveryChurn() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    stop_.notify_all();
+    thread_.join();
+  }
+  DiscoveryChurn(const DiscoveryChurn&) = delete;
+  DiscoveryChurn& operator=(const DiscoveryChurn&) = delete;
+
+  size_t reports() const { return reports_; }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    // Paced, not waiting for dowserd: every binary compared gets the same load.
+    while (!stop_.wait_for(lock, period_, [this] { return stopping_; })) {
+      reported_.push_back("churn-" + std::to_string(reports_));
+      send_devices(socket_, reported_);
+      ++reports_;
+    }
+  }
+
+  const fs::path socket_;
+  std::vector<std::string> reported_;
+  const std::chrono::milliseconds period_;
+  std::atomic<size_t> reports_{0};
+  std::mutex mutex_;
+  std::condition_variable stop_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
   return *status.resource("akri.sh/alloc");
@@ -567,6 +623,9 @@ size_t cl_lists_received(const dowser::testkit::KubeletSimulator& kubelet) {
       0ms);
   return received;
 }
+
+// How often DiscoveryChurn reports a new device during the Allocate stage.
+constexpr auto kChurnPeriod = 5ms;
 
 // Allocate RPCs straight to the plugins (what the kubelet's Allocate costs),
 // with `instances` Instances of capacity 4 in one Configuration.
@@ -628,12 +687,28 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   }
   for (const auto& [instance, stub] : il_stubs)
     if (auto allocated = timed_allocate(*stub, instance + "-3")) il.push_back(allocated->us);
-  AllocateFigures figures{summarize(il), summarize(cl_settled), summarize(cl_back_to_back),
-                          std::nullopt, std::nullopt};
+  // IL again, slot 2 of the same Instances, while new devices keep coming.
+  std::vector<double> il_during_discovery;
+  size_t reports = 0;
+  {
+    DiscoveryChurn churn(socket, device_ids("dev-", instances), kChurnPeriod);
+    for (const auto& [instance, stub] : il_stubs)
+      if (auto allocated = timed_allocate(*stub, instance + "-2"))
+        il_during_discovery.push_back(allocated->us);
+    reports = churn.reports();
+  }
+  AllocateFigures figures;
+  figures.il = summarize(il);
+  figures.cl = summarize(cl_settled);
+  figures.cl_back_to_back = summarize(cl_back_to_back);
+  figures.il_during_discovery = summarize(il_during_discovery);
+  figures.reports_during_discovery = reports;
   if (split) {
     node.stop();  // every line written
-    std::tie(figures.il_in_dowserd, figures.cl_in_dowserd) =
-        allocate_times_logged(node.log_file(), "akri.sh/alloc");
+    auto logged = allocate_times_logged(node.log_file(), "akri.sh/alloc", il.size());
+    figures.il_in_dowserd = logged.il;
+    figures.cl_in_dowserd = logged.cl;
+    figures.il_during_discovery_in_dowserd = logged.il_during_discovery;
   }
   return figures;
 }
@@ -788,7 +863,9 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
       discovery_latency(stage("discovery"), dowserd, handlers, events, background, discovery_split);
   auto allocate = allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls,
                                    allocate_split);
-  const auto& [il_allocate, cl_allocate, cl_burst, il_in_dowserd, cl_in_dowserd] = allocate;
+  const auto& il_allocate = allocate.il;
+  const auto& cl_allocate = allocate.cl;
+  const auto& cl_burst = allocate.cl_back_to_back;
   report["baseline"] = {{"unary", to_json(unary)},
                         {"stream", to_json(stream)},
                         {"store_update", to_json(store_update)}};
@@ -799,6 +876,8 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   report["allocate"] = {{"il", to_json(il_allocate)},
                         {"cl", to_json(cl_allocate)},
                         {"cl_back_to_back", to_json(cl_burst)},
+                        {"il_during_discovery", to_json(allocate.il_during_discovery)},
+                        {"reports_during_discovery", allocate.reports_during_discovery},
                         {"instances", allocate_instances}};
 
   std::cout << std::left << std::setw(kLabelWidth) << "latency (microseconds)" << std::right
@@ -816,18 +895,25 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   std::cout << row("Allocate RPC, IL (file store)", il_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL, back to back", cl_burst, unary.p99) << "\n"
+            << row("Allocate RPC, IL, a new device every " + std::to_string(kChurnPeriod.count()) +
+                       " ms",
+                   allocate.il_during_discovery, unary.p99)
+            << "\n"
             << std::fixed << std::setprecision(1)
             << "Allocate p99 / (unary p99 + store update p99): IL "
             << il_allocate.p99 / allocate_floor << ", CL " << cl_allocate.p99 / allocate_floor
             << "\n";
   report["allocate"]["il_over_floor"] = il_allocate.p99 / allocate_floor;
   report["allocate"]["cl_over_floor"] = cl_allocate.p99 / allocate_floor;
-  if (il_in_dowserd)
+  if (allocate.il_in_dowserd)
     report["allocate"]["il_in_dowserd"] =
-        report_times_in_dowserd("IL", kAllocateParts, *il_in_dowserd);
-  if (cl_in_dowserd)
+        report_times_in_dowserd("IL", kAllocateParts, *allocate.il_in_dowserd);
+  if (allocate.cl_in_dowserd)
     report["allocate"]["cl_in_dowserd"] =
-        report_times_in_dowserd("CL", kAllocateParts, *cl_in_dowserd);
+        report_times_in_dowserd("CL", kAllocateParts, *allocate.cl_in_dowserd);
+  if (allocate.il_during_discovery_in_dowserd)
+    report["allocate"]["il_during_discovery_in_dowserd"] = report_times_in_dowserd(
+        "IL, new devices", kAllocateParts, *allocate.il_during_discovery_in_dowserd);
 
   for (int count : scales) {
     auto figures =
@@ -842,7 +928,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   // A stage that never completed makes its figures meaningless: say so.
   bool complete = report["startup"]["ready"].get<bool>() && il_discovery.samples > 0 &&
                   cl_discovery.samples > 0 && il_allocate.samples > 0 && cl_allocate.samples > 0 &&
-                  cl_burst.samples > 0;
+                  cl_burst.samples > 0 && allocate.il_during_discovery.samples > 0;
   for (const auto& figures : report["scale"])
     complete = complete && figures["all_registered"].get<bool>() &&
                figures["kubelet_restart"]["all"].get<bool>() &&
