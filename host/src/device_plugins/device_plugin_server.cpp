@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -339,14 +342,47 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
 
 // ---- the server ------------------------------------------------------------------
 
-void ServerRetirer::retire(std::unique_ptr<grpc::Server> server,
-                           std::unique_ptr<DevicePluginService> service) {
-  boost::asio::post(context(),
-                    [server = std::move(server), service = std::move(service)]() mutable {
-                      server->Shutdown(std::chrono::system_clock::now());
-                      server.reset();  // before the service it calls
-                      service.reset();
-                    });
+namespace {
+
+// Binds serving's socket and starts its server; why not, if it cannot.
+std::string start_server(ServingSocket& serving) {
+  std::error_code error;
+  std::filesystem::create_directories(serving.path.parent_path(), error);
+  if (error) return "cannot create " + serving.path.parent_path().string() + ": " + error.message();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + serving.path.string(), grpc::InsecureServerCredentials());
+  builder.RegisterService(serving.service.get());
+  // No keepalive pings (gRPC's server default: every 2 hours): on a unix
+  // socket the kernel reports a dead peer at once, and each connection's
+  // keepalive timer keeps gRPC's timer thread busy. With 5000 plugins,
+  // dowserd's idle CPU is about 40 % lower without them.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, std::numeric_limits<int>::max());
+  serving.server = builder.BuildAndStart();
+  if (!serving.server) return "cannot listen on " + serving.path.string();
+  // Only the kubelet (root) may talk to the plugin.
+  if (::chmod(serving.path.c_str(), 0600) != 0)
+    spdlog::warn("cannot chmod {} to 0600: {}", serving.path.string(), std::strerror(errno));
+  return "";
+}
+
+}  // namespace
+
+void ServerLifecycle::start(std::shared_ptr<ServingSocket> serving,
+                            std::function<void(const std::string& error)> done) {
+  boost::asio::post(context(), [serving = std::move(serving), done = std::move(done)] {
+    if (serving->retired) return;  // stopped before its turn: nothing to build
+    done(start_server(*serving));
+  });
+}
+
+void ServerLifecycle::retire(std::shared_ptr<ServingSocket> serving) {
+  boost::asio::post(context(), [serving = std::move(serving)] {
+    if (!serving->server) return;
+    serving->server->Shutdown(std::chrono::system_clock::now());
+    serving->server.reset();  // before the service it calls
+    std::error_code ignored;  // bound after the core thread removed it, if stopped while starting
+    std::filesystem::remove(serving->path, ignored);
+  });
 }
 
 DevicePluginServer::DevicePluginServer(boost::asio::io_context& core, PluginThreads& threads,
@@ -362,28 +398,23 @@ DevicePluginServer::DevicePluginServer(boost::asio::io_context& core, PluginThre
 
 DevicePluginServer::~DevicePluginServer() { stop(); }
 
-void DevicePluginServer::serve() {
+void DevicePluginServer::serve(Ready ready) {
   stop_server();
-  std::filesystem::create_directories(directory_);
   socket_name_ = fresh_socket_name(shared_->resource_name);
-  auto path = socket_path();
   shared_->hub = std::make_shared<StreamHub>(threads_.publisher, shared_->lists_sent);
-  service_ = std::make_unique<DevicePluginService>(core_, shared_);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + path.string(), grpc::InsecureServerCredentials());
-  builder.RegisterService(service_.get());
-  // No keepalive pings (gRPC's server default: every 2 hours): on a unix
-  // socket the kernel reports a dead peer at once, and each connection's
-  // keepalive timer keeps gRPC's timer thread busy. With 5000 plugins,
-  // dowserd's idle CPU is about 40 % lower without them.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, std::numeric_limits<int>::max());
-  server_ = builder.BuildAndStart();
-  if (!server_) {
-    throw std::runtime_error("cannot serve " + shared_->resource_name + " on " + path.string());
-  }
-  // Only the kubelet (root) may talk to the plugin.
-  if (::chmod(path.c_str(), 0600) != 0)
-    spdlog::warn("{}: cannot chmod {} to 0600", shared_->resource_name, path.string());
+  serving_ = std::make_shared<ServingSocket>();
+  serving_->path = socket_path();
+  serving_->service = std::make_unique<DevicePluginService>(core_, shared_);
+  state_ = State::starting;
+  auto started = [this, serving = serving_, ready = std::move(ready)](const std::string& error) {
+    if (serving->retired) return;  // stopped (or served anew), maybe gone
+    state_ = error.empty() ? State::serving : State::failed;
+    ready(error);
+  };
+  threads_.lifecycle.start(
+      serving_, [&core = core_, started = std::move(started)](const std::string& error) mutable {
+        boost::asio::post(core, [started = std::move(started), error] { started(error); });
+      });
   last_sent_.reset();
   publish();  // so that the first stream gets a list without asking the core
 }
@@ -397,12 +428,14 @@ void DevicePluginServer::publish(ListDelivery delivery) {
 }
 
 void DevicePluginServer::stop_server() {
-  if (!server_) return;
+  if (!serving_) return;
   shared_->hub->close();
+  serving_->retired = true;
   std::error_code ignored;
   std::filesystem::remove(socket_path(), ignored);  // nobody connects from here on
   // Whatever call is still open is cancelled by the shutdown.
-  threads_.retirer.retire(std::move(server_), std::move(service_));
+  threads_.lifecycle.retire(std::move(serving_));
+  state_ = State::stopped;
 }
 
 void DevicePluginServer::stop() {

@@ -8,9 +8,12 @@
 #include <grpcpp/server.h>
 
 #include <atomic>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 namespace dowser::plugins {
@@ -46,19 +49,35 @@ class ListPublisher : public WorkerThread {
   ListPublisher() : WorkerThread(AtExit::drop_queued) {}
 };
 
-// Shuts down and frees the gRPC servers of stopped plugins: Shutdown waits
-// for every call in flight to end (2 to 3 ms here), which the core thread
-// must not wait for. Finishes every retirement when destroyed.
-class ServerRetirer : public WorkerThread {
+// One attempt to serve a plugin on one socket. The core thread makes the
+// service; the lifecycle thread builds the server, binds the socket and,
+// once retired, shuts the server down.
+struct ServingSocket {
+  std::filesystem::path path;
+  std::unique_ptr<DevicePluginService> service;
+  std::unique_ptr<grpc::Server> server;  // on the lifecycle thread only
+  std::atomic<bool> retired{false};      // set on the core thread
+};
+
+// Builds the gRPC servers of plugins and shuts down those of stopped ones, in
+// order, on one thread: binding a socket takes hundreds of microseconds on a
+// slow disk (creating an inode) and Shutdown waits for every call in flight
+// to end (2 to 3 ms here); the core thread must wait for neither. Finishes
+// what is queued when destroyed (a start retired by then is skipped).
+class ServerLifecycle : public WorkerThread {
  public:
-  ServerRetirer() : WorkerThread(AtExit::finish_queued) {}
-  void retire(std::unique_ptr<grpc::Server> server, std::unique_ptr<DevicePluginService> service);
+  ServerLifecycle() : WorkerThread(AtExit::finish_queued) {}
+  // Builds and starts the server, unless retired first; then calls done on
+  // this thread, with why it could not if it could not.
+  void start(std::shared_ptr<ServingSocket> serving,
+             std::function<void(const std::string& error)> done);
+  void retire(std::shared_ptr<ServingSocket> serving);
 };
 
 // The threads every plugin server shares besides the core's and gRPC's.
 struct PluginThreads {
   ListPublisher publisher;
-  ServerRetirer retirer;  // destroyed first: servers it shuts down may still offer lists
+  ServerLifecycle lifecycle;  // destroyed first: servers it shuts down may still offer lists
 };
 
 // The live ListAndWatch streams of one server (touched from the core, the
@@ -119,8 +138,15 @@ class DevicePluginServer {
                      PluginBackend& backend);
   ~DevicePluginServer();
 
-  // (Re)starts serving on a fresh socket name; the old socket goes.
-  void serve();
+  // (Re)starts serving on a fresh socket name; the old socket goes. The
+  // server is built and its socket bound on the lifecycle thread; then, on
+  // the core thread, ready is called with an empty error once serving(), or
+  // with why it cannot serve. Not called if stop() or serve() comes first.
+  using Ready = std::function<void(const std::string& error)>;
+  void serve(Ready ready);
+  // Whether the server of the last serve() is up; starting() while it is built.
+  bool serving() const { return state_ == State::serving; }
+  bool starting() const { return state_ == State::starting; }
   // Offers the backend's list to the streams if it differs from the last.
   void publish(ListDelivery delivery = ListDelivery::background);
   void stop();
@@ -138,8 +164,9 @@ class DevicePluginServer {
   std::filesystem::path directory_;
   std::shared_ptr<ServerShared> shared_;
   std::string socket_name_;
-  std::unique_ptr<DevicePluginService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<ServingSocket> serving_;  // of the last serve(), until stopped
+  enum class State { stopped, starting, serving, failed };
+  State state_ = State::stopped;
   DeviceList last_sent_;
 };
 

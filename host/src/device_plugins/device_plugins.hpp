@@ -97,9 +97,10 @@ class PluginManager {
   // Starts watching the kubelet directory (kubelet.sock re-created, a plugin
   // socket deleted) so every plugin re-registers with a fresh socket.
   void start();
-  // Serves a plugin for resource_name (already validated) and registers it.
-  // The backend must outlive the plugin. Throws std::runtime_error if the
-  // socket cannot be served.
+  // Serves a plugin for resource_name (already validated) and registers it
+  // once its server is up; the socket is bound off the core thread. A server
+  // that cannot start is logged, its stats say why, and it is tried again
+  // with the registration's back-off. The backend must outlive the plugin.
   void add(const std::string& resource_name, PluginBackend& backend);
   // Stops the plugin: streams end, the server stops, the socket goes.
   void remove(const std::string& resource_name);
@@ -130,9 +131,10 @@ class PluginManager {
   void send_registration(const std::string& resource_name, uint64_t generation);
   void registration_done(const std::string& resource_name, uint64_t generation,
                          const grpc::Status& status);
+  void retry_registration(const std::string& resource_name, Entry& entry);
+  void serve(const std::string& resource_name, Entry& entry);  // on a fresh socket
   void reregister_all(const std::string& why);
   void on_socket_deleted(const std::string& file_name);
-  void renew_socket(Entry& entry);
   std::shared_ptr<grpc::Channel> kubelet_channel();
   void registration_answered();
 

@@ -199,6 +199,7 @@ struct PluginManager::Entry {
   uint64_t generation = 0;  // bumped per registration attempt; stale answers are ignored
   // Sent in a Register since it was served: the next Register needs a fresh socket.
   bool socket_offered = false;
+  bool register_when_served = false;               // a Register waits for the server to start
   std::optional<KubeletIdentity> registered_with;  // the kubelet of the last Register not refused
   std::chrono::milliseconds retry_delay = kFirstRetryDelay;
   std::unique_ptr<boost::asio::steady_timer> timer;
@@ -246,8 +247,8 @@ void PluginManager::add(const std::string& resource_name, PluginBackend& backend
   entry->server = std::make_unique<DevicePluginServer>(core_, *threads_, resource_name,
                                                        options_.kubelet_dir, backend);
   entry->timer = std::make_unique<boost::asio::steady_timer>(core_);
-  entry->server->serve();  // serve before registering, as the kubelet requires
-  plugins_.emplace(resource_name, std::move(entry));
+  auto& added = *plugins_.emplace(resource_name, std::move(entry)).first->second;
+  serve(resource_name, added);
   register_plugin(resource_name, std::chrono::milliseconds(0));
 }
 
@@ -309,8 +310,15 @@ void PluginManager::register_plugin(const std::string& resource_name,
       });
 }
 
+// The kubelet dials back at once: a plugin registers only once its server is
+// up. A server that failed to start is started again (on a fresh socket).
 void PluginManager::send_registration(const std::string& resource_name, uint64_t generation) {
   auto& entry = *plugins_.at(resource_name);
+  if (!entry.server->serving()) {
+    entry.register_when_served = true;
+    if (!entry.server->starting()) serve(resource_name, entry);
+    return;
+  }
   entry.socket_offered = true;
   entry.registered_with = kubelet_identity(options_.kubelet_dir / kKubeletSocket);
   auto call = registrations_->start();
@@ -378,9 +386,33 @@ void PluginManager::registration_done(const std::string& resource_name, uint64_t
   if (registration_observer_) registration_observer_(resource_name, entry.stats);
   spdlog::warn("{}: kubelet registration failed: {}; retrying in {} ms", resource_name,
                status.error_message(), entry.retry_delay.count());
+  retry_registration(resource_name, entry);
+}
+
+void PluginManager::retry_registration(const std::string& resource_name, Entry& entry) {
   auto delay = entry.retry_delay;
   entry.retry_delay = std::min(entry.retry_delay * 2, options_.max_retry_delay);
   register_plugin(resource_name, delay);
+}
+
+// The kubelet keys plugins by socket path and does not support a second
+// Register on one path, so every Register after the first gets a new socket.
+void PluginManager::serve(const std::string& resource_name, Entry& entry) {
+  entry.socket_offered = false;
+  entry.registered_with.reset();
+  // Called only while the server lives, so the manager and the entry do too.
+  entry.server->serve([this, resource_name, &entry](const std::string& error) {
+    if (error.empty()) {
+      if (std::exchange(entry.register_when_served, false))
+        register_plugin(resource_name, std::chrono::milliseconds(0));
+      return;
+    }
+    entry.stats.last_error = error;
+    spdlog::error("{}: cannot serve the plugin: {}; trying again in {} ms", resource_name, error,
+                  entry.retry_delay.count());
+    entry.register_when_served = false;  // the retry's Register starts it again
+    retry_registration(resource_name, entry);
+  });
 }
 
 // A plugin whose Register already went to this kubelet is left alone: the
@@ -395,7 +427,7 @@ void PluginManager::reregister_all(const std::string& why) {
     if (kubelet && entry->registered_with == kubelet) continue;
     entry->stats.registered = false;
     entry->retry_delay = kFirstRetryDelay;
-    if (entry->socket_offered) renew_socket(*entry);
+    if (entry->socket_offered) serve(name, *entry);
     register_plugin(name, std::chrono::milliseconds(0));
     ++renewed;
   }
@@ -407,20 +439,12 @@ void PluginManager::on_socket_deleted(const std::string& file_name) {
     if (entry->server->socket_name() != file_name) continue;
     spdlog::info("{}: its socket {} was deleted; serving a new one", name, file_name);
     entry->stats.registered = false;
-    renew_socket(*entry);
+    serve(name, *entry);
     // Without kubelet.sock the kubelet is restarting: its re-creation re-registers us.
     if (std::filesystem::exists(options_.kubelet_dir / kKubeletSocket))
       register_plugin(name, std::chrono::milliseconds(0));
     return;
   }
-}
-
-// The kubelet keys plugins by socket path and does not support a second
-// Register on one path, so every Register after the first gets a new socket.
-void PluginManager::renew_socket(Entry& entry) {
-  entry.server->serve();
-  entry.socket_offered = false;
-  entry.registered_with.reset();
 }
 
 }  // namespace dowser::plugins

@@ -219,12 +219,7 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
     backend = std::make_unique<Observed<plugins::ConfigurationPluginBackend>>(
         backend_hooks("configuration", resource), capacity_, reconciler_, key.first, key.second,
         policy_of(configuration));
-    try {
-      plugins_.add(resource, *backend);
-    } catch (const std::exception& e) {
-      spdlog::error("Configuration {}/{}: cannot serve {}: {}", key.first, key.second, resource,
-                    e.what());
-    }
+    plugins_.add(resource, *backend);
   }
   backend->set_policy(policy_of(configuration));
   plugins_.changed(resource);
@@ -391,13 +386,7 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
   if (!backend) {
     backend = std::make_unique<Observed<plugins::InstancePluginBackend>>(
         backend_hooks("instance", resource), capacity_, reconciler_, key);
-    try {
-      plugins_.add(naming::resource_name(options_.resource_domain, key.second), *backend);
-    } catch (const std::exception& e) {
-      spdlog::error("Instance {}: cannot serve a plugin: {}", key.second, e.what());
-      instance_backends_.erase(key);
-      return;
-    }
+    plugins_.add(naming::resource_name(options_.resource_domain, key.second), *backend);
   }
   plugins_.changed(resource, delivery);
 }

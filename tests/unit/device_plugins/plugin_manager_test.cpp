@@ -4,7 +4,12 @@
 // routed to the backend, removal, re-registration after a kubelet restart.
 // The backend is a fake with a list the test sets: the manager and its
 // servers are under test here, not the slot pool behind a real backend.
+//
+// Which thread binds each unix socket is recorded by wrapping the C library's
+// bind in this executable (each call still goes to the real one): nothing
+// else tells which thread did the work.
 #include "device_plugins.hpp"
+#include "eventually.hpp"
 #include "temp_dir.hpp"
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
@@ -16,20 +21,51 @@
 #include <gtest/gtest.h>
 #include <boost/asio/executor_work_guard.hpp>
 
+#include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+namespace {
+
+std::mutex bound_mutex;
+std::map<std::string, std::thread::id> bound_by;  // unix socket path -> thread; under bound_mutex
+
+std::optional<std::thread::id> thread_that_bound(const std::string& path) {
+  const std::lock_guard lock(bound_mutex);
+  auto found = bound_by.find(path);
+  if (found == bound_by.end()) return std::nullopt;
+  return found->second;
+}
+
+}  // namespace
+
+extern "C" int bind(int fd, const sockaddr* address, socklen_t length) noexcept {
+  using Real = int (*)(int, const sockaddr*, socklen_t);
+  static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "bind"));
+  if (address->sa_family == AF_UNIX) {
+    const auto* unix_address = reinterpret_cast<const sockaddr_un*>(address);
+    const std::lock_guard lock(bound_mutex);
+    bound_by[unix_address->sun_path] = std::this_thread::get_id();
+  }
+  return real(fd, address, length);
+}
 
 namespace fs = std::filesystem;
 using dowser::capacity::PluginDevice;
@@ -306,6 +342,17 @@ TEST_F(PluginManagerTest, AListChangedDuringAnAllocateFollowsItsReply) {
   EXPECT_TRUE(wait_for(is_newer)) << "the held list was never sent";
 }
 
+// Binding a socket makes an inode, hundreds of microseconds on a slow disk,
+// during which the core thread would answer no Allocate: it is done on the
+// plugins' lifecycle thread.
+TEST_F(PluginManagerTest, APluginsSocketIsBoundOffTheCoreThread) {
+  ASSERT_NO_FATAL_FAILURE(add_and_wait());
+  auto socket = plugin_dir() / kubelet_.status().resource(kResource)->endpoint;
+  auto thread = thread_that_bound(socket.string());
+  ASSERT_TRUE(thread.has_value()) << socket << " was not bound through bind()";
+  EXPECT_NE(*thread, core_thread_.get_id());
+}
+
 TEST_F(PluginManagerTest, RemoveEndsTheStreamAndDeletesTheSocket) {
   ASSERT_NO_FATAL_FAILURE(add_and_wait());
   auto socket = plugin_dir() / kubelet_.status().resource(kResource)->endpoint;
@@ -375,6 +422,41 @@ TEST_F(PluginManagerTest, AKubeletSeenOnceIsNotRegisteredWithTwice) {
   EXPECT_EQ(after.socket_name, serving) << "the plugin left the socket the kubelet streams from";
   EXPECT_TRUE(after.registered) << "the plugin started registering again";
   EXPECT_EQ(after.registrations, 2u);
+}
+
+// The plugin directory cannot hold a socket for a while (a file stands where
+// the directory was): the plugin says why, and is served once it can be.
+TEST(PluginManagerServing, APluginThatCannotBeServedSaysWhyAndIsServedOnceItCan) {
+  TempDir dir;
+  fs::path kubelet_dir = dir.path() / "device-plugins";
+  boost::asio::io_context core;
+  auto work = boost::asio::make_work_guard(core);
+  std::thread core_thread([&] { core.run(); });
+  FakeBackend backend;
+  std::unique_ptr<PluginManager> manager;
+  run_on_core(core, [&] {
+    dowser::plugins::PluginManagerOptions options;
+    options.kubelet_dir = kubelet_dir;
+    manager = std::make_unique<PluginManager>(core, options);
+    manager->start();
+  });
+  fs::remove_all(kubelet_dir);
+  std::ofstream(kubelet_dir) << "not a directory\n";
+  run_on_core(core, [&] { manager->add(kResource, backend); });
+  auto stats = [&] { return *run_on_core(core, [&] { return manager->stats(kResource); }); };
+
+  EXPECT_TRUE(dowser::test::eventually([&] { return !stats().last_error.empty(); }))
+      << "no error in the plugin's stats";
+  EXPECT_NE(stats().last_error.find(kubelet_dir.string()), std::string::npos) << stats().last_error;
+  fs::remove(kubelet_dir);
+  fs::create_directories(kubelet_dir);
+  EXPECT_TRUE(dowser::test::eventually([&] {
+    return fs::is_socket(kubelet_dir / stats().socket_name);
+  })) << "the plugin was not served once its directory was back";
+
+  run_on_core(core, [&] { manager.reset(); });
+  work.reset();
+  core_thread.join();
 }
 
 // A kubelet that takes Register calls and never answers them; it only sees
