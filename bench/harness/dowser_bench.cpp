@@ -5,10 +5,11 @@
 //
 // Prints a table (and JSON): gRPC baselines; discovery-to-kubelet latency for
 // IL (new plugin, registration included) and CL (list update); Allocate round
-// trips, also while new devices keep coming; scale (registration time, memory, threads, fds, idle CPU, re-registration
-// after a kubelet restart); startup.
+// trips, also while new devices keep coming; scale (registration time, memory, threads, fds, idle
+// CPU, re-registration after a kubelet restart); startup.
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "instance_store.hpp"
+#include "paced_loop.hpp"
 
 #include <dowser/kubelet_sim.hpp>
 
@@ -25,7 +26,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -518,7 +518,7 @@ struct AllocateFigures {
   Latency il;
   Latency cl;                   // each call once the lists the previous one changed have arrived
   Latency cl_back_to_back;      // each call right after the previous reply, as its lists go out
-  Latency il_during_discovery;  // while new devices keep coming (DiscoveryChurn)
+  Latency il_during_discovery;  // while a new device comes every kChurnPeriod
   size_t reports_during_discovery = 0;
   std::optional<PartTimes> il_in_dowserd, cl_in_dowserd,
       il_during_discovery_in_dowserd;  // with --allocate-split
@@ -544,51 +544,6 @@ LoggedAllocateTimes allocate_times_logged(const fs::path& log, const std::string
       logged_times(log, line, kAllocateParts.size(), kind_of, {"IL", "CL", "IL during discovery"});
   return {times["IL"], times["CL"], times["IL during discovery"]};
 }
-
-// Reports one new device every `period` on top of `reported` until destroyed,
-// as on a node where devices keep coming: each report creates an Instance
-// (written, its plugin served and registered, its sync handed to the store)
-// and changes the CL list, so that Allocates are timed against that work.
-class DiscoveryChurn {
- public:
-  DiscoveryChurn(fs::path socket, std::vector<std::string> reported,
-                 std::chrono::milliseconds period)
-      : socket_(std::move(socket)), reported_(std::move(reported)), period_(period) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~DiscoveryChurn() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    stop_.notify_all();
-    thread_.join();
-  }
-  DiscoveryChurn(const DiscoveryChurn&) = delete;
-  DiscoveryChurn& operator=(const DiscoveryChurn&) = delete;
-
-  size_t reports() const { return reports_; }
-
- private:
-  void run() {
-    std::unique_lock lock(mutex_);
-    // Paced, not waiting for dowserd: every binary compared gets the same load.
-    while (!stop_.wait_for(lock, period_, [this] { return stopping_; })) {
-      reported_.push_back("churn-" + std::to_string(reports_));
-      send_devices(socket_, reported_);
-      ++reports_;
-    }
-  }
-
-  const fs::path socket_;
-  std::vector<std::string> reported_;
-  const std::chrono::milliseconds period_;
-  std::atomic<size_t> reports_{0};
-  std::mutex mutex_;
-  std::condition_variable stop_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
 
 const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
   return *status.resource("akri.sh/alloc");
@@ -624,7 +579,9 @@ size_t cl_lists_received(const dowser::testkit::KubeletSimulator& kubelet) {
   return received;
 }
 
-// How often DiscoveryChurn reports a new device during the Allocate stage.
+// How often a new device is reported while IL Allocates are timed again: each
+// report creates an Instance (written, its plugin served and registered, its
+// sync handed to the store) and changes the CL list.
 constexpr auto kChurnPeriod = 5ms;
 
 // Allocate RPCs straight to the plugins (what the kubelet's Allocate costs),
@@ -691,11 +648,15 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   std::vector<double> il_during_discovery;
   size_t reports = 0;
   {
-    DiscoveryChurn churn(socket, device_ids("dev-", instances), kChurnPeriod);
+    std::vector<std::string> reported = device_ids("dev-", instances);
+    dowser::bench::PacedLoop churn(kChurnPeriod, [&] {
+      reported.push_back("churn-" + std::to_string(reported.size()));
+      send_devices(socket, reported);
+    });
     for (const auto& [instance, stub] : il_stubs)
       if (auto allocated = timed_allocate(*stub, instance + "-2"))
         il_during_discovery.push_back(allocated->us);
-    reports = churn.reports();
+    reports = churn.ticks();
   }
   AllocateFigures figures;
   figures.il = summarize(il);

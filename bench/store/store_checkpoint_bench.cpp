@@ -30,20 +30,19 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "instance_store.hpp"
+#include "paced_loop.hpp"
 
 namespace {
 
@@ -156,47 +155,6 @@ void print_distribution(const char* what, const std::vector<Sample>& samples) {
   std::printf("\n");
 }
 
-// Creates camera(first), camera(first + 1), ... one every period_us (none if
-// 0) until destroyed, each in a deferral whose sync the store's thread makes.
-class NewInstances {
- public:
-  NewInstances(FileInstanceStore& store, size_t first, unsigned period_us)
-      : store_(store), next_(first) {
-    if (period_us > 0) thread_ = std::thread([this, period_us] { run(period_us); });
-  }
-  ~NewInstances() {
-    {
-      const std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    stop_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  NewInstances(const NewInstances&) = delete;
-  NewInstances& operator=(const NewInstances&) = delete;
-  size_t created() const { return created_; }
-
- private:
-  void run(unsigned period_us) {
-    std::unique_lock lock(mutex_);
-    while (
-        !stop_.wait_for(lock, std::chrono::microseconds(period_us), [this] { return stopping_; })) {
-      const dowser::store::DeferredSync report(store_,
-                                               dowser::store::DeferredSync::SyncOn::store_thread);
-      store_.create(camera(next_++));
-      ++created_;
-    }
-  }
-
-  FileInstanceStore& store_;
-  size_t next_;
-  std::atomic<size_t> created_{0};
-  std::mutex mutex_;
-  std::condition_variable stop_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
-
 class Bench {
  public:
   explicit Bench(const Options& options)
@@ -219,12 +177,16 @@ class Bench {
     std::vector<Sample> updates;
     size_t discovered = 0;
     {
-      NewInstances discovery(store_, options_.instances, options_.new_instance_every_us);
+      std::optional<dowser::bench::PacedLoop> discovery;
+      if (options_.new_instance_every_us > 0)
+        discovery.emplace(
+            std::chrono::microseconds(options_.new_instance_every_us),
+            [this, next = options_.instances]() mutable { create_discovered(next++); });
       for (size_t i = 0; i < options_.updates; ++i) {
         const size_t index = random_() % instances_.size();
         updates.push_back(timed(index, [&] { claim_or_release(index); }));
       }
-      discovered = discovery.created();
+      if (discovery) discovered = discovery->ticks();
     }
     std::printf("store %s, journal %zu KiB, %zu Instances of %zu bytes\n", directory_.c_str(),
                 options_.journal_kib, instances_.size(), document_size());
@@ -275,6 +237,14 @@ class Bench {
     const fs::path file = directory_ / instance.namespace_name / (instance.name + ".json");
     return kRecordHeader + instance.namespace_name.size() + instance.name.size() +
            std::to_string(revisions_[index]).size() + 3 + static_cast<size_t>(fs::file_size(file));
+  }
+
+  // A new Instance as a discovery report makes one: its sync handed to the
+  // store's own thread.
+  void create_discovered(size_t index) {
+    const dowser::store::DeferredSync report(store_,
+                                             dowser::store::DeferredSync::SyncOn::store_thread);
+    store_.create(camera(index));
   }
 
   // Claims a free slot for a virtual device of node-a, or frees a held one.

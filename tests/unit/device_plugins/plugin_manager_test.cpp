@@ -424,26 +424,47 @@ TEST_F(PluginManagerTest, AKubeletSeenOnceIsNotRegisteredWithTwice) {
   EXPECT_EQ(after.registrations, 2u);
 }
 
+// A manager on a core thread of its own, for tests without the simulator.
+struct StandaloneManager {
+  explicit StandaloneManager(const fs::path& kubelet_dir) {
+    on_core([&] {
+      dowser::plugins::PluginManagerOptions options;
+      options.kubelet_dir = kubelet_dir;
+      manager = std::make_unique<PluginManager>(core, options);
+      manager->start();
+    });
+  }
+  ~StandaloneManager() {
+    on_core([this] { manager.reset(); });
+    work.reset();
+    core_thread.join();
+  }
+  StandaloneManager(const StandaloneManager&) = delete;
+  StandaloneManager& operator=(const StandaloneManager&) = delete;
+
+  template <typename Task>
+  std::invoke_result_t<Task> on_core(Task task) {
+    return run_on_core(core, std::move(task));
+  }
+
+  boost::asio::io_context core;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work =
+      boost::asio::make_work_guard(core);
+  std::thread core_thread{[this] { core.run(); }};
+  FakeBackend backend;
+  std::unique_ptr<PluginManager> manager;
+};
+
 // The plugin directory cannot hold a socket for a while (a file stands where
 // the directory was): the plugin says why, and is served once it can be.
 TEST(PluginManagerServing, APluginThatCannotBeServedSaysWhyAndIsServedOnceItCan) {
   TempDir dir;
   fs::path kubelet_dir = dir.path() / "device-plugins";
-  boost::asio::io_context core;
-  auto work = boost::asio::make_work_guard(core);
-  std::thread core_thread([&] { core.run(); });
-  FakeBackend backend;
-  std::unique_ptr<PluginManager> manager;
-  run_on_core(core, [&] {
-    dowser::plugins::PluginManagerOptions options;
-    options.kubelet_dir = kubelet_dir;
-    manager = std::make_unique<PluginManager>(core, options);
-    manager->start();
-  });
+  StandaloneManager node(kubelet_dir);
   fs::remove_all(kubelet_dir);
   std::ofstream(kubelet_dir) << "not a directory\n";
-  run_on_core(core, [&] { manager->add(kResource, backend); });
-  auto stats = [&] { return *run_on_core(core, [&] { return manager->stats(kResource); }); };
+  node.on_core([&] { node.manager->add(kResource, node.backend); });
+  auto stats = [&] { return *node.on_core([&] { return node.manager->stats(kResource); }); };
 
   EXPECT_TRUE(dowser::test::eventually([&] { return !stats().last_error.empty(); }))
       << "no error in the plugin's stats";
@@ -453,10 +474,6 @@ TEST(PluginManagerServing, APluginThatCannotBeServedSaysWhyAndIsServedOnceItCan)
   EXPECT_TRUE(dowser::test::eventually([&] {
     return fs::is_socket(kubelet_dir / stats().socket_name);
   })) << "the plugin was not served once its directory was back";
-
-  run_on_core(core, [&] { manager.reset(); });
-  work.reset();
-  core_thread.join();
 }
 
 // A kubelet that takes Register calls and never answers them; it only sees
@@ -514,25 +531,13 @@ TEST(PluginManagerShutdown, AStoppingManagerCancelsItsUnansweredRegistrations) {
   auto server = builder.BuildAndStart();
   ASSERT_TRUE(server);
 
-  boost::asio::io_context core;
-  auto work = boost::asio::make_work_guard(core);
-  std::thread core_thread([&] { core.run(); });
-  FakeBackend backend;
-  std::unique_ptr<PluginManager> manager;
-  run_on_core(core, [&] {
-    dowser::plugins::PluginManagerOptions options;
-    options.kubelet_dir = kubelet_dir;
-    manager = std::make_unique<PluginManager>(core, options);
-    manager->start();
-    manager->add(kResource, backend);
-  });
+  StandaloneManager node(kubelet_dir);
+  node.on_core([&] { node.manager->add(kResource, node.backend); });
   EXPECT_TRUE(kubelet.wait_until([](int received, int) { return received == 1; }));
 
-  run_on_core(core, [&] { manager.reset(); });
+  node.on_core([&] { node.manager.reset(); });
   EXPECT_TRUE(kubelet.wait_until([](int, int cancelled) { return cancelled == 1; }))
       << "the Register call was left to its deadline";
-  work.reset();
-  core_thread.join();
   server->Shutdown();
 }
 
