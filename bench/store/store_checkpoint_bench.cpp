@@ -201,7 +201,7 @@ class Bench {
     std::printf(
         "watch: %zu events delivered when the last of %zu writes returned; %llu files "
         "read back by the watch thread\n",
-        delivered.load(), creates.size() + updates.size(),
+        delivered.load(), creates.size() + updates.size() + discovered,
         static_cast<unsigned long long>(store_.watch_file_reads()));
   }
 
