@@ -353,6 +353,24 @@ TEST_F(PluginManagerTest, APluginsSocketIsBoundOffTheCoreThread) {
   EXPECT_NE(*thread, core_thread_.get_id());
 }
 
+// A kubelet that comes (kubelet.sock created) while a new plugin's server is
+// still being built: the plugin registers once, when its server is up, and
+// the kubelet streams from it.
+TEST_F(PluginManagerTest, AKubeletThatComesWhileTheServerStartsGetsOneRegistration) {
+  on_core([this] {
+    manager_->add(kResource, backend_);
+    manager_->kubelet_dir_changed("kubelet.sock", true);
+  });
+  ASSERT_EQ(wait_registered(1).size(), 1u) << "the plugin never registered";
+  EXPECT_TRUE(wait_for([](const SimulatorStatus& status) {
+    const auto* resource = status.resource(kResource);
+    return resource && resource->streaming && !resource->devices.empty();
+  }));
+  const auto stats = on_core([this] { return *manager_->stats(kResource); });
+  EXPECT_EQ(stats.registrations, 1u);
+  EXPECT_EQ(kubelet_.status().resource(kResource)->endpoint, stats.socket_name);
+}
+
 TEST_F(PluginManagerTest, RemoveEndsTheStreamAndDeletesTheSocket) {
   ASSERT_NO_FATAL_FAILURE(add_and_wait());
   auto socket = plugin_dir() / kubelet_.status().resource(kResource)->endpoint;
