@@ -90,12 +90,11 @@ std::optional<StoredInstance> update_with_retry(
 }
 
 DeferredSync::~DeferredSync() {
-  if (sync_on_ == SyncOn::store_thread) {
-    store_.sync_in_background();
-    return;
-  }
   try {
-    store_.sync();
+    if (sync_on_ == SyncOn::store_thread)
+      store_.sync_in_background();  // a store without a thread of its own syncs here
+    else
+      store_.sync();
   } catch (const StoreError& error) {
     // Not durable yet: the store's next durable write tries again.
     spdlog::error("instance store: new Instances could not be made durable yet: {}", error.what());

@@ -149,13 +149,41 @@ std::invoke_result_t<Task> run_on_core(boost::asio::io_context& core, Task task)
   return result.get();
 }
 
+// A PluginManager, started, on a core thread of its own.
+struct StandaloneManager {
+  explicit StandaloneManager(const fs::path& kubelet_dir) {
+    on_core([&] {
+      dowser::plugins::PluginManagerOptions options;
+      options.kubelet_dir = kubelet_dir;
+      manager = std::make_unique<PluginManager>(core, options);
+      manager->start();
+    });
+  }
+  ~StandaloneManager() {
+    on_core([this] { manager.reset(); });
+    work.reset();
+    core_thread.join();
+  }
+  StandaloneManager(const StandaloneManager&) = delete;
+  StandaloneManager& operator=(const StandaloneManager&) = delete;
+
+  template <typename Task>
+  std::invoke_result_t<Task> on_core(Task task) {
+    return run_on_core(core, std::move(task));
+  }
+
+  boost::asio::io_context core;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work =
+      boost::asio::make_work_guard(core);
+  std::thread core_thread{[this] { core.run(); }};
+  FakeBackend backend;
+  std::unique_ptr<PluginManager> manager;
+};
+
 class PluginManagerTest : public ::testing::Test {
  protected:
   PluginManagerTest() {
     on_core([this] {
-      dowser::plugins::PluginManagerOptions options;
-      options.kubelet_dir = plugin_dir();
-      manager_ = std::make_unique<PluginManager>(core_, options);
       manager_->set_registration_observer(
           [this](const std::string& resource, const dowser::plugins::PluginStats& stats) {
             if (resource != kResource || !stats.registered) return;
@@ -166,20 +194,14 @@ class PluginManagerTest : public ::testing::Test {
             }
             registered_.notify_all();
           });
-      manager_->start();
     });
-  }
-  ~PluginManagerTest() override {
-    on_core([this] { manager_.reset(); });
-    work_.reset();
-    core_thread_.join();
   }
 
   const fs::path& plugin_dir() const { return kubelet_.config().device_plugin_dir; }
 
   template <typename Task>
   std::invoke_result_t<Task> on_core(Task task) {
-    return run_on_core(core_, std::move(task));
+    return node_.on_core(std::move(task));
   }
 
   bool wait_for(const std::function<bool(const SimulatorStatus&)>& condition) {
@@ -207,15 +229,12 @@ class PluginManagerTest : public ::testing::Test {
 
   TempDir dir_;
   KubeletSimulator kubelet_{kubelet_config(dir_.path())};
-  boost::asio::io_context core_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
-      boost::asio::make_work_guard(core_);
-  FakeBackend backend_;  // touched on the core thread only, once the plugin is served
-  std::unique_ptr<PluginManager> manager_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // before the manager: its observer uses what follows until it goes
   std::condition_variable registered_;
   std::vector<std::string> registered_with_;  // the socket of each accepted registration
-  std::thread core_thread_{[this] { core_.run(); }};
+  StandaloneManager node_{plugin_dir()};
+  std::unique_ptr<PluginManager>& manager_ = node_.manager;
+  FakeBackend& backend_ = node_.backend;  // touched on the core thread only, once served
 };
 
 TEST_F(PluginManagerTest, ListAndWatchSendsTheListAndANewerOneAfterChanged) {
@@ -350,7 +369,7 @@ TEST_F(PluginManagerTest, APluginsSocketIsBoundOffTheCoreThread) {
   auto socket = plugin_dir() / kubelet_.status().resource(kResource)->endpoint;
   auto thread = thread_that_bound(socket.string());
   ASSERT_TRUE(thread.has_value()) << socket << " was not bound through bind()";
-  EXPECT_NE(*thread, core_thread_.get_id());
+  EXPECT_NE(*thread, node_.core_thread.get_id());
 }
 
 // A kubelet that comes (kubelet.sock created) while a new plugin's server is
@@ -441,37 +460,6 @@ TEST_F(PluginManagerTest, AKubeletSeenOnceIsNotRegisteredWithTwice) {
   EXPECT_TRUE(after.registered) << "the plugin started registering again";
   EXPECT_EQ(after.registrations, 2u);
 }
-
-// A manager on a core thread of its own, for tests without the simulator.
-struct StandaloneManager {
-  explicit StandaloneManager(const fs::path& kubelet_dir) {
-    on_core([&] {
-      dowser::plugins::PluginManagerOptions options;
-      options.kubelet_dir = kubelet_dir;
-      manager = std::make_unique<PluginManager>(core, options);
-      manager->start();
-    });
-  }
-  ~StandaloneManager() {
-    on_core([this] { manager.reset(); });
-    work.reset();
-    core_thread.join();
-  }
-  StandaloneManager(const StandaloneManager&) = delete;
-  StandaloneManager& operator=(const StandaloneManager&) = delete;
-
-  template <typename Task>
-  std::invoke_result_t<Task> on_core(Task task) {
-    return run_on_core(core, std::move(task));
-  }
-
-  boost::asio::io_context core;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work =
-      boost::asio::make_work_guard(core);
-  std::thread core_thread{[this] { core.run(); }};
-  FakeBackend backend;
-  std::unique_ptr<PluginManager> manager;
-};
 
 // The plugin directory cannot hold a socket for a while (a file stands where
 // the directory was): the plugin says why, and is served once it can be.

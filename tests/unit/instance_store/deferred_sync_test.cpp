@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "eventually.hpp"
 #include "instance_files.hpp"
 #include "instance_store.hpp"
 #include "posix_io.hpp"
@@ -154,10 +155,9 @@ TEST_F(DeferredSyncTest, ASyncHandedToTheStoresThreadHappensThereOnce) {
     const DeferredSync batch(store_, DeferredSync::SyncOn::store_thread);
     create(0, 3);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (journal_syncs.load() == before && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  ASSERT_EQ(journal_syncs.load() - before, 1) << "the handed-over sync never happened";
+  ASSERT_TRUE(dowser::test::eventually([&] { return journal_syncs.load() > before; }))
+      << "the handed-over sync never happened";
+  ASSERT_EQ(journal_syncs.load() - before, 1);
   EXPECT_NE(last_journal_sync_thread.load(), std::this_thread::get_id());
   EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 0) << "nothing is owed any more";
   EXPECT_EQ(journal_syncs_of([&] { create(3, 1); }), 1) << "the deferral ended";

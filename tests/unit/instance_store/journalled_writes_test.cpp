@@ -242,7 +242,7 @@ TEST_F(JournalledWritesTest, DeferredWritesAreDurableBeforeTheJournalIsEmptied) 
   EXPECT_GE(checkpoints(), 3);
 }
 
-// The store's thread syncs them without the lock, while writes go on.
+// The store's thread syncs them while writes go on.
 TEST_F(JournalledWritesTest,
        DeferredWritesSyncedInTheBackgroundAreDurableBeforeTheJournalIsEmptied) {
   {
