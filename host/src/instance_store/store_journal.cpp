@@ -103,7 +103,7 @@ bool StoreJournal::append(const JournalRecord& record, Sync when) {
   }
   catch_up();
   if (position_.end + size > capacity_) return false;
-  if (position_.end + size > file_size()) {
+  if (!reaches(position_.end + size)) {
     const uint64_t steps = (position_.end + size + kGrowthStep - 1) / kGrowthStep;
     zero_fill_to(std::min<uint64_t>(capacity_, steps * kGrowthStep));
   }
@@ -160,6 +160,7 @@ void StoreJournal::write_header(uint64_t epoch) {
 
 void StoreJournal::start_afresh(uint64_t epoch) {
   if (::ftruncate(fd_.get(), 0) != 0) throw_io_error("truncate", path_, errno);
+  known_size_ = 0;
   write_header(epoch);
   // The journal's own directory entry must outlive a crash, or its records would.
   fsync_directory(path_.parent_path());
@@ -191,12 +192,12 @@ void StoreJournal::catch_up(bool collect) {
 }
 
 size_t StoreJournal::valid_record_at(uint64_t offset, std::string* payload,
-                                     JournalRecord::Kind* kind) const {
+                                     JournalRecord::Kind* kind) {
   std::array<char, kRecordHeaderSize> bytes{};
   if (read_at(fd_.get(), bytes.data(), bytes.size(), offset, path_) != bytes.size()) return 0;
   const RecordHeader header = decode_header(bytes.data());
   if (header.magic != kRecordMagic || header.epoch != position_.epoch ||
-      !is_known_kind(header.kind) || offset + kRecordHeaderSize + header.length > file_size()) {
+      !is_known_kind(header.kind) || !reaches(offset + kRecordHeaderSize + header.length)) {
     return 0;
   }
   std::string body(header.length, '\0');
@@ -215,6 +216,13 @@ void StoreJournal::zero_fill_to(uint64_t size) {
   if (from >= size) return;
   const std::string zeros(size - from, '\0');
   write_all_at(fd_.get(), zeros, from, path_);
+  known_size_ = size;
+}
+
+bool StoreJournal::reaches(uint64_t end) {
+  if (end <= known_size_) return true;
+  known_size_ = file_size();
+  return end <= known_size_;
 }
 
 uint64_t StoreJournal::file_size() const {

@@ -101,14 +101,23 @@ class StoreJournal {
   // adding them to changes_ if collect.
   void catch_up(bool collect = true);
   // The size of the valid record at offset, 0 if there is none.
-  size_t valid_record_at(uint64_t offset, std::string* payload, JournalRecord::Kind* kind) const;
+  size_t valid_record_at(uint64_t offset, std::string* payload, JournalRecord::Kind* kind);
   void zero_fill_to(uint64_t size);
+  // Whether the file is at least end bytes long. Asks the file (fstat) only
+  // when known_size_ says no: on kernels with fine-grained timestamps
+  // (Linux 6.13 on), a stat makes the next write change the inode's times, and
+  // then each fdatasync writes the inode as well as the record (a second disk
+  // write per record on ext4 without a journal).
+  bool reaches(uint64_t end);
   uint64_t file_size() const;
 
   std::filesystem::path path_;
   size_t capacity_;
   UniqueFd fd_;
   Position position_;
+  // A lower bound on the file's size: while it is open, every writer only
+  // grows it (zero-filling ahead of records).
+  uint64_t known_size_ = 0;
   Changes changes_;  // since the last take_changes()
   std::atomic<uint64_t> syncs_{0};
 };

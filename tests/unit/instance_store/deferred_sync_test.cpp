@@ -29,18 +29,12 @@ namespace {
 std::atomic<int> journal_syncs{0};
 std::atomic<std::thread::id> last_journal_sync_thread{};
 
-bool is_journal(int fd) {
-  std::error_code error;
-  auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), error);
-  return !error && target.filename() == ".journal";
-}
-
 }  // namespace
 
 extern "C" int fdatasync(int fd) {
   using Real = int (*)(int);
   static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "fdatasync"));
-  if (!is_journal(fd)) return real(fd);
+  if (!dowser::store::testing::is_journal_fd(fd)) return real(fd);
   const int result = real(fd);
   last_journal_sync_thread = std::this_thread::get_id();
   ++journal_syncs;  // after the thread: a waiter for the count then sees the thread

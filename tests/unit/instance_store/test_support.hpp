@@ -143,6 +143,14 @@ inline void write_text(const std::filesystem::path& path, const std::string& tex
   std::ofstream(path) << text;
 }
 
+// Whether fd is open on a store's journal: for the tests that wrap a C library
+// call in their executable to see what the store asks of the journal.
+inline bool is_journal_fd(int fd) {
+  std::error_code error;
+  auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), error);
+  return !error && target.filename() == ".journal";
+}
+
 inline std::string read_text(const std::filesystem::path& path) {
   std::ostringstream text;
   text << std::ifstream(path).rdbuf();
