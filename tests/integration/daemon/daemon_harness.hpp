@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -91,13 +92,17 @@ class Node {
     if (!listens) args.push_back("--http-listen=127.0.0.1:0");  // several daemons: no fixed port
     args.insert(args.begin(), wrapper_.begin(), wrapper_.end());
     fs::path log = root_ / (name_ + ".log");
+    // Everything that allocates happens before fork: the child of a process
+    // with threads may only make system calls until exec.
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
-      if (std::freopen(log.c_str(), "a", stderr) == nullptr) ::_exit(126);
-      ::dup2(STDERR_FILENO, STDOUT_FILENO);
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
+      const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (log_fd < 0) ::_exit(126);
+      ::dup2(log_fd, STDERR_FILENO);
+      ::dup2(log_fd, STDOUT_FILENO);
       ::execvp(argv[0], argv.data());
       ::_exit(127);
     }

@@ -56,15 +56,17 @@ inline CommandResult run_command(const fs::path& scratch, std::vector<std::strin
   static int counter = 0;
   auto out_file = scratch / ("cmd-" + std::to_string(++counter) + ".out");
   auto err_file = scratch / ("cmd-" + std::to_string(counter) + ".err");
+  // Built before fork: the child of a process with threads may only make
+  // system calls until exec.
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid == 0) {
     int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

@@ -205,10 +205,14 @@ TEST(FileInstanceStoreAcrossProcesses, CompareAndSwapLosesNoUpdate) {
   constexpr uint64_t kTotal = uint64_t{kProcesses} * kIncrements;
   const TemporaryDirectory temporary(TemporaryDirectory::Medium::memory);
   const std::filesystem::path directory = temporary.path() / "store";
-  FileInstanceStore store(directory);
-  Instance counter = sample_instance("counter-000001");
-  counter.broker_properties[kCountProperty] = "0";
-  store.create(counter);
+  {
+    // Closed before forking, so that no thread of the store's can hold a lock
+    // (the sanitizers' allocator's, say) that a child would wait for forever.
+    FileInstanceStore store(directory);
+    Instance counter = sample_instance("counter-000001");
+    counter.broker_properties[kCountProperty] = "0";
+    store.create(counter);
+  }
 
   int pipe_ends[2];
   ASSERT_EQ(::pipe(pipe_ends), 0);
@@ -233,6 +237,7 @@ TEST(FileInstanceStoreAcrossProcesses, CompareAndSwapLosesNoUpdate) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   }
 
+  FileInstanceStore store(directory);
   EXPECT_EQ(count_of(store.get("default", "counter-000001")->instance), kTotal);
   std::vector<uint64_t> expected(kTotal);
   std::iota(expected.begin(), expected.end(), 1);
