@@ -13,6 +13,7 @@
 
 #include <dowser/kubelet_sim.hpp>
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -278,25 +279,30 @@ class Node {
   ~Node() { stop(); }
 
   void start() {
+    // Everything that allocates happens before fork: the simulator's threads
+    // run in this process, and its child may only make system calls until exec.
+    std::vector<std::string> args = {dowserd_.string(),
+                                     "--node-name=bench-node",
+                                     "--config-dir=" + (root_ / "configs").string(),
+                                     "--handler-dir=" + handlers_.string(),
+                                     "--state-dir=" + state_dir().string(),
+                                     "--kubelet-dir=" + (root_ / "dp").string(),
+                                     "--podresources-socket=" + (root_ / "podres.sock").string(),
+                                     "--log-level=" + log_level,
+                                     "--http-listen=127.0.0.1:0"};
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const std::string log = log_file().string();
     started = Clock::now();
     pid = ::fork();
     if (pid == 0) {
       // A harness that dies must not leave dowserd running (holding its pipes).
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (std::freopen(log_file().c_str(), "w", stderr) == nullptr) ::_exit(126);
-      std::vector<std::string> args = {dowserd_.string(),
-                                       "--node-name=bench-node",
-                                       "--config-dir=" + (root_ / "configs").string(),
-                                       "--handler-dir=" + handlers_.string(),
-                                       "--state-dir=" + state_dir().string(),
-                                       "--kubelet-dir=" + (root_ / "dp").string(),
-                                       "--podresources-socket=" + (root_ / "podres.sock").string(),
-                                       "--log-level=" + log_level,
-                                       "--http-listen=127.0.0.1:0"};
-      std::vector<char*> argv;
-      argv.reserve(args.size() + 1);
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
+      const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (log_fd < 0) ::_exit(126);
+      ::dup2(log_fd, STDERR_FILENO);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
