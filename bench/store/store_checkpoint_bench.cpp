@@ -43,11 +43,13 @@
 
 #include "instance_store.hpp"
 #include "paced_loop.hpp"
+#include "percentiles.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using dowser::bench::print_percentiles;
 using dowser::store::FileInstanceStore;
 using dowser::store::Instance;
 
@@ -118,20 +120,6 @@ struct Sample {
   bool emptied_journal = false;
   double journal_fill = 0;  // the fraction of the journal in use before this write
 };
-
-double percentile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  return sorted[std::min(sorted.size() - 1,
-                         static_cast<size_t>(q * static_cast<double>(sorted.size())))];
-}
-
-void print_percentiles(const std::string& what, std::vector<double> micros) {
-  std::sort(micros.begin(), micros.end());
-  std::printf("%-23s n=%-6zu p50 %5.0f  p90 %5.0f  p99 %6.0f  p99.9 %6.0f  max %7.0f us\n",
-              what.c_str(), micros.size(), percentile(micros, 0.5), percentile(micros, 0.9),
-              percentile(micros, 0.99), percentile(micros, 0.999),
-              micros.empty() ? 0.0 : micros.back());
-}
 
 void print_distribution(const char* what, const std::vector<Sample>& samples) {
   std::vector<double> all;
