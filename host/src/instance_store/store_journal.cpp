@@ -212,7 +212,7 @@ size_t StoreJournal::valid_record_at(uint64_t offset, std::string* payload,
 }
 
 void StoreJournal::zero_fill_to(uint64_t size) {
-  const uint64_t from = file_size();
+  const uint64_t from = known_size_;  // fresh: reaches() has just asked the file
   if (from >= size) return;
   const std::string zeros(size - from, '\0');
   write_all_at(fd_.get(), zeros, from, path_);

@@ -102,7 +102,7 @@ class StoreJournal {
   void catch_up(bool collect = true);
   // The size of the valid record at offset, 0 if there is none.
   size_t valid_record_at(uint64_t offset, std::string* payload, JournalRecord::Kind* kind);
-  void zero_fill_to(uint64_t size);
+  void zero_fill_to(uint64_t size);  // right after reaches() said no
   // Whether the file is at least end bytes long. Asks the file (fstat) only
   // when known_size_ says no: on kernels with fine-grained timestamps
   // (Linux 6.13 on), a stat makes the next write change the inode's times, and
