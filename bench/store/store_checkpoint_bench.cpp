@@ -44,6 +44,7 @@
 #include "instance_store.hpp"
 #include "paced_loop.hpp"
 #include "percentiles.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -247,28 +248,8 @@ class Bench {
 
   // A fresh directory, removed once the store in it is closed (the store,
   // declared after it, goes first).
-  class ScratchDirectory {
-   public:
-    explicit ScratchDirectory(const fs::path& base) {
-      std::string pattern = (base / "dowser-store-bench-XXXXXX").string();
-      if (::mkdtemp(pattern.data()) == nullptr)
-        throw std::runtime_error("mkdtemp under " + base.string());
-      path_ = pattern;
-    }
-    ~ScratchDirectory() {
-      std::error_code ignored;
-      fs::remove_all(path_, ignored);
-    }
-    ScratchDirectory(const ScratchDirectory&) = delete;
-    ScratchDirectory& operator=(const ScratchDirectory&) = delete;
-    const fs::path& path() const { return path_; }
-
-   private:
-    fs::path path_;
-  };
-
   Options options_;
-  ScratchDirectory scratch_{options_.base};
+  dowser::test::TempDir scratch_{"dowser-store-bench", options_.base};
   const fs::path& directory_ = scratch_.path();
   FileInstanceStore store_;
   std::mt19937 random_;
