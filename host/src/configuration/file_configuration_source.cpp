@@ -1,5 +1,6 @@
 // FileConfigurationSource: a directory of manifests, followed with inotify.
 #include "configuration.hpp"
+#include "thread_names.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -274,7 +275,10 @@ void FileConfigurationSource::Watcher::start() {
   }
   refresh_all(names);
   events.synced();
-  thread = std::thread([this] { run(); });
+  thread = std::thread([this] {
+    name_this_thread("config-watch");
+    run();
+  });
 }
 
 void FileConfigurationSource::Watcher::stop() {

@@ -1,6 +1,7 @@
 // One plugin's gRPC server: the DevicePlugin service over a unix socket,
 // with ListAndWatch streams that always carry the newest full list.
 #include "device_plugin_server.hpp"
+#include "thread_names.hpp"
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -116,10 +117,13 @@ class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse
   bool ending_ = false;
 };
 
-WorkerThread::WorkerThread(AtExit at_exit)
+WorkerThread::WorkerThread(AtExit at_exit, std::string name)
     : at_exit_(at_exit),
       work_(boost::asio::make_work_guard(context_)),
-      thread_([this] { context_.run(); }) {}
+      thread_([this, name = std::move(name)] {
+        name_this_thread(name);
+        context_.run();
+      }) {}
 
 WorkerThread::~WorkerThread() {
   if (at_exit_ == AtExit::drop_queued) {

@@ -28,7 +28,8 @@ using SharedList = std::shared_ptr<const v1beta1::ListAndWatchResponse>;
 class WorkerThread {
  public:
   enum class AtExit { drop_queued, finish_queued };
-  explicit WorkerThread(AtExit at_exit);
+  // name: the thread's, as top -H shows it.
+  WorkerThread(AtExit at_exit, std::string name);
   ~WorkerThread();
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;
@@ -46,7 +47,7 @@ class WorkerThread {
 // up Allocate on the core thread. Drops what is still queued when destroyed.
 class ListPublisher : public WorkerThread {
  public:
-  ListPublisher() : WorkerThread(AtExit::drop_queued) {}
+  ListPublisher() : WorkerThread(AtExit::drop_queued, "dp-publisher") {}
 };
 
 // One attempt to serve a plugin on one socket. The core thread makes the
@@ -66,7 +67,7 @@ struct ServingSocket {
 // what is queued when destroyed (a start retired by then is skipped).
 class ServerLifecycle : public WorkerThread {
  public:
-  ServerLifecycle() : WorkerThread(AtExit::finish_queued) {}
+  ServerLifecycle() : WorkerThread(AtExit::finish_queued, "dp-lifecycle") {}
   // Builds and starts the server, unless retired first; then calls done on
   // this thread, with why it could not if it could not.
   void start(std::shared_ptr<ServingSocket> serving,

@@ -1,5 +1,6 @@
 // Serving, registering and re-registering every plugin of the daemon.
 #include "device_plugin_server.hpp"
+#include "thread_names.hpp"
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
@@ -161,7 +162,10 @@ struct PluginManager::Watcher {
                             IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) < 0) {
       throw std::runtime_error("cannot watch " + directory.string() + ": " + std::strerror(errno));
     }
-    thread = std::thread([this] { run(); });
+    thread = std::thread([this] {
+      name_this_thread("kubelet-watch");
+      run();
+    });
   }
   ~Watcher() {
     uint64_t one = 1;

@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include "thread_names.hpp"
+
 namespace dowser::discovery {
 namespace {
 
@@ -58,7 +60,10 @@ DiscoverRequest request_for(const configuration::Configuration& configuration) {
 class DiscoveryManager::ControlThread {
  public:
   explicit ControlThread(std::string name) : name_(std::move(name)) {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      name_this_thread("h:" + name_);
+      run();
+    });
   }
   ~ControlThread() {
     auto done = call([] {}, kStopWait);

@@ -1,4 +1,5 @@
 #include "instance_file_watcher.hpp"
+#include "thread_names.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -39,7 +40,10 @@ InstanceFileWatcher::InstanceFileWatcher(InstanceFiles files, Handlers handlers)
 InstanceFileWatcher::~InstanceFileWatcher() { stop(); }
 
 void InstanceFileWatcher::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("store-watch");
+    run();
+  });
 }
 
 void InstanceFileWatcher::stop() {

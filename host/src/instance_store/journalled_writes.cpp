@@ -8,6 +8,7 @@
 
 #include "posix_io.hpp"
 #include "revision_counter.hpp"
+#include "thread_names.hpp"
 
 namespace dowser::store::detail {
 namespace {
@@ -119,7 +120,10 @@ JournalledWrites::JournalledWrites(const InstanceFiles& files, size_t journal_ca
                                    SyncObserver synced)
     : files_(files), journal_(files.journal_file(), journal_capacity), synced_(std::move(synced)) {
   recover();
-  checkpointer_ = std::thread([this] { run_checkpoints(); });
+  checkpointer_ = std::thread([this] {
+    name_this_thread("store-sync");
+    run_checkpoints();
+  });
 }
 
 JournalledWrites::~JournalledWrites() {

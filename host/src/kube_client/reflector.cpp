@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "kube_client.hpp"
+#include "thread_names.hpp"
 
 namespace dowser::kube {
 namespace {
@@ -119,7 +120,10 @@ Reflector::~Reflector() { stop(); }
 void Reflector::start() {
   if (state_->thread.joinable()) return;
   state_->stopping = false;
-  state_->thread = std::thread([this] { state_->run(); });
+  state_->thread = std::thread([this] {
+    name_this_thread("kw:" + state_->type.plural);
+    state_->run();
+  });
 }
 
 void Reflector::stop() {

@@ -1,5 +1,7 @@
 #include "api_probe.hpp"
 
+#include "thread_names.hpp"
+
 namespace dowser::kubernetes_backend {
 
 ApiProbe::ApiProbe(kube::KubeClient& client, std::string node, std::chrono::milliseconds interval)
@@ -8,7 +10,10 @@ ApiProbe::ApiProbe(kube::KubeClient& client, std::string node, std::chrono::mill
 ApiProbe::~ApiProbe() { stop(); }
 
 void ApiProbe::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("api-probe");
+    run();
+  });
 }
 
 void ApiProbe::stop() {

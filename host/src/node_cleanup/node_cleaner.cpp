@@ -2,6 +2,7 @@
 // scrubs the nodes it reports from the store.
 #include "kube_client.hpp"
 #include "node_cleanup.hpp"
+#include "thread_names.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -156,7 +157,10 @@ void NodeCleaner::start() {
           [](const kube::ApiError& error) {
             spdlog::warn("Kubernetes nodes: {} (retrying)", error.what());
           }});
-  state.worker = std::thread([&state] { state.run(); });
+  state.worker = std::thread([&state] {
+    name_this_thread("node-cleaner");
+    state.run();
+  });
   state.reflector->start();
 }
 

@@ -1,4 +1,5 @@
 #include "slot_reclaimer.hpp"
+#include "thread_names.hpp"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -35,8 +36,10 @@ SlotReclaimer::~SlotReclaimer() { stop(); }
 void SlotReclaimer::start() {
   if (poller_.joinable()) return;
   alive_ = std::make_shared<std::atomic<bool>>(true);
-  poller_ =
-      std::jthread([this, alive = alive_](const std::stop_token& stop) { poll(stop, alive); });
+  poller_ = std::jthread([this, alive = alive_](const std::stop_token& stop) {
+    name_this_thread("reclaimer");
+    poll(stop, alive);
+  });
 }
 
 void SlotReclaimer::stop() {

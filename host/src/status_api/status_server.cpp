@@ -2,6 +2,7 @@
 // keep-alive and per-request timeouts; every answer about the daemon comes
 // from the core thread.
 #include "status_api.hpp"
+#include "thread_names.hpp"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/ip/address.hpp>
@@ -209,7 +210,10 @@ void StatusServer::start() {
   }
   bound_ = listener_->endpoint();
   listener_->accept();
-  thread_ = std::thread([this] { io_.run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("status-http");
+    io_.run();
+  });
 }
 
 void StatusServer::stop() {

@@ -119,6 +119,18 @@ class Node {
   }
 
   bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // The names of dowserd's threads, as /proc (top -H, ps -L) shows them.
+  std::multiset<std::string> thread_names() const {
+    std::multiset<std::string> names;
+    std::error_code gone;  // a thread may end while it is listed
+    for (const auto& task :
+         fs::directory_iterator("/proc/" + std::to_string(pid_) + "/task", gone)) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      if (std::getline(comm, name)) names.insert(name);
+    }
+    return names;
+  }
   // The kubelet's device-plugin directory of this node (plugin sockets).
   fs::path plugin_dir() const { return root_ / name_ / "dp"; }
 

@@ -468,5 +468,29 @@ TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   EXPECT_EQ(instances().size(), 2u) << "Instances stay for the next start";
 }
 
+// So that an operator can tell, in top -H or a profile, which part of the
+// daemon is busy: its own threads are named for what they do (gRPC names its own).
+TEST_F(DaemonTest, ItsOwnThreadsAreNamedForWhatTheyDo) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const std::set<std::string> expected = {"dowserd",      // the main thread: the core executor
+                                          "h:debugEcho",  // the handler's control calls
+                                          "config-watch",  "store-watch",  "store-sync",
+                                          "kubelet-watch", "dp-publisher", "dp-lifecycle",
+                                          "reclaimer",     "status-http"};
+  std::multiset<std::string> names;
+  bool all_named = test::eventually([&] {
+    names = node.thread_names();
+    return std::all_of(expected.begin(), expected.end(),
+                       [&](const auto& name) { return names.count(name) > 0; });
+  });
+  std::string listed;
+  for (const auto& name : names) listed += name + " ";
+  EXPECT_TRUE(all_named) << "threads: " << listed;
+  EXPECT_EQ(names.count("dowserd"), 1u)
+      << "only the main thread keeps the process's name: " << listed;
+}
+
 }  // namespace
 }  // namespace dowser::it
