@@ -19,6 +19,28 @@
 namespace dowser::host {
 namespace {
 
+// Where a handler writes why a call failed (rule O5). A handler that leaves
+// out the NUL must not make the host read past the buffer.
+struct ErrorBuffer {
+  char text[DOWSER_MAX_ERRLEN] = {};
+  // The handler's message; empty when it wrote none (what() says so).
+  std::string message() const { return {text, ::strnlen(text, sizeof text)}; }
+};
+
+// Why a call that threw failed: a C++ exception crossed the C ABI, against
+// rule T6 (a hand-written table without the SDK's trampolines). It is stopped
+// here, so that one broken handler cannot end the daemon.
+std::string thrown_across_abi() {
+  std::string why = "threw a C++ exception across the C ABI (rule T6)";
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    why += std::string(": ") + e.what();
+  } catch (...) {
+  }
+  return why;
+}
+
 std::string abi_text(uint16_t major, uint16_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
@@ -91,14 +113,19 @@ dowser_get_handler_api_fn open_entry(const std::filesystem::path& file) {
 
 const dowser_handler_api* call_entry(const std::filesystem::path& file,
                                      dowser_get_handler_api_fn entry, const LoadPolicy& policy) {
-  char err[DOWSER_MAX_ERRLEN] = {};
-  const dowser_handler_api* api =
-      entry(policy.host_abi_major, policy.host_abi_minor, err, sizeof err);
+  ErrorBuffer err;
+  const dowser_handler_api* api = nullptr;
+  try {
+    api = entry(policy.host_abi_major, policy.host_abi_minor, err.text, sizeof err.text);
+  } catch (...) {
+    throw HandlerLoadError(file, "negotiate", "the entry " + thrown_across_abi());
+  }
   if (api == nullptr) {
+    const std::string reason = err.message();
     throw HandlerLoadError(file, "negotiate",
                            "handler refused host ABI " +
                                abi_text(policy.host_abi_major, policy.host_abi_minor) + ": " +
-                               (err[0] != '\0' ? err : "(no reason given)"));
+                               (reason.empty() ? "(no reason given)" : reason));
   }
   return api;
 }
@@ -217,14 +244,19 @@ Handle* handle_of(uint64_t id) {
   return reinterpret_cast<Handle*>(static_cast<uintptr_t>(id));
 }
 
-void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
-  if (auto sink = log_table().find(id_of(ctx))) {
+void log_to(uint64_t log_id, int32_t level, std::string_view message) noexcept {
+  if (auto sink = log_table().find(log_id)) {
     try {
-      (*sink)(level, std::string_view(message.data == nullptr ? "" : message.data,
-                                      message.data == nullptr ? 0 : message.len));
+      (*sink)(level, message);
     } catch (...) {  // a failing log sink must not reach the handler
     }
   }
+}
+
+void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
+  log_to(id_of(ctx), level,
+         std::string_view(message.data == nullptr ? "" : message.data,
+                          message.data == nullptr ? 0 : message.len));
 }
 
 std::string duplicate_id(const Snapshot& snapshot) {
@@ -308,8 +340,27 @@ void set_state(uint64_t id, SessionState state) {
   }
 }
 
-// The handler's message; empty when it wrote none (what() says so).
-std::string handler_message(const char* err) { return std::string(err); }
+// Calls into the handler for call, turning an exception it lets out into a
+// HandlerCallError.
+template <typename Call>
+auto call_handler(const char* call, Call&& body) {
+  try {
+    return body();
+  } catch (...) {
+    throw HandlerCallError(call, DOWSER_ERR_GENERIC, thrown_across_abi());
+  }
+}
+
+// The same for calls that cannot fail (stop_discovery, destroy): logged as
+// the handler's own error.
+template <typename Call>
+void call_handler_noexcept(const char* call, uint64_t log_id, Call&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+    log_to(log_id, DOWSER_LOG_ERROR, std::string(call) + " " + thrown_across_abi());
+  }
+}
 
 }  // namespace
 
@@ -529,49 +580,62 @@ HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, H
                                  const std::string& config)
     : handler_(std::move(handler)),
       log_id_(log_table().add(std::make_shared<HandlerLogSink>(std::move(log)))) {
-  char err[DOWSER_MAX_ERRLEN] = {};
-  dowser_status status = handler_->api().init(&host_api(), handle_of<dowser_host_ctx>(log_id_),
-                                              abi::view(config), &instance_, err, sizeof err);
+  ErrorBuffer err;
+  dowser_status status = DOWSER_OK;
+  try {
+    status = call_handler("init", [&] {
+      return handler_->api().init(&host_api(), handle_of<dowser_host_ctx>(log_id_),
+                                  abi::view(config), &instance_, err.text, sizeof err.text);
+    });
+  } catch (...) {
+    log_table().remove(log_id_);
+    throw;
+  }
   if (status != DOWSER_OK || instance_ == nullptr) {
     log_table().remove(log_id_);
     throw HandlerCallError("init", status,
-                           status == DOWSER_OK ? "returned no instance" : handler_message(err));
+                           status == DOWSER_OK ? "returned no instance" : err.message());
   }
 }
 
 HandlerInstance::~HandlerInstance() {
-  handler_->api().destroy(instance_);
+  call_handler_noexcept("destroy", log_id_, [this] { handler_->api().destroy(instance_); });
   log_table().remove(log_id_);
 }
 
 void HandlerInstance::validate(const DiscoverRequest& request) {
   if (!handler_->has_validate()) return;
-  char err[DOWSER_MAX_ERRLEN] = {};
+  ErrorBuffer err;
   abi::RequestView view(request);
-  dowser_status status = handler_->api().validate_request(instance_, view.get(), err, sizeof err);
-  if (status != DOWSER_OK) throw HandlerCallError("validate_request", status, handler_message(err));
+  dowser_status status = call_handler("validate_request", [&] {
+    return handler_->api().validate_request(instance_, view.get(), err.text, sizeof err.text);
+  });
+  if (status != DOWSER_OK) throw HandlerCallError("validate_request", status, err.message());
 }
 
 std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& request,
                                                          std::shared_ptr<SessionSink> sink) {
   uint64_t id = session_table().add(
       std::make_shared<SessionEntry>(std::move(sink), handler_->shares_devices()));
-  std::unique_ptr<DiscoverySession> session(new DiscoverySession(handler_->api(), instance_, id));
-  char err[DOWSER_MAX_ERRLEN] = {};
+  std::unique_ptr<DiscoverySession> session(
+      new DiscoverySession(handler_->api(), instance_, id, log_id_));
+  ErrorBuffer err;
   abi::RequestView view(request);
-  dowser_status status =
-      handler_->api().start_discovery(instance_, view.get(), handle_of<dowser_session_host>(id),
-                                      &session->session_, err, sizeof err);
-  if (status != DOWSER_OK) {
-    session->stopped_ = true;  // a failed start is never stopped (rule: stop once per success)
-    throw HandlerCallError("start_discovery", status, handler_message(err));
-  }
+  // A start that failed, or threw, is never stopped (rule: stop once per success).
+  session->stopped_ = true;
+  dowser_status status = call_handler("start_discovery", [&] {
+    return handler_->api().start_discovery(instance_, view.get(),
+                                           handle_of<dowser_session_host>(id), &session->session_,
+                                           err.text, sizeof err.text);
+  });
+  if (status != DOWSER_OK) throw HandlerCallError("start_discovery", status, err.message());
+  session->stopped_ = false;
   return session;
 }
 
 DiscoverySession::DiscoverySession(const dowser_handler_api& api, dowser_handler* instance,
-                                   uint64_t id)
-    : api_(api), instance_(instance), id_(id) {}
+                                   uint64_t id, uint64_t log_id)
+    : api_(api), instance_(instance), id_(id), log_id_(log_id) {}
 
 DiscoverySession::~DiscoverySession() {
   stop();
@@ -582,7 +646,8 @@ void DiscoverySession::stop() {
   if (stopped_) return;
   stopped_ = true;
   set_state(id_, SessionState::stopping);
-  api_.stop_discovery(instance_, session_);
+  call_handler_noexcept("stop_discovery", log_id_,
+                        [this] { api_.stop_discovery(instance_, session_); });
   set_state(id_, SessionState::stopped);
 }
 

@@ -232,11 +232,13 @@ class DiscoverySession {
 
  private:
   friend class HandlerInstance;
-  DiscoverySession(const dowser_handler_api& api, dowser_handler* instance, uint64_t id);
+  DiscoverySession(const dowser_handler_api& api, dowser_handler* instance, uint64_t id,
+                   uint64_t log_id);
 
   const dowser_handler_api& api_;
   dowser_handler* instance_;
-  uint64_t id_;  // this session's dowser_session_host handle
+  uint64_t id_;      // this session's dowser_session_host handle
+  uint64_t log_id_;  // its handler instance's log sink
   dowser_session* session_ = nullptr;
   bool stopped_ = false;
 };

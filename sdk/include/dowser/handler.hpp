@@ -473,10 +473,16 @@ class PollingSession : public Session {
       if (last && *last == devices) return;
       if (reporter_.report(devices)) last = std::move(devices);
     } catch (const std::exception& e) {
-      // Log once per distinct error, not once per interval.
-      if (last_error != e.what()) reporter_.host().warn(std::string("scan failed: ") + e.what());
-      last_error = e.what();
+      note_scan_failure(e.what(), last_error);
+    } catch (...) {  // not a std::exception: still only this scan fails
+      note_scan_failure("an exception that is not a std::exception", last_error);
     }
+  }
+
+  // Logs once per distinct error, not once per interval.
+  void note_scan_failure(const std::string& why, std::optional<std::string>& last_error) {
+    if (last_error != why) reporter_.host().warn("scan failed: " + why);
+    last_error = why;
   }
 
   Reporter reporter_;
@@ -548,12 +554,10 @@ dowser_status init(const dowser_host_api* host_api, dowser_host_ctx* ctx, dowser
   });
 }
 
+// Destructors are noexcept: one that throws ends the process (std::terminate)
+// before anything here could catch it, so there is nothing to guard.
 inline void destroy(dowser_handler* handler) noexcept {
-  auto* box = reinterpret_cast<HandlerBox*>(handler);
-  try {
-    delete box;
-  } catch (...) {  // a throwing destructor must not cross the boundary
-  }
+  delete reinterpret_cast<HandlerBox*>(handler);
 }
 
 inline dowser_status start(dowser_handler* handler, const dowser_discover_request* request,
@@ -574,10 +578,7 @@ inline dowser_status start(dowser_handler* handler, const dowser_discover_reques
 inline void stop(dowser_handler* /*handler*/, dowser_session* session) noexcept {
   auto* box = reinterpret_cast<SessionBox*>(session);
   if (box == nullptr) return;
-  try {
-    box->session.reset();  // joins the session's threads
-  } catch (...) {
-  }
+  box->session.reset();  // joins the session's threads (a destructor: cannot throw)
   box->reporter.detach();
   delete box;
 }

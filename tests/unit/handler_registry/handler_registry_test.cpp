@@ -309,6 +309,50 @@ TEST(HandlerInstance, AnExceptionInStartBecomesAnError) {
   }
 }
 
+TEST(HandlerInstance, AnErrorWithoutItsNulIsReadNoFurtherThanTheBuffer) {
+  HandlerInstance instance(load_handler(FIXTURE_ERROR_WITHOUT_NUL), ignore_log);
+  try {
+    instance.start({}, std::make_shared<RecordingSink>());
+    FAIL() << "start should have failed";
+  } catch (const HandlerCallError& e) {
+    EXPECT_EQ(e.status(), DOWSER_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(e.message(), std::string(DOWSER_MAX_ERRLEN, 'A'));
+  }
+}
+
+// A hand-written table has no trampolines: what it throws must stop at the
+// host, as an error naming the call, not end the process.
+TEST(HandlerInstance, AnExceptionThrownAcrossTheAbiBecomesAnErrorOfThatCall) {
+  std::vector<std::string> logged;
+  HandlerInstance instance(load_handler(FIXTURE_RAW_TABLE_THROWS),
+                           [&](int32_t level, std::string_view message) {
+                             if (level == DOWSER_LOG_ERROR) logged.emplace_back(message);
+                           });
+  try {
+    instance.start({"throw", {}}, std::make_shared<RecordingSink>());
+    FAIL() << "start should have failed";
+  } catch (const HandlerCallError& e) {
+    EXPECT_EQ(e.call(), "start_discovery");
+    EXPECT_EQ(e.status(), DOWSER_ERR_GENERIC);
+    EXPECT_EQ(e.message(),
+              "threw a C++ exception across the C ABI (rule T6): fixture: start throws past the "
+              "ABI");
+  }
+  try {
+    instance.validate({"", {}});
+    FAIL() << "validate should have failed";
+  } catch (const HandlerCallError& e) {
+    EXPECT_EQ(e.call(), "validate_request");
+    EXPECT_EQ(e.message(), "threw a C++ exception across the C ABI (rule T6)");
+  }
+  auto session = instance.start({"", {}}, std::make_shared<RecordingSink>());
+  session->stop();
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_EQ(logged[0],
+            "stop_discovery threw a C++ exception across the C ABI (rule T6): fixture: stop "
+            "throws past the ABI");
+}
+
 TEST(HandlerInstance, DebugEchoReportsItsDescriptionsAndRefusesBadDetails) {
   HandlerInstance instance(load_handler(DEBUG_ECHO_SO), ignore_log);
   auto sink = std::make_shared<RecordingSink>();

@@ -99,6 +99,7 @@ class ScriptedHandler final : public dowser::Handler {
       for (const auto& id : globals.scan.ids) devices.push_back(device(id));
     }
     globals.scan.scanned.notify_all();
+    if (failure == "int") throw 42;  // not a std::exception
     if (!failure.empty()) throw std::runtime_error(failure);
     return devices;
   }
@@ -393,6 +394,21 @@ TEST_F(CppSdkPolling, AFailingScanIsLoggedOnceAndTheLastReportStands) {
     return l.level == DOWSER_LOG_WARN && l.text == "scan failed: bus unreadable";
   });
   EXPECT_EQ(failures, 1) << "once per distinct error, not once per interval";
+}
+
+TEST_F(CppSdkPolling, AScanThrowingWhatIsNotAStdExceptionFailsOnlyThatScan) {
+  start();
+  ASSERT_TRUE(shows({"a"}));
+  set_scan({"ignored"}, "int");
+  ASSERT_TRUE(scans_pass(3));
+  set_scan({"b"});
+  ASSERT_TRUE(shows({"b"})) << "the session scans on";
+  auto logs = host_.logs();
+  auto failures = std::count_if(logs.begin(), logs.end(), [](const dowser::testkit::LogLine& l) {
+    return l.level == DOWSER_LOG_WARN &&
+           l.text == "scan failed: an exception that is not a std::exception";
+  });
+  EXPECT_EQ(failures, 1);
 }
 
 }  // namespace

@@ -39,8 +39,10 @@ struct CheckRun {
   std::string err;
 };
 
-// Runs the checker with args; output goes through files, so no pipe can fill up.
-CheckRun run_check(const std::vector<std::string>& args) {
+// Runs the checker with args (in directory, if given); output goes through
+// files, so no pipe can fill up.
+CheckRun run_check(const std::vector<std::string>& args,
+                   const std::filesystem::path& directory = {}) {
   TempDir dir;
   const auto out_file = dir.path() / "out";
   const auto err_file = dir.path() / "err";
@@ -48,6 +50,7 @@ CheckRun run_check(const std::vector<std::string>& args) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out_file.c_str(), O_WRONLY | O_CREAT, 0600);
   posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT, 0600);
+  if (!directory.empty()) posix_spawn_file_actions_addchdir_np(&actions, directory.c_str());
   std::vector<std::string> command = {CHECK_TOOL};
   command.insert(command.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -159,6 +162,24 @@ TEST(CheckUsage, AMissingHandlerFileIsAUsageError) {
   EXPECT_EQ(run_check({"/nonexistent/libhandler.so"}).exit_code, 2);
 }
 
+// dlopen would search the library path for a bare name, and check whatever
+// library of that name it found there instead of the file in this directory.
+TEST(CheckUsage, ABareFileNameIsTheFileInTheWorkingDirectory) {
+  TempDir dir;
+  std::filesystem::copy_file(DEBUG_ECHO_SO, dir.path() / "libbare.so");
+  std::ofstream(dir.path() / "details.yaml") << "descriptions: [foo0]\n";
+  CheckRun run =
+      run_check({"libbare.so", "--details", "details.yaml", "--duration", "0.2"}, dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(lines_starting_with(run.out, "PASS negotiate: ").size(), 1u) << run.out;
+}
+
+TEST(CheckUsage, ADurationOverADayIsAUsageError) {
+  CheckRun run = run_check({DEBUG_ECHO_SO, "--duration", "1e10"});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("--duration"), std::string::npos) << run.err;
+}
+
 TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
   EXPECT_EQ(run_check({DEBUG_ECHO_SO, "--property", "=value"}).exit_code, 2);
 }
@@ -166,9 +187,10 @@ TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
 // ---- misbehaving fixtures -------------------------------------------------------------
 
 struct FixtureCase {
-  std::string fixture;  // libfixture-<fixture>.so
-  std::string check;    // the check that must fail
-  std::string seen;     // part of what its failure line must say
+  std::string fixture;       // libfixture-<fixture>.so
+  std::string check;         // the check that must fail
+  std::string seen;          // part of what its failure line must say
+  std::string details = {};  // the discovery details to check with, if any
 };
 
 void PrintTo(const FixtureCase& c, std::ostream* out) { *out << c.fixture; }
@@ -179,7 +201,13 @@ TEST_P(CheckOnFixture, FailsTheRightCheckWithoutCrashing) {
   const FixtureCase& c = GetParam();
   std::string file = std::string(FIXTURE_DIR) + "/libfixture-" + c.fixture + ".so";
   // Short limits: the hanging fixture is found in a fraction of a second.
-  CheckRun run = run_check({file, "--duration", "0.2", "--stop-timeout-ms", "300"});
+  std::vector<std::string> args = {file, "--duration", "0.2", "--stop-timeout-ms", "300"};
+  TempDir dir;
+  if (!c.details.empty()) {
+    std::ofstream(dir.path() / "details.yaml") << c.details;
+    args.insert(args.end(), {"--details", (dir.path() / "details.yaml").string()});
+  }
+  CheckRun run = run_check(args);
   ASSERT_EQ(run.signal, 0) << "the checker itself was killed by signal " << run.signal;
   ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
   auto failures = lines_starting_with(run.out, "FAIL " + c.check + ": ");
@@ -218,6 +246,12 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"reports-after-stop", "no-report-after-stop",
                     "report_devices after stop_discovery returned"},
         FixtureCase{"stop-hangs", "stop-latency", "stop_discovery did not return within 300 ms"},
+        FixtureCase{"error-without-nul", "invalid-details",
+                    "start_discovery filled the whole error buffer with no NUL (rule O5)"},
+        FixtureCase{"raw-table-throws", "discover",
+                    "start_discovery failed: status 1 (DOWSER_ERR_GENERIC): \"threw a C++ "
+                    "exception across the C ABI (rule T6): fixture: start throws past the ABI\"",
+                    "throw"},
         // A sanitizer catches the SIGSEGV itself and then exits or aborts.
         FixtureCase{"crashes-in-start", "discover",
                     kSanitized ? "start_discovery"

@@ -278,6 +278,8 @@ void require_refusal(const std::string& what, const std::function<void()>& call,
     if (gave_no_message(e))
       throw CheckFailed(what + " refused invalid details with status " +
                         describe_status(e.status()) + " but no message");
+    if (e.message().size() >= DOWSER_MAX_ERRLEN)
+      throw CheckFailed(what + " filled the whole error buffer with no NUL (rule O5)");
     if (e.status() != DOWSER_ERR_INVALID_ARGUMENT)
       passed.warnings.push_back(what + " refused invalid details with status " +
                                 describe_status(e.status()) +

@@ -41,6 +41,10 @@ struct CommandLine {
   bool json = false;
 };
 
+// Longer runs than this are surely a mistake, and would overflow the
+// millisecond watchdogs.
+constexpr double kMaxDurationSeconds = 24 * 3600;
+
 void describe_options(CLI::App& app, CommandLine& line) {
   app.add_option("handler", line.handler_file, "the handler shared object (.so) to check")
       ->required()
@@ -49,9 +53,9 @@ void describe_options(CLI::App& app, CommandLine& line) {
                  "file whose text is the discovery details (YAML), as in a Configuration");
   app.add_option("--property", line.properties,
                  "discovery property KEY=VALUE (repeatable); KEY alone has no value");
-  app.add_option("--duration", line.duration_seconds, "seconds to run discovery")
+  app.add_option("--duration", line.duration_seconds, "seconds to run discovery (at most a day)")
       ->default_val(1.0)
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, kMaxDurationSeconds));
   app.add_flag("--json", line.json, "print the report as JSON");
   app.add_option("--stop-timeout-ms", line.stop_timeout_ms,
                  "the longest stop_discovery may take, in milliseconds")
@@ -89,7 +93,8 @@ dowser::Properties parse_properties(const std::vector<std::string>& arguments) {
 
 dowser::check::Settings settings_from(const CommandLine& line) {
   dowser::check::Settings settings;
-  settings.handler_file = line.handler_file;
+  // dlopen searches the library path for a bare name: check the file named.
+  settings.handler_file = std::filesystem::absolute(line.handler_file);
   settings.request.discovery_details = read_details(line.details_file);
   settings.request.properties = parse_properties(line.properties);
   settings.duration = std::chrono::ceil<std::chrono::milliseconds>(
