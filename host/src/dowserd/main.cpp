@@ -7,17 +7,23 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <map>
 
 namespace {
 
+// As the kubelet names its node by default: the host name, lowercased.
 std::string default_node_name() {
   if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
   char host[HOST_NAME_MAX + 1] = {};
   ::gethostname(host, sizeof host);
-  return host;
+  std::string name = host;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name;
 }
 
 }  // namespace
@@ -124,6 +130,10 @@ int main(int argc, char** argv) {
   }
   if (options.node_name.empty()) {
     spdlog::error("no node name: pass --node-name or set NODE_NAME");
+    return 2;
+  }
+  if (auto problem = dowser::naming::node_name_problem(options.node_name); !problem.empty()) {
+    spdlog::error("--node-name '{}': {}", options.node_name, problem);
     return 2;
   }
   if (options.store == dowser::daemon::StoreKind::kubernetes ||

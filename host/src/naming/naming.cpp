@@ -25,17 +25,18 @@ std::string qualified_name_part_problem(std::string_view part) {
   return allowed ? "" : "the name part after '/' may only hold letters, digits, '-', '_' and '.'";
 }
 
-// A DNS-1123 subdomain: lowercase alphanumeric labels joined by '.', '-' inside labels.
-std::string dns_subdomain_problem(std::string_view prefix) {
-  if (prefix.empty() || prefix.size() > 253) return "the prefix must be 1 to 253 characters";
+// A DNS-1123 subdomain: lowercase alphanumeric labels joined by '.', '-'
+// inside labels. what names the text in the reason ("the prefix").
+std::string dns_subdomain_problem(std::string_view text, const std::string& what) {
+  if (text.empty() || text.size() > 253) return what + " must be 1 to 253 characters";
   auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_alnum(prefix.front()) || !lower_alnum(prefix.back()))
-    return "the prefix must start and end with a lowercase letter or digit";
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    char c = prefix[i];
+  if (!lower_alnum(text.front()) || !lower_alnum(text.back()))
+    return what + " must start and end with a lowercase letter or digit";
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
     if (lower_alnum(c) || c == '-') continue;
-    if (c == '.' && prefix[i - 1] != '.' && prefix[i - 1] != '-' && prefix[i + 1] != '-') continue;
-    return "the prefix must be a DNS subdomain (lowercase letters, digits, '-' and '.')";
+    if (c == '.' && text[i - 1] != '.' && text[i - 1] != '-' && text[i + 1] != '-') continue;
+    return what + " must be a DNS subdomain (lowercase letters, digits, '-' and '.')";
   }
   return "";
 }
@@ -133,8 +134,12 @@ std::string extended_resource_name_problem(std::string_view name) {
   if (name.find('/', slash + 1) != std::string_view::npos) return "it has more than one '/'";
   // The kubelet checks "requests." + name as a qualified name.
   std::string prefix = "requests." + std::string(name.substr(0, slash));
-  if (auto problem = dns_subdomain_problem(prefix); !problem.empty()) return problem;
+  if (auto problem = dns_subdomain_problem(prefix, "the prefix"); !problem.empty()) return problem;
   return qualified_name_part_problem(name.substr(slash + 1));
+}
+
+std::string node_name_problem(std::string_view node) {
+  return dns_subdomain_problem(node, "a node name");
 }
 
 std::string resource_name(std::string_view domain, std::string_view name) {

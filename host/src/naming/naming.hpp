@@ -71,4 +71,9 @@ std::string resource_name(std::string_view domain, std::string_view name);
 // Empty when name is a valid extended resource name, else the reason.
 std::string extended_resource_name_problem(std::string_view name);
 
+// Empty when node is a valid Kubernetes node name (a DNS-1123 subdomain),
+// else the reason. Claims name their node: one with a ':' could not be read
+// back, so the daemon refuses such a name at start.
+std::string node_name_problem(std::string_view node);
+
 }  // namespace dowser::naming

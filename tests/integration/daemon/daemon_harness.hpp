@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -119,6 +120,16 @@ class Node {
   }
 
   bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // Waits for dowserd to exit by itself; its exit status, or nullopt if it
+  // still runs at the deadline.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout = 10s) {
+    int status = 0;
+    if (pid_ <= 0 ||
+        !test::eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, timeout))
+      return std::nullopt;
+    pid_ = -1;
+    return status;
+  }
   // The names of dowserd's threads, as /proc (top -H, ps -L) shows them.
   std::multiset<std::string> thread_names() const {
     std::multiset<std::string> names;

@@ -454,6 +454,18 @@ TEST_F(DaemonTest, AConfigurationWaitsForItsHandlerToAppear) {
   EXPECT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
 }
 
+// Claims name their node (C:<vdev>:<node>): a ':' in it made claims nobody
+// could read back, so they were never freed.
+TEST_F(DaemonTest, ANodeNameKubernetesWouldRefuseIsRefusedAtStart) {
+  auto& node = add_node("x:y");
+  auto status = node.wait_exit();
+  ASSERT_TRUE(status.has_value()) << "still running: " << node.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << node.log();
+  EXPECT_NE(node.log().find("--node-name 'x:y': a node name must be a DNS subdomain"),
+            std::string::npos)
+      << node.log();
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");

@@ -73,3 +73,15 @@ TEST(Naming, ExtendedResourceNamesFollowTheKubeletsRules) {
   EXPECT_NE(extended_resource_name_problem("akri.sh/a b"), "");
   EXPECT_THROW(resource_name("akri.sh", "bad/name"), std::invalid_argument);
 }
+
+TEST(Naming, NodeNamesAreDnsSubdomainsAsInKubernetes) {
+  EXPECT_EQ(node_name_problem("node-a"), "");
+  EXPECT_EQ(node_name_problem("edge-1.example.com"), "");
+  EXPECT_EQ(node_name_problem("x:y"),
+            "a node name must be a DNS subdomain (lowercase letters, digits, '-' and '.')")
+      << "a claim C:<vdev>:<node> could not be read back";
+  EXPECT_NE(node_name_problem("Node-A"), "");
+  EXPECT_NE(node_name_problem("bad_node"), "");
+  EXPECT_NE(node_name_problem("-node"), "");
+  EXPECT_NE(node_name_problem(std::string(254, 'a')), "");
+}
