@@ -192,4 +192,24 @@ class Daemon {
   std::unique_ptr<status_api::StatusServer> status_server_;  // last: stops first
 };
 
+// One dowserd per kubelet directory. A second one (a manual run beside the
+// service) re-registered every plugin over the first one's sockets and, once
+// stopped, left the kubelet with none while the first still said it was
+// ready. Holds an exclusive flock on <kubelet-dir>/dowserd.lock (a regular
+// file: the kubelet removes only sockets there), released when the process
+// ends, however it ends.
+class KubeletDirLock {
+ public:
+  // Creates the directory if missing, then takes the lock, waiting up to
+  // wait for a dowserd that is still stopping (a rolling update). Throws
+  // std::runtime_error naming the directory and the process holding it.
+  KubeletDirLock(const std::filesystem::path& dir, std::chrono::milliseconds wait);
+  ~KubeletDirLock();
+  KubeletDirLock(const KubeletDirLock&) = delete;
+  KubeletDirLock& operator=(const KubeletDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace dowser::daemon

@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   long reclaim_interval_ms = options.reclaim_interval.count();
   long reclaim_grace_ms = options.reclaim_grace.count();
   long handler_rescan_ms = options.handler_rescan.count();
+  // How long to wait for another dowserd on the same kubelet directory that
+  // is still stopping (a rolling update) before giving up.
+  long kubelet_lock_wait_ms = 10'000;
   long dead_node_grace_seconds =
       std::chrono::duration_cast<std::chrono::seconds>(options.dead_node_grace).count();
   std::string kubeconfig;
@@ -60,6 +63,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kubelet-dir", options.kubelet_dir, "the kubelet's device-plugin directory")
       ->capture_default_str();
+  app.add_option("--kubelet-lock-wait-ms", kubelet_lock_wait_ms,
+                 "how long to wait for another dowserd serving the same --kubelet-dir to stop")
+      ->capture_default_str()
+      ->check(CLI::Range(0L, 600000L));
   app.add_option("--podresources-socket", options.podresources_socket,
                  "the kubelet's pod-resources socket")
       ->capture_default_str();
@@ -150,6 +157,9 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    // Before anything is discovered or written: a second dowserd stops here.
+    const dowser::daemon::KubeletDirLock one_per_kubelet(
+        options.kubelet_dir, std::chrono::milliseconds(kubelet_lock_wait_ms));
     dowser::daemon::Daemon daemon(options);
     return daemon.run();
   } catch (const std::exception& e) {

@@ -84,13 +84,15 @@ class Node {
         "--config-dir=" + config_dir_.string(),
         "--handler-dir=" + handler_dir_.string(),
         "--state-dir=" + state_dir_.string(),
-        "--kubelet-dir=" + (root_ / name_ / "dp").string(),
         "--podresources-socket=" + (root_ / name_ / "podres.sock").string(),
         "--log-level=debug"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-    bool listens = std::any_of(extra_args_.begin(), extra_args_.end(),
-                               [](const auto& arg) { return arg.rfind("--http-listen", 0) == 0; });
-    if (!listens) args.push_back("--http-listen=127.0.0.1:0");  // several daemons: no fixed port
+    auto given = [&](const std::string& flag) {
+      return std::any_of(extra_args_.begin(), extra_args_.end(),
+                         [&](const auto& arg) { return arg.rfind(flag, 0) == 0; });
+    };
+    if (!given("--http-listen")) args.push_back("--http-listen=127.0.0.1:0");  // no fixed port
+    if (!given("--kubelet-dir")) args.push_back("--kubelet-dir=" + plugin_dir().string());
     args.insert(args.begin(), wrapper_.begin(), wrapper_.end());
     fs::path log = root_ / (name_ + ".log");
     // Everything that allocates happens before fork: the child of a process

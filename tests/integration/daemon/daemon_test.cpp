@@ -466,6 +466,42 @@ TEST_F(DaemonTest, ANodeNameKubernetesWouldRefuseIsRefusedAtStart) {
       << node.log();
 }
 
+// A second dowserd on one kubelet directory (a manual run beside the
+// service) re-registered every plugin over the first one's; once stopped it
+// left the kubelet with no plugin while the first still said it was ready.
+TEST_F(DaemonTest, ASecondDaemonOnTheSameKubeletDirectoryRefusesToStart) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& first = add_node("node-a");
+  ASSERT_TRUE(first.wait_allocatable("akri.sh/cams", 1)) << first.log();
+  const size_t registrations = first.kubelet->status().resource("akri.sh/cams")->registrations;
+  auto& second = add_node("node-a-again", {"--kubelet-dir=" + first.plugin_dir().string(),
+                                           "--kubelet-lock-wait-ms=200"});
+  auto status = second.wait_exit();
+  ASSERT_TRUE(status.has_value()) << "still running: " << second.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << second.log();
+  EXPECT_NE(second.log().find("another dowserd (pid "), std::string::npos) << second.log();
+  EXPECT_EQ(first.kubelet->status().resource("akri.sh/cams")->registrations, registrations)
+      << "nothing re-registered";
+  EXPECT_TRUE(first.running());
+}
+
+// A rolling update: the new dowserd waits for the old one to stop, then serves.
+TEST_F(DaemonTest, ADaemonWaitsForTheOneStoppingOnItsKubeletDirectory) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& old_one = add_node("node-a");
+  ASSERT_TRUE(old_one.wait_allocatable("akri.sh/cams", 1)) << old_one.log();
+  const size_t registrations = old_one.kubelet->status().resource("akri.sh/cams")->registrations;
+  auto& new_one = add_node("node-a-new", {"--kubelet-dir=" + old_one.plugin_dir().string()});
+  ASSERT_TRUE(new_one.wait_for_log("waiting up to 10000 ms for it to stop")) << new_one.log();
+  old_one.stop(SIGTERM);
+  EXPECT_TRUE(old_one.wait([&](const testkit::SimulatorStatus& s) {
+    const auto* cams = s.resource("akri.sh/cams");
+    return cams != nullptr && cams->registrations > registrations && cams->streaming &&
+           cams->allocatable() == 1;
+  })) << new_one.log();
+  EXPECT_TRUE(new_one.running());
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");
