@@ -201,6 +201,17 @@ bool is_c_identifier(std::string_view text) {
          std::all_of(text.begin() + 1, text.end(), is_rest);
 }
 
+// A name Kubernetes accepts for a container's environment variable (what
+// brokerProperties become in every Allocate answer).
+bool is_env_var_name(std::string_view text) {
+  auto is_start = [](char c) {
+    return c == '_' || c == '-' || c == '.' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+  };
+  auto is_rest = [&](char c) { return is_start(c) || (c >= '0' && c <= '9'); };
+  return !text.empty() && is_start(text.front()) &&
+         std::all_of(text.begin() + 1, text.end(), is_rest);
+}
+
 void check_namespace(const std::string& value, const std::string& path,
                      const ErrorContext& errors) {
   if (!is_dns_label(value)) {
@@ -363,6 +374,11 @@ std::map<std::string, std::string> parse_broker_properties(const YAML::Node& nod
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) errors.fail(path, "keys must be strings");
     const std::string& key = entry.first.Scalar();
+    if (!is_env_var_name(key)) {
+      errors.fail(path, "'" + key +
+                            "' is not an environment variable name (^[-._a-zA-Z][-._a-zA-Z0-9]*$): "
+                            "containers get each property as one");
+    }
     std::string value = text_of(entry.second, child_path(path, key), errors);
     if (!properties.emplace(key, std::move(value)).second)
       errors.fail(child_path(path, key), "appears twice");

@@ -357,6 +357,15 @@ TEST(ParseTest, BrokerErrors) {
                "spec.brokerProperties.LIST", "must be a string");
   expect_error(with_spec(handler + "  brokerProperties: [a]\n"), "spec.brokerProperties",
                "must be a mapping");
+  // Each property is an environment variable of the containers that get the device.
+  expect_error(with_spec(handler + "  brokerProperties: {'A=B': x}\n"), "spec.brokerProperties",
+               "'A=B' is not an environment variable name");
+  expect_error(with_spec(handler + "  brokerProperties: {'': x}\n"), "spec.brokerProperties",
+               "'' is not an environment variable name");
+  expect_error(with_spec(handler + "  brokerProperties: {'with space': x}\n"),
+               "spec.brokerProperties", "'with space' is not an environment variable name");
+  expect_error(with_spec(handler + "  brokerProperties: {'1ST': x}\n"), "spec.brokerProperties",
+               "'1ST' is not an environment variable name");
   expect_error(with_spec(handler + "  brokerSpec:\n    brokerPodSpec: {containers: []}\n"
                                    "    brokerJobSpec: {parallelism: 1}\n"),
                "spec.brokerSpec", "exactly one of brokerPodSpec or brokerJobSpec");
