@@ -210,10 +210,11 @@ DiscoveryManager::LoadedInstance* DiscoveryManager::instance_for(const std::stri
         [&] { loaded->instance = std::make_unique<host::HandlerInstance>(handler, log); },
         kStopWait);
   } catch (const host::HandlerCallError& e) {
-    spdlog::error("handler {}: {}", handler_name, e.what());
-    return nullptr;
+    throw std::runtime_error("handler " + handler_name + " is loaded but " + e.what());
   }
-  if (!loaded->instance) return nullptr;
+  if (!loaded->instance) {
+    throw std::runtime_error("handler " + handler_name + " is loaded but its init did not return");
+  }
   return instances_.emplace(handler_name, std::move(loaded)).first->second.get();
 }
 
@@ -257,7 +258,13 @@ void DiscoveryManager::open_session(Session& session) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   uint64_t generation = ++session.generation;
   session.waiting_for_handler = false;
-  auto* loaded = instance_for(configuration.handler_name);
+  LoadedInstance* loaded = nullptr;
+  try {
+    loaded = instance_for(configuration.handler_name);
+  } catch (const std::runtime_error& e) {
+    retry_later(session, e.what());  // init may succeed later (a device or file it needs)
+    return;
+  }
   if (!loaded) {
     session.waiting_for_handler = true;
     events_.failed(key, "no discovery handler named '" + configuration.handler_name +
@@ -272,11 +279,17 @@ void DiscoveryManager::open_session(Session& session) {
     return;
   }
   session.owner = loaded;
-  session.sink = std::make_shared<host::CoalescingSink>([this, alive = alive_, key, generation] {
-    boost::asio::post(core_, [this, alive, key, generation] {
-      if (*alive) session_event(key, generation);
-    });
-  });
+  session.sink = std::make_shared<host::CoalescingSink>(
+      [this, alive = alive_, key, generation] {
+        boost::asio::post(core_, [this, alive, key, generation] {
+          if (*alive) session_event(key, generation);
+        });
+      },
+      // On the handler's threads, maybe after this manager is gone: logs only.
+      [handler = configuration.handler_name, key](const std::string& problem) {
+        spdlog::warn("Configuration {}/{}: handler {}: {}", key.first, key.second, handler,
+                     problem);
+      });
   session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
   loaded->control->post([this, alive = alive_, loaded, request, sink = session.sink,
                          running = session.running, key, generation] {

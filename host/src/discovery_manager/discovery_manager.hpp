@@ -81,6 +81,8 @@ class DiscoveryManager {
 
   void rescan();
   void schedule_rescan();
+  // The handler's instance, initialised on first use; nullptr when no handler
+  // of that name is loaded. Throws std::runtime_error when its init fails.
   LoadedInstance* instance_for(const std::string& handler_name);
   void open_session(Session& session);
   void close_session(Session& session);

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <shared_mutex>
 #include <sstream>
@@ -206,11 +207,24 @@ class HandleTable {
     std::lock_guard lock(mutex_);
     entries_.erase(id);
   }
+  // Keeps id's entry as it now is, for the last kRetiredKept retired ids:
+  // a late call on a handle just retired still finds it.
+  void retire(uint64_t id, std::shared_ptr<Entry> tombstone) {
+    std::lock_guard lock(mutex_);
+    entries_[id] = std::move(tombstone);
+    retired_.push_back(id);
+    if (retired_.size() > kRetiredKept) {
+      entries_.erase(retired_.front());
+      retired_.pop_front();
+    }
+  }
 
  private:
+  static constexpr size_t kRetiredKept = 64;
   mutable std::mutex mutex_;
   uint64_t last_id_ = 0;
   std::unordered_map<uint64_t, std::shared_ptr<Entry>> entries_;
+  std::deque<uint64_t> retired_;
 };
 
 enum class SessionState { running, stopping, stopped };
@@ -486,7 +500,47 @@ DeviceChanges changes_between(const Snapshot& before, const Snapshot& after) {
   return changes;
 }
 
-CoalescingSink::CoalescingSink(std::function<void()> notify) : notify_(std::move(notify)) {}
+CoalescingSink::CoalescingSink(std::function<void()> notify,
+                               std::function<void(const std::string&)> problem)
+    : notify_(std::move(notify)), problem_(std::move(problem)) {}
+
+namespace {
+
+// Hears late calls for a session that is gone (see late_call_sink()).
+class LateCallSink final : public SessionSink {
+ public:
+  explicit LateCallSink(std::function<void(const std::string&)> problem)
+      : problem_(std::move(problem)) {}
+  void on_snapshot(Snapshot) override {}
+  void on_error(dowser_status, std::string) override {}
+  void on_late_call(std::string_view what) override { problem_(late_call_problem(what)); }
+
+  static std::string late_call_problem(std::string_view what) {
+    return std::string(what) + " after stop_discovery returned (rule T4): dropped";
+  }
+
+ private:
+  std::function<void(const std::string&)> problem_;
+};
+
+}  // namespace
+
+void CoalescingSink::on_late_call(std::string_view what) {
+  if (problem_) problem_(LateCallSink::late_call_problem(what));
+}
+
+void CoalescingSink::on_bad_report(const std::string& reason) {
+  if (!problem_) return;
+  {
+    std::lock_guard lock(report_mutex_);
+    if (std::exchange(last_bad_report_, reason) == reason) return;  // once per reason in a row
+  }
+  problem_("report refused: " + reason);
+}
+
+std::shared_ptr<SessionSink> CoalescingSink::late_call_sink() const {
+  return problem_ ? std::make_shared<LateCallSink>(problem_) : nullptr;
+}
 
 void CoalescingSink::on_snapshot(Snapshot snapshot) {
   const auto reported_at = std::chrono::steady_clock::now();
@@ -499,6 +553,7 @@ void CoalescingSink::on_snapshot(Snapshot snapshot) {
     changes.complete = std::exchange(first_report_, false);
     changes.reported_at = reported_at;
     last_reported_ = std::move(snapshot);
+    last_bad_report_.clear();  // a refused report after a good one is news again
     std::lock_guard lock(mutex_);
     was_empty = !pending_.has_value();
     fold(std::move(changes));
@@ -639,7 +694,17 @@ DiscoverySession::DiscoverySession(const dowser_handler_api& api, dowser_handler
 
 DiscoverySession::~DiscoverySession() {
   stop();
-  session_table().remove(id_);
+  // A handler thread T4 forbids may still report: it is told so (and the
+  // sink's owner may log it) for a while, through a small stand-in sink.
+  auto entry = session_table().find(id_);
+  auto late = entry ? entry->sink->late_call_sink() : nullptr;
+  if (!late) {
+    session_table().remove(id_);
+    return;
+  }
+  auto tombstone = std::make_shared<SessionEntry>(std::move(late), entry->shared);
+  tombstone->state = SessionState::stopped;
+  session_table().retire(id_, std::move(tombstone));
 }
 
 void DiscoverySession::stop() {

@@ -132,6 +132,10 @@ class SessionSink {
   virtual void on_late_call(std::string_view what) { (void)what; }
   // A report the host refused (malformed arrays, unknown sharing value).
   virtual void on_bad_report(const std::string& reason) { (void)reason; }
+  // What hears of late calls once the session is gone: the host keeps it for
+  // a while after the session (not the sink itself, which may hold a big
+  // snapshot). Null: late calls are dropped without a word.
+  virtual std::shared_ptr<SessionSink> late_call_sink() const { return nullptr; }
 };
 
 // How a session's devices changed since the taker last looked. A device is
@@ -159,9 +163,16 @@ DeviceChanges changes_between(const Snapshot& before, const Snapshot& after);
 // notify is called once per transition from "nothing pending" to "pending".
 class CoalescingSink : public SessionSink {
  public:
-  explicit CoalescingSink(std::function<void()> notify);
+  // notify: new changes or an error to take (called on handler threads).
+  // problem, if set: why a report was refused, once per distinct reason in a
+  // row, and each late call (rule T4), also after the session is gone.
+  explicit CoalescingSink(std::function<void()> notify,
+                          std::function<void(const std::string&)> problem = {});
   void on_snapshot(Snapshot snapshot) override;
   void on_error(dowser_status code, std::string message) override;
+  void on_late_call(std::string_view what) override;
+  void on_bad_report(const std::string& reason) override;
+  std::shared_ptr<SessionSink> late_call_sink() const override;
   // Every snapshot counts, even one that changed nothing.
   std::optional<DeviceChanges> take_changes();
   std::optional<std::pair<dowser_status, std::string>> error() const;
@@ -178,9 +189,11 @@ class CoalescingSink : public SessionSink {
   void fold(DeviceChanges changes);  // into pending_, under mutex_
 
   std::function<void()> notify_;
-  std::mutex report_mutex_;   // one report at a time: each is diffed against the one before
-  Snapshot last_reported_;    // sorted by id; guarded by report_mutex_
-  bool first_report_ = true;  // guarded by report_mutex_
+  std::function<void(const std::string&)> problem_;
+  std::string last_bad_report_;  // guarded by report_mutex_
+  std::mutex report_mutex_;      // one report at a time: each is diffed against the one before
+  Snapshot last_reported_;       // sorted by id; guarded by report_mutex_
+  bool first_report_ = true;     // guarded by report_mutex_
   mutable std::mutex mutex_;
   std::optional<Pending> pending_;
   std::optional<std::pair<dowser_status, std::string>> error_;

@@ -200,6 +200,28 @@ TEST_F(DiscoveryManagerTest, AvailabilityChangesReachTheCoreAsNewSnapshots) {
   })) << "the first snapshot is complete, later ones are changes";
 }
 
+// It is loaded: saying it is not (as before) sent operators looking for a file.
+TEST_F(DiscoveryManagerTest, AHandlerWhoseInitFailsIsReportedAsSuchAndRetried) {
+  fs::copy_file(FIXTURE_INIT_FAILS, handler_dir() / "libfixture-init-fails.so");
+  Configuration configuration = echoes("");
+  configuration.handler_name = "fixtureInitFails";
+  on_core([&] {
+    manager_->start();
+    manager_->run(configuration);
+  });
+  const std::string why =
+      "handler fixtureInitFails is loaded but init failed (status 1): fixture: init always fails";
+  EXPECT_TRUE(recorder_.wait_for([&](const Recorder::Reports& reports) {
+    return mentions(reports.failures, why + " (retrying in");
+  }));
+  try {
+    on_core([&] { manager_->validate(configuration); });
+    ADD_FAILURE() << "validate should have failed";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(e.what(), why);
+  }
+}
+
 TEST_F(DiscoveryManagerTest, ValidateUsesTheHandlersChecks) {
   install_handler();
   on_core([this] { manager_->start(); });

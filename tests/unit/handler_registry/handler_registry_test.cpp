@@ -408,6 +408,28 @@ TEST(HostTable, RefusesASnapshotWithADuplicateId) {
   EXPECT_NE(probe.sink->bad_reports[0].find("'a' appears twice"), std::string::npos);
 }
 
+// What dowserd logs of a misbehaving handler: each refused report (once per
+// reason in a row) and each report after stop, also once the session is gone.
+TEST(HostTable, RefusedReportsAndReportsAfterTheSessionEndedAreTold) {
+  std::vector<std::string> problems;  // told on this thread: report() runs here
+  auto sink = std::make_shared<CoalescingSink>(
+      [] {}, [&](const std::string& problem) { problems.push_back(problem); });
+  auto api = probe_api(0);
+  HandlerInstance instance(adopt_handler("probe", &api), ignore_log);
+  auto session = instance.start({}, sink);
+  dowser_session_host* handle = probe_session;
+  EXPECT_EQ(report({device("a"), device("a")}), DOWSER_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(report({device("a"), device("a")}), DOWSER_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(report({device("a")}), DOWSER_OK);
+  EXPECT_EQ(report({device("a"), device("a")}), DOWSER_ERR_INVALID_ARGUMENT);
+  session.reset();  // stopped, and the session object is gone
+  EXPECT_EQ(host_api().report_devices(handle, nullptr, 0), DOWSER_ERR_STOPPED);
+  const std::string twice = "report refused: device id 'a' appears twice in one snapshot";
+  EXPECT_EQ(problems,
+            (std::vector<std::string>{
+                twice, twice, "report_devices after stop_discovery returned (rule T4): dropped"}));
+}
+
 TEST(HostTable, StopsAcceptingAfterAnErrorAndAfterStop) {
   ProbeSession probe;
   EXPECT_EQ(
