@@ -32,6 +32,11 @@ std::string fresh_socket_name(const std::string& resource_name) {
   return base + "-" + std::to_string(ms) + "-" + std::to_string(counter++) + ".sock";
 }
 
+bool all_digits(std::string_view text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // A message and the arena that holds it: thousands of devices are then one
 // allocation to build and one to free, instead of three each.
 struct ArenaList {
@@ -53,6 +58,18 @@ SharedList to_list(const std::vector<capacity::PluginDevice>& devices) {
 }
 
 }  // namespace
+
+bool is_plugin_socket_name(std::string_view name) {
+  constexpr std::string_view kSuffix = ".sock";
+  if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix)
+    return false;
+  name.remove_suffix(kSuffix.size());
+  const size_t counter = name.rfind('-');
+  if (counter == std::string_view::npos || !all_digits(name.substr(counter + 1))) return false;
+  name = name.substr(0, counter);
+  const size_t ms = name.rfind('-');
+  return ms != std::string_view::npos && ms > 0 && all_digits(name.substr(ms + 1));
+}
 
 // ---- ListAndWatch streams ------------------------------------------------------
 

@@ -24,6 +24,10 @@ class DevicePluginService;
 // A list as sent: one message shared by every stream that sends it.
 using SharedList = std::shared_ptr<const v1beta1::ListAndWatchResponse>;
 
+// Whether a file name in the kubelet directory has the form of the sockets
+// plugin servers bind (<resource>-<ms>-<n>.sock).
+bool is_plugin_socket_name(std::string_view name);
+
 // One thread running an io_context, for work the core thread hands off.
 class WorkerThread {
  public:

@@ -9,7 +9,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -229,8 +231,46 @@ PluginManager::~PluginManager() {
   registrations_->end_all();
 }
 
+namespace {
+
+// Whether something accepts connections on the unix socket at path. Only a
+// refusal counts as no (any other failure: better keep the file).
+bool accepts(const std::filesystem::path& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string text = path.string();
+  if (text.size() >= sizeof address.sun_path) return true;
+  std::copy(text.begin(), text.end(), address.sun_path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  const bool refused =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 &&
+      errno == ECONNREFUSED;
+  ::close(fd);
+  return !refused;
+}
+
+// Sockets a dowserd killed without a chance to clean up left behind: ours by
+// their name, dead because nobody accepts on them. (Only one dowserd serves
+// a kubelet directory, so no live one is stepped on.)
+void remove_stale_plugin_sockets(const std::filesystem::path& dir) {
+  std::error_code error;
+  size_t removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const auto name = entry.path().filename().string();
+    if (!entry.is_socket(error) || !is_plugin_socket_name(name) || accepts(entry.path())) continue;
+    if (std::filesystem::remove(entry.path(), error)) ++removed;
+  }
+  if (removed > 0)
+    spdlog::info("removed {} plugin socket(s) a previous dowserd left in {}", removed,
+                 dir.string());
+}
+
+}  // namespace
+
 void PluginManager::start() {
   std::filesystem::create_directories(options_.kubelet_dir);
+  remove_stale_plugin_sockets(options_.kubelet_dir);
   watcher_ = std::make_unique<Watcher>(
       options_.kubelet_dir, [this, link = link_](const std::string& name, bool created) {
         link->post([this, name, created] { kubelet_dir_changed(name, created); });

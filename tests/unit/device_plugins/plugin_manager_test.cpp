@@ -8,6 +8,7 @@
 // Which thread binds each unix socket is recorded by wrapping the C library's
 // bind in this executable (each call still goes to the real one): nothing
 // else tells which thread did the work.
+#include "device_plugin_server.hpp"
 #include "device_plugins.hpp"
 #include "eventually.hpp"
 #include "temp_dir.hpp"
@@ -525,6 +526,51 @@ class SilentKubelet final : public v1beta1::Registration::CallbackService {
 // call instead of leaving it to its deadline (15 s), and lets go of its
 // channel only after the call is gone (gRPC 1.51 frees its shared callback
 // queue twice when its last user goes away on one of its own threads).
+// A unix socket file at path; listening (kept open, returned) or dead (closed
+// without unlinking, as a killed process leaves it).
+int make_socket_file(const fs::path& path, bool listening) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string text = path.string();
+  std::copy(text.begin(), text.end(), address.sun_path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  if (listening) {
+    EXPECT_EQ(::listen(fd, 1), 0);
+    return fd;
+  }
+  ::close(fd);
+  return -1;
+}
+
+// After a SIGKILL the plugin sockets stay in the kubelet directory (nothing
+// removed them); the next start removes those, and nothing else.
+TEST(PluginManagerStart, RemovesDeadPluginSocketsAndNothingElse) {
+  TempDir dir;
+  const fs::path kubelet_dir = dir.path() / "dp";
+  fs::create_directories(kubelet_dir);
+  const auto dead = kubelet_dir / "akri.sh_cams-1700000000000-3.sock";
+  const auto live = kubelet_dir / "akri.sh_cams-1700000000001-4.sock";
+  const auto foreign = kubelet_dir / "vendor-plugin.sock";
+  const auto not_a_socket = kubelet_dir / "akri.sh_cams-1700000000002-5.sock";
+  make_socket_file(dead, false);
+  const int live_fd = make_socket_file(live, true);
+  make_socket_file(foreign, false);
+  std::ofstream(not_a_socket) << "x";
+  {
+    StandaloneManager node(kubelet_dir);
+    EXPECT_FALSE(fs::exists(dead)) << "a dead socket of ours stays";
+    EXPECT_TRUE(fs::exists(live)) << "something accepts on it";
+    EXPECT_TRUE(fs::exists(foreign)) << "not named as ours";
+    EXPECT_TRUE(fs::exists(not_a_socket));
+  }
+  ::close(live_fd);
+  EXPECT_TRUE(dowser::plugins::is_plugin_socket_name("akri.sh_cams-1-2.sock"));
+  EXPECT_FALSE(dowser::plugins::is_plugin_socket_name("kubelet.sock"));
+  EXPECT_FALSE(dowser::plugins::is_plugin_socket_name("-1-2.sock"));
+  EXPECT_FALSE(dowser::plugins::is_plugin_socket_name("a-1-x.sock"));
+}
+
 TEST(PluginManagerShutdown, AStoppingManagerCancelsItsUnansweredRegistrations) {
   TempDir dir;
   fs::path kubelet_dir = dir.path() / "device-plugins";
