@@ -7,6 +7,9 @@ namespace dowser::daemon {
 namespace {
 
 constexpr auto kApiProbeInterval = std::chrono::seconds(5);
+// Backoff of retrying Instance writes that failed.
+constexpr std::chrono::milliseconds kFirstRewriteDelay{1000};
+constexpr std::chrono::milliseconds kMaxRewriteDelay{60'000};
 
 capacity::UniqueInstances policy_of(const configuration::Configuration& configuration) {
   return configuration.unique_instances == configuration::UniqueInstances::preferred
@@ -50,7 +53,9 @@ Daemon::Daemon(DaemonOptions options)
                      [this](const ConfigurationKey& key, const std::string& reason) {
                        discovery_failed(key, reason);
                      }}),
-      expiry_timer_(core_) {}
+      expiry_timer_(core_),
+      rewrite_timer_(core_),
+      rewrite_delay_(kFirstRewriteDelay) {}
 
 Daemon::~Daemon() { shutdown(); }
 
@@ -169,6 +174,7 @@ void Daemon::shutdown() {
   if (kubernetes_) kubernetes_->stop();
   if (reclaimer_) reclaimer_->stop();
   expiry_timer_.cancel();
+  rewrite_timer_.cancel();
   discovery_.shutdown();
   plugins_.stop_all();
   store_watch_.reset();
@@ -296,7 +302,25 @@ AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
     times.served = reconcile::Clock::now();
   }
   times.synced = reconcile::Clock::now();
+  retry_failed_writes();
   return times;
+}
+
+void Daemon::retry_failed_writes() {
+  auto failed = reconciler_.take_failed_writes();
+  if (failed.empty()) return;
+  rewrites_due_.merge(failed);
+  if (rewrite_timer_.expiry() > std::chrono::steady_clock::now()) return;  // one is set
+  spdlog::info("trying the Instances that could not be written again in {} ms",
+               rewrite_delay_.count());
+  rewrite_timer_.expires_after(rewrite_delay_);
+  rewrite_delay_ = std::min(rewrite_delay_ * 2, kMaxRewriteDelay);
+  rewrite_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;
+    for (const auto& key : std::exchange(rewrites_due_, {})) reapply(key);
+    // reapply() retried each (and set the timer again for what failed again).
+    if (rewrites_due_.empty()) rewrite_delay_ = kFirstRewriteDelay;
+  });
 }
 
 void Daemon::schedule_expiry() {

@@ -104,6 +104,10 @@ class Daemon {
                                 plugins::ListDelivery delivery);
   void refresh_instance_plugin(const capacity::InstanceKey& key, plugins::ListDelivery delivery);
   void schedule_expiry();
+  // Writes of Instances that failed are tried again, with backoff, until
+  // they succeed: the device appears once the cause (a torn file, a full
+  // disk) is gone, without waiting for its handler's next report.
+  void retry_failed_writes();
 
   std::vector<reclaim::HeldSlot> held_slots() const;
   // An Allocate granted the slot: the reclaimer's grace for it starts over.
@@ -165,6 +169,9 @@ class Daemon {
   std::unique_ptr<reclaim::SlotReclaimer> reclaimer_;
   std::unique_ptr<store::WatchSubscription> store_watch_;
   boost::asio::steady_timer expiry_timer_;
+  boost::asio::steady_timer rewrite_timer_;
+  std::set<ConfigurationKey> rewrites_due_;
+  std::chrono::milliseconds rewrite_delay_;
 
   std::map<ConfigurationKey, configuration::Configuration> configurations_;
   std::map<capacity::InstanceKey, std::unique_ptr<Observed<plugins::InstancePluginBackend>>>

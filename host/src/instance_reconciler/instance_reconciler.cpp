@@ -157,6 +157,7 @@ void InstanceReconciler::write_failed(const ConfigurationKey& configuration,
                                       const std::string& instance, const store::StoreError& error) {
   spdlog::error("{}: cannot write Instance {}: {}", configuration.second, instance, error.what());
   reconciled_with_.erase(configuration);
+  failed_writes_.insert(configuration);
 }
 
 std::set<capacity::InstanceKey> InstanceReconciler::write_staged() {

@@ -63,6 +63,10 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // Configuration's next snapshot joins it again.
   void stored_instance_changed(const capacity::InstanceKey& instance);
 
+  // The Configurations one of whose Instances could not be written since the
+  // last call (a torn file in the way, a full disk): reapply() them later.
+  std::set<ConfigurationKey> take_failed_writes() { return std::exchange(failed_writes_, {}); }
+
   // Withdraws this node from every Instance of the Configuration (it was
   // deleted, or its discovery changed handler).
   std::set<capacity::InstanceKey> withdraw_all(const ConfigurationKey& configuration);
@@ -152,6 +156,7 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // one (capacity, brokerProperties) rewrites every Instance.
   std::map<ConfigurationKey, configuration::Configuration> reconciled_with_;
   std::set<ConfigurationKey> reported_;  // Configurations with a snapshot applied
+  std::set<ConfigurationKey> failed_writes_;
   // Reported devices whose Instance the store no longer shows with this node.
   std::set<capacity::InstanceKey> unlisted_;
   bool staging_ = false;

@@ -502,6 +502,26 @@ TEST_F(DaemonTest, ADaemonWaitsForTheOneStoppingOnItsKubeletDirectory) {
   EXPECT_TRUE(new_one.running());
 }
 
+// A torn Instance file (a crash mid-write, before the journal existed, or a
+// bad hand edit) made its device's write fail once, and nothing tried again:
+// the device stayed away until a restart, though deleting the file is the
+// documented remedy.
+TEST_F(DaemonTest, AnInstanceThatCouldNotBeWrittenIsWrittenOnceTheCauseIsGone) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  auto stored = instances(1);
+  ASSERT_EQ(stored.size(), 1u);
+  const fs::path file = state_dir_ / "instances" / "default" / (stored[0].instance.name + ".json");
+  node.stop(SIGTERM);
+  write_file(file, R"({"apiVersion": "akri.sh/v0", "kind": "Inst)");
+  node.start();
+  ASSERT_TRUE(node.wait_for_log("cannot write Instance " + stored[0].instance.name)) << node.log();
+  fs::remove(file);
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1, 20s)) << node.log();
+  EXPECT_EQ(instances(1).size(), 1u);
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");
