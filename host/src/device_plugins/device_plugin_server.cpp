@@ -5,7 +5,10 @@
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -365,6 +368,24 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
 
 namespace {
 
+// Why a unix socket cannot be bound at path (gRPC logs the errno only on
+// its own stderr lines): binds one there and says what the kernel said.
+std::string why_not_bindable(const std::filesystem::path& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string text = path.string();
+  if (text.size() >= sizeof address.sun_path) return "the path is too long for a unix socket";
+  std::copy(text.begin(), text.end(), address.sun_path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const int bind_error = errno;
+  ::close(fd);
+  if (!bound) return std::strerror(bind_error);
+  ::unlink(text.c_str());
+  return "gRPC refused it, though a socket can be bound there";
+}
+
 // Binds serving's socket and starts its server; why not, if it cannot.
 std::string start_server(ServingSocket& serving) {
   std::error_code error;
@@ -379,7 +400,8 @@ std::string start_server(ServingSocket& serving) {
   // dowserd's idle CPU is about 40 % lower without them.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, std::numeric_limits<int>::max());
   serving.server = builder.BuildAndStart();
-  if (!serving.server) return "cannot listen on " + serving.path.string();
+  if (!serving.server)
+    return "cannot listen on " + serving.path.string() + ": " + why_not_bindable(serving.path);
   // Only the kubelet (root) may talk to the plugin.
   if (::chmod(serving.path.c_str(), 0600) != 0)
     spdlog::warn("cannot chmod {} to 0600: {}", serving.path.string(), std::strerror(errno));

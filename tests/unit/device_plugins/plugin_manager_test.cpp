@@ -483,6 +483,19 @@ TEST(PluginManagerServing, APluginThatCannotBeServedSaysWhyAndIsServedOnceItCan)
   })) << "the plugin was not served once its directory was back";
 }
 
+// gRPC says why it cannot listen only on its own stderr lines: the plugin's
+// error must carry the reason itself.
+TEST(PluginManagerServing, APluginWhoseSocketCannotBeBoundSaysWhatTheKernelSaid) {
+  TempDir dir;
+  const fs::path kubelet_dir = dir.path() / std::string(100, 'd');  // too long for sun_path
+  StandaloneManager node(kubelet_dir);
+  node.on_core([&] { node.manager->add(kResource, node.backend); });
+  auto stats = [&] { return *node.on_core([&] { return node.manager->stats(kResource); }); };
+  EXPECT_TRUE(dowser::test::eventually([&] { return !stats().last_error.empty(); }));
+  EXPECT_NE(stats().last_error.find(": the path is too long for a unix socket"), std::string::npos)
+      << stats().last_error;
+}
+
 // A kubelet that takes Register calls and never answers them; it only sees
 // them cancelled.
 class SilentKubelet final : public v1beta1::Registration::CallbackService {
