@@ -62,6 +62,15 @@ SharedList to_list(const std::vector<capacity::PluginDevice>& devices) {
 
 }  // namespace
 
+std::optional<sockaddr_un> unix_socket_address(const std::filesystem::path& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string text = path.string();
+  if (text.size() >= sizeof address.sun_path) return std::nullopt;
+  std::copy(text.begin(), text.end(), address.sun_path);
+  return address;
+}
+
 bool is_plugin_socket_name(std::string_view name) {
   constexpr std::string_view kSuffix = ".sock";
   if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix)
@@ -371,18 +380,15 @@ namespace {
 // Why a unix socket cannot be bound at path (gRPC logs the errno only on
 // its own stderr lines): binds one there and says what the kernel said.
 std::string why_not_bindable(const std::filesystem::path& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string text = path.string();
-  if (text.size() >= sizeof address.sun_path) return "the path is too long for a unix socket";
-  std::copy(text.begin(), text.end(), address.sun_path);
+  const auto address = unix_socket_address(path);
+  if (!address) return "the path is too long for a unix socket";
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return std::strerror(errno);
-  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof *address) == 0;
   const int bind_error = errno;
   ::close(fd);
   if (!bound) return std::strerror(bind_error);
-  ::unlink(text.c_str());
+  ::unlink(path.c_str());
   return "gRPC refused it, though a socket can be bound there";
 }
 

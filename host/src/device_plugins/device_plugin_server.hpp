@@ -6,14 +6,17 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 #include <grpcpp/server.h>
+#include <sys/un.h>
 
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace dowser::plugins {
@@ -23,6 +26,9 @@ class DevicePluginService;
 
 // A list as sent: one message shared by every stream that sends it.
 using SharedList = std::shared_ptr<const v1beta1::ListAndWatchResponse>;
+
+// The address of a unix socket at path; nullopt when the path is too long.
+std::optional<sockaddr_un> unix_socket_address(const std::filesystem::path& path);
 
 // Whether a file name in the kubelet directory has the form of the sockets
 // plugin servers bind (<resource>-<ms>-<n>.sock).

@@ -236,15 +236,12 @@ namespace {
 // Whether something accepts connections on the unix socket at path. Only a
 // refusal counts as no (any other failure: better keep the file).
 bool accepts(const std::filesystem::path& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string text = path.string();
-  if (text.size() >= sizeof address.sun_path) return true;
-  std::copy(text.begin(), text.end(), address.sun_path);
+  const auto address = unix_socket_address(path);
+  if (!address) return true;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return true;
   const bool refused =
-      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 &&
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0 &&
       errno == ECONNREFUSED;
   ::close(fd);
   return !refused;

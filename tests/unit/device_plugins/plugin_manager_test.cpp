@@ -542,12 +542,9 @@ class SilentKubelet final : public v1beta1::Registration::CallbackService {
 // A unix socket file at path; listening (kept open, returned) or dead (closed
 // without unlinking, as a killed process leaves it).
 int make_socket_file(const fs::path& path, bool listening) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string text = path.string();
-  std::copy(text.begin(), text.end(), address.sun_path);
+  const auto address = dowser::plugins::unix_socket_address(path);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof *address), 0);
   if (listening) {
     EXPECT_EQ(::listen(fd, 1), 0);
     return fd;
