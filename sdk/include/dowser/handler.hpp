@@ -24,6 +24,7 @@
 #include <dowser/handler.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -347,8 +348,16 @@ class Host {
   dowser_host_ctx* ctx_ = nullptr;
 };
 
+// What the SDK logs (once per session, as a warning) when a report comes
+// after the session stopped; dowser-handler-check looks for it.
+inline constexpr std::string_view kReportAfterStopWarning =
+    "a report came after its session stopped (rule T4) and was dropped: the session's destructor "
+    "must join every thread that reports";
+
 // Reports snapshots for one session. Copyable and thread-safe. After the
-// session has stopped, reports are dropped here and never reach the host.
+// session has stopped, reports are dropped here and never reach the host;
+// the first one is logged (kReportAfterStopWarning). A default-constructed
+// Reporter drops everything.
 class Reporter {
  public:
   Reporter() = default;
@@ -359,17 +368,22 @@ class Reporter {
   // did not take it: the session is stopping (stop producing), or the
   // snapshot was malformed (duplicate ids; the host logs why).
   bool report(const std::vector<Device>& devices) const {
+    if (!state_) return false;
     abi::DeviceViews views(devices);
     std::shared_lock lock(state_->mutex);
-    if (state_->session == nullptr) return false;
+    if (state_->session == nullptr) return dropped_after_stop();
     return state_->api->report_devices(state_->session, views.data(), views.size()) == DOWSER_OK;
   }
 
   // Ends the session with an error; the host will stop it.
   void fail(dowser_status code, std::string_view message) const noexcept {
+    if (!state_) return;
     std::shared_lock lock(state_->mutex);
-    if (state_->session != nullptr)
-      state_->api->report_error(state_->session, code, abi::view(message));
+    if (state_->session == nullptr) {
+      dropped_after_stop();
+      return;
+    }
+    state_->api->report_error(state_->session, code, abi::view(message));
   }
 
   const Host& host() const noexcept { return state_->host; }
@@ -386,8 +400,16 @@ class Reporter {
     std::shared_mutex mutex;
     const dowser_host_api* api;
     Host host;
-    dowser_session_host* session;
+    dowser_session_host* session;        // null once detached
+    std::atomic<bool> told_late{false};  // the warning was logged
   };
+
+  // A report after detach() breaks T4: said once, so the author learns of it.
+  bool dropped_after_stop() const noexcept {
+    if (!state_->told_late.exchange(true)) state_->host.warn(kReportAfterStopWarning);
+    return false;
+  }
+
   std::shared_ptr<State> state_;
 };
 

@@ -298,12 +298,25 @@ TEST(CppSdkReporter, AfterStopReportsAreDroppedBeforeTheyReachTheHost) {
   host.stop(session);
 
   EXPECT_FALSE(reporter.report({device("b")})) << "tells the handler to stop producing";
+  EXPECT_FALSE(reporter.report({device("c")}));
   reporter.fail(DOWSER_ERR_GENERIC, "too late");
   auto record = host.record(session);
   EXPECT_EQ(record.snapshots.size(), 1u);
   EXPECT_TRUE(record.errors.empty());
   EXPECT_TRUE(record.late_calls.empty()) << "the SDK, not the handler author, keeps rule T4";
   EXPECT_TRUE(host.violations().empty());
+  // But the author learns of it, once.
+  auto logs = host.logs();
+  auto warnings = std::count_if(logs.begin(), logs.end(), [](const dowser::testkit::LogLine& l) {
+    return l.level == DOWSER_LOG_WARN && l.text == dowser::kReportAfterStopWarning;
+  });
+  EXPECT_EQ(warnings, 1);
+}
+
+TEST(CppSdkReporter, ADefaultConstructedReporterDropsEverything) {
+  const dowser::Reporter reporter;
+  EXPECT_FALSE(reporter.report({device("a")}));
+  reporter.fail(DOWSER_ERR_GENERIC, "nowhere to go");
 }
 
 TEST(CppSdkReporter, ThreadsStillReportingAcrossStopNeverReachTheHostLate) {

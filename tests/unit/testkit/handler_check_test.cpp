@@ -246,6 +246,8 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"reports-after-stop", "no-report-after-stop",
                     "report_devices after stop_discovery returned"},
         FixtureCase{"stop-hangs", "stop-latency", "stop_discovery did not return within 300 ms"},
+        FixtureCase{"sdk-reports-after-stop", "no-report-after-stop",
+                    "the handler logged: a report came after its session stopped (rule T4)"},
         FixtureCase{"error-without-nul", "invalid-details",
                     "start_discovery filled the whole error buffer with no NUL (rule O5)"},
         FixtureCase{"raw-table-throws", "discover",

@@ -358,6 +358,13 @@ Passed check_no_report_after_stop(const Settings& settings, Progress& progress) 
     host.wait_for(
         session, [](const SessionRecord& r) { return !r.late_calls.empty(); }, kLateWindow);
     require_clean(host, session);
+    // An SDK handler's late reports never reach the host: the SDK drops them
+    // and says so in the log.
+    const auto logs = host.logs();
+    if (std::any_of(logs.begin(), logs.end(),
+                    [](const testkit::LogLine& l) { return l.text == kReportAfterStopWarning; })) {
+      throw CheckFailed(std::string("the handler logged: ") + std::string(kReportAfterStopWarning));
+    }
     return Passed{"no call reached the host within " +
                   milliseconds_text(std::chrono::milliseconds(kLateWindow)) +
                   " after stop_discovery returned"};
