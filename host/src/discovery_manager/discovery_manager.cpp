@@ -297,11 +297,16 @@ void DiscoveryManager::open_session(Session& session) {
       *running = loaded->instance->start(request, sink);
     } catch (const host::HandlerCallError& e) {
       std::string reason = e.what();
-      boost::asio::post(core_, [this, alive, key, generation, reason] {
+      const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
+      boost::asio::post(core_, [this, alive, key, generation, reason, refused] {
         if (!*alive) return;
         auto it = sessions_.find(key);
-        if (it != sessions_.end() && it->second->generation == generation)
+        if (it == sessions_.end() || it->second->generation != generation) return;
+        if (refused && events_.refused) {
+          events_.refused(key, reason);
+        } else {
           retry_later(*it->second, reason);
+        }
       });
     }
   });

@@ -49,6 +49,11 @@ class DiscoveryManager {
     // Discovery for a Configuration cannot run or stopped with an error; it
     // is retried with backoff (core thread).
     std::function<void(const ConfigurationKey&, const std::string& reason)> failed;
+    // The handler refused the Configuration's details when its session
+    // started (DOWSER_ERR_INVALID_ARGUMENT): not retried, since only a new
+    // version of the Configuration can change that (core thread). The check
+    // a Configuration gets when it is added, for one whose handler came later.
+    std::function<void(const ConfigurationKey&, const std::string& reason)> refused;
   };
 
   DiscoveryManager(boost::asio::io_context& core, DiscoveryOptions options, Events events,

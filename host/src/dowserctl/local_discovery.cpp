@@ -12,18 +12,22 @@ std::string without_retry_note(std::string reason) {
 
 }  // namespace
 
+discovery::DiscoveryManager::Events LocalDiscovery::events() {
+  // Failing (retried) or refused (not retried): either way this one pass ends.
+  auto ended = [this](const discovery::ConfigurationKey&, const std::string& reason) {
+    error_ = without_retry_note(reason);
+    io_.stop();
+  };
+  return {// A session's first changes are complete: every device.
+          [this](const discovery::ConfigurationKey&, host::DeviceChanges changes) {
+            snapshot_ = std::move(changes.reported);
+            io_.stop();
+          },
+          ended, ended};
+}
+
 LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)
-    : manager_(io_, discovery::DiscoveryOptions{handler_dir},
-               discovery::DiscoveryManager::Events{
-                   // A session's first changes are complete: every device.
-                   [this](const discovery::ConfigurationKey&, host::DeviceChanges changes) {
-                     snapshot_ = std::move(changes.reported);
-                     io_.stop();
-                   },
-                   [this](const discovery::ConfigurationKey&, const std::string& reason) {
-                     error_ = without_retry_note(reason);
-                     io_.stop();
-                   }}) {
+    : manager_(io_, discovery::DiscoveryOptions{handler_dir}, events()) {
   manager_.start();  // scans the directory now; the rescan timer never runs
 }
 

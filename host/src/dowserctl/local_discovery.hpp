@@ -33,6 +33,8 @@ class LocalDiscovery {
                      std::chrono::milliseconds timeout);
 
  private:
+  discovery::DiscoveryManager::Events events();  // what ends a pass of discover_once
+
   boost::asio::io_context io_;  // runs only inside discover_once
   std::optional<host::Snapshot> snapshot_;
   std::string error_;

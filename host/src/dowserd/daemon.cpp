@@ -52,6 +52,9 @@ Daemon::Daemon(DaemonOptions options)
                      },
                      [this](const ConfigurationKey& key, const std::string& reason) {
                        discovery_failed(key, reason);
+                     },
+                     [this](const ConfigurationKey& key, const std::string& reason) {
+                       refused_by_handler(key, reason);
                      }}),
       expiry_timer_(core_),
       rewrite_timer_(core_),
@@ -233,11 +236,21 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   if (known) reapply(key);  // capacity or brokerProperties may have changed
 }
 
-void Daemon::configuration_removed(const ConfigurationKey& key) {
+// As if it had been refused when it was added (its handler was not loaded
+// then): withdrawn, and tried again when the Configuration changes.
+void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& reason) {
+  auto found = configurations_.find(key);
+  if (found == configurations_.end()) return;
+  const configuration::Configuration configuration = found->second;
+  configuration_removed(key, "withdrawn: its handler refused it");
+  refused(configuration, "refused by handler " + configuration.handler_name + ": " + reason);
+}
+
+void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {
   refused_.erase(key);
   waiting_for_name_.erase(key);
   if (!configurations_.erase(key)) return;
-  spdlog::info("Configuration {}/{} removed", key.first, key.second);
+  spdlog::info("Configuration {}/{} {}", key.first, key.second, why);
   discovery_.stop(key);
   discovery_records_.erase(key);
   kubelet_pending_.erase(configuration_resource(key));

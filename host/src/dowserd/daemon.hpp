@@ -25,6 +25,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 namespace dowser::daemon {
 
@@ -83,7 +84,9 @@ class Daemon {
 
   void configuration_upserted(const configuration::Configuration& configuration);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
-  void configuration_removed(const ConfigurationKey& key);
+  // why: for the log line ("removed", or why it is withdrawn).
+  void configuration_removed(const ConfigurationKey& key, std::string_view why = "removed");
+  void refused_by_handler(const ConfigurationKey& key, const std::string& reason);
   void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
   void reapply(const ConfigurationKey& key);
   using Reconcile = std::function<std::set<capacity::InstanceKey>(reconcile::Clock::time_point)>;

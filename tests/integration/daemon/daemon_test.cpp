@@ -454,6 +454,30 @@ TEST_F(DaemonTest, AConfigurationWaitsForItsHandlerToAppear) {
   EXPECT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
 }
 
+// A Configuration the handler would have refused had it been loaded (bad
+// details) was retried for ever once it came, with a CL plugin of no
+// devices: it is now refused as it would have been, and runs once fixed.
+TEST_F(DaemonTest, ABadConfigurationWhoseHandlerCameLaterIsRefusedLikeAnyOther) {
+  fs::remove(handler_dir_ / "libfixture-test-devices.so");
+  const std::string manifest =
+      "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: late}\n"
+      "spec:\n  discoveryHandler:\n    name: testDevices\n    discoveryDetails: ";
+  write_file(config_dir_ / "late.yaml", manifest + "'devices: 5'\n");
+  auto& node = add_node("node-a", {"--handler-rescan-ms=100"});
+  ASSERT_TRUE(node.wait_for_log("no discovery handler named 'testDevices' is loaded"))
+      << node.log();
+  fs::copy_file(TEST_DEVICES_SO, handler_dir_ / "libfixture-test-devices.so");
+  EXPECT_TRUE(node.wait_for_log("Configuration default/late: refused by handler testDevices"))
+      << node.log();
+  EXPECT_TRUE(node.wait_stopped("akri.sh/late")) << "its CL plugin stays: " << node.log();
+  EXPECT_EQ(node.log().find("(retrying in 1000 ms)", node.log().find("refused by handler")),
+            std::string::npos)
+      << "not retried: " << node.log();
+
+  write_file(config_dir_ / "late.yaml", manifest + "'devices: [{id: d1}]'\n");
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
+}
+
 // Claims name their node (C:<vdev>:<node>): a ':' in it made claims nobody
 // could read back, so they were never freed.
 TEST_F(DaemonTest, ANodeNameKubernetesWouldRefuseIsRefusedAtStart) {

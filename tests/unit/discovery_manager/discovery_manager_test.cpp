@@ -40,6 +40,7 @@ class Recorder {
     std::vector<std::vector<std::string>> snapshots;
     std::vector<bool> complete;
     std::vector<std::string> failures;  // reasons given for kKey
+    std::vector<std::string> refusals;  // the same, for refusals (not retried)
   };
 
   DiscoveryManager::Events events() {
@@ -54,6 +55,9 @@ class Recorder {
             },
             [this](const ConfigurationKey& key, const std::string& reason) {
               record(key, [&](Reports& reports) { reports.failures.push_back(reason); });
+            },
+            [this](const ConfigurationKey& key, const std::string& reason) {
+              record(key, [&](Reports& reports) { reports.refusals.push_back(reason); });
             }};
   }
 
@@ -220,6 +224,22 @@ TEST_F(DiscoveryManagerTest, AHandlerWhoseInitFailsIsReportedAsSuchAndRetried) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(e.what(), why);
   }
+}
+
+// DOWSER_ERR_INVALID_ARGUMENT from start_discovery means bad details: only
+// a new version of the Configuration can change that, so no retry.
+TEST_F(DiscoveryManagerTest, DetailsTheHandlerRefusesAtStartAreRefusedNotRetried) {
+  install_handler();
+  on_core([this] {
+    manager_->start();
+    manager_->run(echoes("descriptions: 5"));
+  });
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.refusals, "start_discovery failed (status 2)");
+  }));
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return reports.failures.empty() && reports.refusals.size() == 1;
+  })) << "refused once, not retried";
 }
 
 TEST_F(DiscoveryManagerTest, ValidateUsesTheHandlersChecks) {
