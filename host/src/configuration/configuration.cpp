@@ -192,25 +192,23 @@ bool is_dns_subdomain(std::string_view text) {
   }
 }
 
-bool is_c_identifier(std::string_view text) {
-  auto is_start = [](char c) {
-    return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+// A name whose first character is a letter or one of `punctuation`, and the
+// rest also digits.
+bool is_name_of(std::string_view text, std::string_view punctuation) {
+  auto is_start = [&](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           punctuation.find(c) != std::string_view::npos;
   };
   auto is_rest = [&](char c) { return is_start(c) || (c >= '0' && c <= '9'); };
   return !text.empty() && is_start(text.front()) &&
          std::all_of(text.begin() + 1, text.end(), is_rest);
 }
 
+bool is_c_identifier(std::string_view text) { return is_name_of(text, "_"); }
+
 // A name Kubernetes accepts for a container's environment variable (what
 // brokerProperties become in every Allocate answer).
-bool is_env_var_name(std::string_view text) {
-  auto is_start = [](char c) {
-    return c == '_' || c == '-' || c == '.' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-  };
-  auto is_rest = [&](char c) { return is_start(c) || (c >= '0' && c <= '9'); };
-  return !text.empty() && is_start(text.front()) &&
-         std::all_of(text.begin() + 1, text.end(), is_rest);
-}
+bool is_env_var_name(std::string_view text) { return is_name_of(text, "_-."); }
 
 void check_namespace(const std::string& value, const std::string& path,
                      const ErrorContext& errors) {

@@ -3,7 +3,6 @@
 // main thread keeps the process's name: it runs the core executor.
 #pragma once
 
-#include <string>
 #include <string_view>
 
 namespace dowser {
@@ -13,8 +12,5 @@ inline constexpr size_t kThreadNameMax = 15;
 
 // Names the calling thread (best effort: a failure changes nothing else).
 void name_this_thread(std::string_view name);
-
-// The calling thread's name as the kernel has it.
-std::string this_thread_name();
 
 }  // namespace dowser

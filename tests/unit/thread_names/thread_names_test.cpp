@@ -22,14 +22,12 @@ std::string name_in_proc() {
 }
 
 TEST(ThreadNames, AThreadIsListedUnderItsName) {
-  std::string seen, read_back;
+  std::string seen;
   std::thread([&] {
     name_this_thread("store-sync");
     seen = name_in_proc();
-    read_back = this_thread_name();
   }).join();
   EXPECT_EQ(seen, "store-sync");
-  EXPECT_EQ(read_back, "store-sync");
 }
 
 TEST(ThreadNames, ALongNameIsCutToWhatTheKernelKeeps) {
