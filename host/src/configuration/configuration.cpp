@@ -226,17 +226,8 @@ void parse_metadata(const YAML::Node& node, Configuration& out, const ErrorConte
   if (!present(node)) errors.fail("metadata.name", "is required");
   Fields metadata(node, "metadata", errors);
   out.name = required_text(metadata, "name");
-  if (!is_dns_subdomain(out.name)) {
-    errors.fail("metadata.name",
-                "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting "
-                "and ending with a letter or digit)");
-  }
-  if (out.name.size() > kMaxNameLength) {
-    errors.fail("metadata.name", "must be at most 56 characters (it has " +
-                                     std::to_string(out.name.size()) +
-                                     "), so that Instance names <name>-<6 hex digits> stay valid "
-                                     "63-character resource names");
-  }
+  if (auto problem = configuration_name_problem(out.name); !problem.empty())
+    errors.fail("metadata.name", problem);
   YAML::Node namespace_node = metadata.take("namespace");
   if (present(namespace_node)) {
     out.namespace_name = text_of(namespace_node, "metadata.namespace", errors);
@@ -488,6 +479,19 @@ std::vector<Configuration> parse_configurations(std::string_view text, const std
     }
   }
   return configurations;
+}
+
+std::string configuration_name_problem(std::string_view name) {
+  if (!is_dns_subdomain(name)) {
+    return "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
+           "ending with a letter or digit)";
+  }
+  if (name.size() > kMaxNameLength) {
+    return "must be at most 56 characters (it has " + std::to_string(name.size()) +
+           "), so that Instance names <name>-<6 hex digits> stay valid 63-character resource "
+           "names";
+  }
+  return "";
 }
 
 Configuration parse_configuration_object(std::string_view json_text, const std::string& source) {

@@ -94,6 +94,21 @@ std::vector<Configuration> parse_configurations(std::string_view text, const std
 // YAML), with the same checks and errors as parse_configurations.
 Configuration parse_configuration_object(std::string_view json_text, const std::string& source);
 
+// Empty when name may name a Configuration (metadata.name), else the reason.
+std::string configuration_name_problem(std::string_view name);
+
+// Whether a file of a manifest directory is read as a manifest: *.yaml,
+// *.yml, *.json, except hidden files and editor temporaries.
+bool is_manifest_name(std::string_view file_name);
+
+// The manifest files of a directory, by name. Throws ConfigurationError
+// (field path "(directory)") when it cannot be read.
+std::vector<std::filesystem::path> manifest_files(const std::filesystem::path& directory);
+
+// A manifest file's text. Throws ConfigurationError (field path "(file)")
+// naming why it cannot be read, or that it is too large to be a manifest.
+std::string read_manifest(const std::filesystem::path& file);
+
 // Where Configurations come from: a watched directory or the cluster. Events
 // are delivered in order, on the source's own threads (or on the caller of
 // start()); handlers must be quick (post elsewhere), must not throw and must

@@ -46,14 +46,6 @@ bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-// Hidden files and editor temporaries (`*~`, `*.swp`, `*.tmp`) are never
-// manifests, whatever else their names contain.
-bool is_manifest_name(std::string_view name) {
-  if (name.empty() || name.front() == '.') return false;
-  if (ends_with(name, "~") || ends_with(name, ".swp") || ends_with(name, ".tmp")) return false;
-  return ends_with(name, ".yaml") || ends_with(name, ".yml") || ends_with(name, ".json");
-}
-
 std::string system_error_text(int error) { return std::strerror(error); }
 
 class FileDescriptor {
@@ -78,8 +70,40 @@ struct Definition {
   const Configuration* configuration = nullptr;
 };
 
+std::set<std::string> list_manifest_names(const fs::path& directory, std::error_code& error) {
+  std::set<std::string> names;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    std::string name = it->path().filename().string();
+    if (is_manifest_name(name)) names.insert(std::move(name));
+  }
+  return names;
+}
+
+}  // namespace
+
+// Hidden files and editor temporaries (`*~`, `*.swp`, `*.tmp`) are never
+// manifests, whatever else their names contain.
+bool is_manifest_name(std::string_view file_name) {
+  if (file_name.empty() || file_name.front() == '.') return false;
+  if (ends_with(file_name, "~") || ends_with(file_name, ".swp") || ends_with(file_name, ".tmp"))
+    return false;
+  return ends_with(file_name, ".yaml") || ends_with(file_name, ".yml") ||
+         ends_with(file_name, ".json");
+}
+
+std::vector<fs::path> manifest_files(const fs::path& directory) {
+  std::error_code error;
+  std::set<std::string> names = list_manifest_names(directory, error);
+  if (error) throw ConfigurationError(directory.string(), "(directory)", error.message());
+  std::vector<fs::path> files;
+  for (const auto& name : names) files.push_back(directory / name);
+  return files;
+}
+
 std::string read_manifest(const fs::path& file) {
   std::error_code error;
+  if (fs::is_directory(file, error))
+    throw ConfigurationError(file.string(), "(file)", "is a directory, not a manifest file");
   std::uintmax_t size = fs::file_size(file, error);
   if (error) throw ConfigurationError(file.string(), "(file)", error.message());
   if (size > kMaxManifestBytes) {
@@ -93,17 +117,6 @@ std::string read_manifest(const fs::path& file) {
   if (in.bad()) throw ConfigurationError(file.string(), "(file)", "read failed");
   return text.str();
 }
-
-std::set<std::string> list_manifest_names(const fs::path& directory, std::error_code& error) {
-  std::set<std::string> names;
-  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
-    std::string name = it->path().filename().string();
-    if (is_manifest_name(name)) names.insert(std::move(name));
-  }
-  return names;
-}
-
-}  // namespace
 
 struct FileConfigurationSource::Watcher {
   Watcher(fs::path directory_in, Events events_in)

@@ -4,9 +4,12 @@
 #include "dowserctl.hpp"
 #include "instance_reconciler.hpp"
 #include "local_discovery.hpp"
+#include "naming.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -60,12 +63,28 @@ std::string joined_properties(const std::map<std::string, std::string>& properti
   return text;
 }
 
+// Empty when the names the Instances are made of are ones dowserd accepts,
+// else what is wrong, naming the option.
+std::string name_problem(const DiscoverOptions& options) {
+  if (auto problem = configuration::configuration_name_problem(options.configuration);
+      !problem.empty())
+    return "--name '" + options.configuration + "': " + problem;
+  if (auto problem = naming::node_name_problem(options.node); !problem.empty())
+    return "--node '" + options.node + "': " + problem;
+  return "";
+}
+
 }  // namespace
 
 int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Output& output) {
+  if (auto problem = name_problem(options); !problem.empty()) {
+    std::cerr << "dowserctl: " << problem << "\n";
+    return kUsage;
+  }
   std::ifstream in(options.details_file);
   if (!in) {
-    std::cerr << "dowserctl: cannot read " << options.details_file.string() << "\n";
+    std::cerr << "dowserctl: --details: cannot read " << options.details_file.string() << ": "
+              << std::strerror(errno) << "\n";
     return kProblems;
   }
   std::ostringstream details;

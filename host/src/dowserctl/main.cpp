@@ -1,32 +1,41 @@
 // dowserctl: reads a running dowserd's status API, and checks manifests and
 // handlers without one. Exit codes: see dowserctl.hpp and docs/dowserctl.md.
 #include "dowserctl.hpp"
+#include "naming.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
-#include <climits>
 #include <cstdlib>
 #include <functional>
+#include <iostream>
 
 namespace {
 
 using namespace dowser::ctl;
-
-std::string default_node_name() {
-  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
-  char host[HOST_NAME_MAX + 1] = {};
-  ::gethostname(host, sizeof host);
-  return host;
-}
 
 bool use_colour(const std::string& mode) {
   if (mode == "always") return true;
   if (mode == "never") return false;
   const char* no_colour = std::getenv("NO_COLOR");
   return ::isatty(STDOUT_FILENO) && (no_colour == nullptr || *no_colour == '\0');
+}
+
+// The first word left over when no command matched: a misspelt command.
+std::string unknown_command(const CLI::App& app) {
+  if (!app.get_subcommands().empty()) return "";
+  for (const auto& word : app.remaining())
+    if (!word.empty() && word.front() != '-') return word;
+  return "";
+}
+
+std::string command_names(const CLI::App& app) {
+  std::string names = "commands:";
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names += " " + sub->get_name();
+  return names;
 }
 
 }  // namespace
@@ -36,6 +45,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", DOWSER_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the command
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   Remote remote;
   long timeout_ms = remote.timeout.count();
@@ -93,7 +103,10 @@ int main(int argc, char** argv) {
   ValidateOptions validate_options;
   auto* validate_command =
       app.add_subcommand("validate", "check Configuration manifests (no daemon needed)");
-  validate_command->add_option("FILE", validate_options.files, "manifests")->required();
+  validate_command
+      ->add_option("FILE", validate_options.files,
+                   "manifest files, or directories of them (read as dowserd reads --config-dir)")
+      ->required();
   validate_command->add_flag("--skip-handlers", validate_options.skip_handlers,
                              "only parse the manifests; do not ask their handlers");
   add_handler_options(validate_command);
@@ -102,7 +115,7 @@ int main(int argc, char** argv) {
   });
 
   DiscoverOptions discover_options;
-  discover_options.node = default_node_name();
+  discover_options.node = dowser::naming::default_node_name();
   long discover_timeout_ms = discover_options.timeout.count();
   auto* discover_command = app.add_subcommand(
       "discover", "run one discovery pass and print the Instances it would make");
@@ -136,6 +149,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (auto unknown = unknown_command(app); !unknown.empty()) {
+      std::cerr << "dowserctl: unknown command '" << unknown << "' (" << command_names(app)
+                << "; see dowserctl --help)\n";
+      return kUsage;
+    }
     int code = app.exit(e);  // prints help, the version or the error
     return code == 0 ? kOk : kUsage;
   }

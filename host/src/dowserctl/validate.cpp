@@ -6,10 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 namespace dowser::ctl {
 namespace {
@@ -21,37 +19,48 @@ struct Finding {
   std::string message;
 };
 
-std::optional<std::string> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 class Validator {
  public:
   Validator(const HandlerSetup& setup, bool skip_handlers) : setup_(setup) {
     if (!skip_handlers) handlers_ = std::make_unique<LocalDiscovery>(setup.handler_dir);
   }
 
-  void check_file(const std::filesystem::path& path) {
-    auto file = path.string();
-    auto text = read_file(path);
-    if (!text) return problem(file, "", file + ": cannot read the file");
-    std::vector<configuration::Configuration> configurations;
+  // A directory is checked as dowserd reads it: every manifest file in it.
+  void check_path(const std::filesystem::path& path) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(path, error)) return check_file(path);
+    std::vector<std::filesystem::path> files;
     try {
-      configurations = configuration::parse_configurations(*text, file);
+      files = configuration::manifest_files(path);
     } catch (const configuration::ConfigurationError& e) {
-      return problem(file, "", e.what());  // "<file>: <field path>: <reason>", as dowserd logs it
+      return problem(path.string(), "", e.what());
     }
-    if (configurations.empty()) return problem(file, "", file + ": no Configuration in the file");
-    for (const auto& configuration : configurations) check_configuration(file, configuration);
+    if (files.empty())
+      return problem(path.string(), "",
+                     path.string() + ": no manifest file (*.yaml, *.yml, *.json) in the directory");
+    for (const auto& file : files) check_file(file);
   }
 
   const std::vector<Finding>& findings() const { return findings_; }
+  size_t files_checked() const { return files_checked_; }
 
  private:
+  void check_file(const std::filesystem::path& path) {
+    ++files_checked_;
+    auto file = path.string();
+    std::vector<configuration::Configuration> configurations;
+    try {
+      configurations =
+          configuration::parse_configurations(configuration::read_manifest(path), file);
+    } catch (const configuration::ConfigurationError& e) {
+      return problem(file, "", e.what());  // "<file>: <field path>: <reason>", as dowserd logs it
+    }
+    // Not a problem: dowserd reads such a file (a placeholder, all comments) as defining nothing.
+    if (configurations.empty())
+      return findings_.push_back({file, "", true, file + ": no Configuration in the file"});
+    for (const auto& configuration : configurations) check_configuration(file, configuration);
+  }
+
   void check_configuration(const std::string& file,
                            const configuration::Configuration& configuration) {
     auto id = configuration.namespace_name + "/" + configuration.name;
@@ -91,13 +100,14 @@ class Validator {
   std::unique_ptr<LocalDiscovery> handlers_;
   std::map<std::string, std::string> defined_in_;  // namespace/name -> file
   std::vector<Finding> findings_;
+  size_t files_checked_ = 0;
 };
 
 }  // namespace
 
 int validate(const HandlerSetup& setup, const ValidateOptions& options, const Output& output) {
   Validator validator(setup, options.skip_handlers);
-  for (const auto& file : options.files) validator.check_file(file);
+  for (const auto& path : options.files) validator.check_path(path);
   size_t problems = 0;
   for (const auto& finding : validator.findings()) problems += finding.ok ? 0 : 1;
 
@@ -114,8 +124,9 @@ int validate(const HandlerSetup& setup, const ValidateOptions& options, const Ou
       std::cout << paint(f.ok ? "ok   " : "error", f.ok ? Colour::green : Colour::red,
                          output.colour)
                 << "  " << f.message << "\n";
-    std::cout << problems << (problems == 1 ? " problem" : " problems") << " in "
-              << options.files.size() << (options.files.size() == 1 ? " file" : " files") << "\n";
+    const size_t files = validator.files_checked();
+    std::cout << problems << (problems == 1 ? " problem" : " problems") << " in " << files
+              << (files == 1 ? " file" : " files") << "\n";
   }
   return problems == 0 ? kOk : kProblems;
 }

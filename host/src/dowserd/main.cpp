@@ -1,36 +1,17 @@
 // dowserd: exposes the devices discovery handlers find to the kubelet.
 #include "daemon.hpp"
+#include "naming.hpp"
 #include "status_api.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
-#include <cctype>
-#include <climits>
-#include <cstdlib>
 #include <map>
-
-namespace {
-
-// As the kubelet names its node by default: the host name, lowercased.
-std::string default_node_name() {
-  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
-  char host[HOST_NAME_MAX + 1] = {};
-  ::gethostname(host, sizeof host);
-  std::string name = host;
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return name;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   dowser::daemon::DaemonOptions options;
-  options.node_name = default_node_name();
+  options.node_name = dowser::naming::default_node_name();
   std::string log_level = "info";
   long reclaim_interval_ms = options.reclaim_interval.count();
   long reclaim_grace_ms = options.reclaim_grace.count();
@@ -47,10 +28,15 @@ int main(int argc, char** argv) {
   const std::map<std::string, dowser::daemon::ConfigSourceKind> sources{
       {"directory", dowser::daemon::ConfigSourceKind::directory},
       {"kubernetes", dowser::daemon::ConfigSourceKind::kubernetes}};
+  std::string store = "file";
+  std::string config_source = "directory";
 
   CLI::App app{"dowserd: discovers leaf devices and exposes them to the kubelet"};
   app.set_version_flag("--version", DOWSER_VERSION);
   options.version = DOWSER_VERSION;
+  // The last of a repeated option wins, so that a flag given in $DOWSERD_OPTS
+  // (/etc/dowser/dowserd.env) or a DaemonSet's args can be overridden after it.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--node-name", options.node_name,
                  "this node's name (default $NODE_NAME, else hostname)")
       ->capture_default_str();
@@ -88,16 +74,16 @@ int main(int argc, char** argv) {
                  "address of /healthz, /readyz, /metrics and the status API (HOST:PORT, port 0: "
                  "any free port; empty: none)")
       ->capture_default_str();
-  app.add_option("--store", options.store,
+  app.add_option("--store", store,
                  "where Instances live: file (under --state-dir) or kubernetes (instances.akri.sh "
                  "on the API server)")
       ->capture_default_str()
-      ->transform(CLI::CheckedTransformer(stores));
-  app.add_option("--config-source", options.config_source,
+      ->check(CLI::IsMember({"file", "kubernetes"}));
+  app.add_option("--config-source", config_source,
                  "where Configurations come from: directory (--config-dir) or kubernetes "
                  "(configurations.akri.sh, with Secrets and ConfigMaps for discoveryProperties)")
       ->capture_default_str()
-      ->transform(CLI::CheckedTransformer(sources));
+      ->check(CLI::IsMember({"directory", "kubernetes"}));
   app.add_option("--kubeconfig", kubeconfig,
                  "kubeconfig file of the API server (default $KUBECONFIG, else in-cluster when "
                  "KUBERNETES_SERVICE_HOST is set)");
@@ -112,10 +98,17 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every mistake on the command line exits 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("dowserd"));  // logs go to stderr
   spdlog::set_level(spdlog::level::from_str(log_level));
+  options.store = stores.at(store);
+  options.config_source = sources.at(config_source);
   options.reclaim_interval = std::chrono::milliseconds(reclaim_interval_ms);
   options.reclaim_grace = std::chrono::milliseconds(reclaim_grace_ms);
   options.handler_rescan = std::chrono::milliseconds(handler_rescan_ms);

@@ -1,11 +1,14 @@
 #include "naming.hpp"
 
 #include <blake2.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <climits>
+#include <cstdlib>
 
 namespace dowser::naming {
 namespace {
@@ -140,6 +143,16 @@ std::string extended_resource_name_problem(std::string_view name) {
 
 std::string node_name_problem(std::string_view node) {
   return dns_subdomain_problem(node, "a node name");
+}
+
+std::string default_node_name() {
+  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host);
+  std::string name = host;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name;
 }
 
 std::string resource_name(std::string_view domain, std::string_view name) {

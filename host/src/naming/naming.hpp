@@ -76,4 +76,8 @@ std::string extended_resource_name_problem(std::string_view name);
 // back, so the daemon refuses such a name at start.
 std::string node_name_problem(std::string_view node);
 
+// This node's name as the kubelet names it by default: $NODE_NAME, else the
+// host name, lowercased.
+std::string default_node_name();
+
 }  // namespace dowser::naming

@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 
@@ -294,6 +295,12 @@ Response StatusServer::api(std::string_view path, std::string_view query) const 
     for (auto& instance : status->instances)
       if (wanted.empty() || instance.configuration == wanted)
         selected.push_back(std::move(instance));
+    // A misspelt name is an error, not an empty list (Instances a removed
+    // Configuration left behind are still listed).
+    auto known = [&](const ConfigurationStatus& c) { return c.name == wanted; };
+    if (!wanted.empty() && selected.empty() &&
+        std::none_of(status->configurations.begin(), status->configurations.end(), known))
+      return error(404, "no Configuration named " + wanted);
     return json(200, items(selected));
   }
   if (path.rfind("instances/", 0) == 0) {

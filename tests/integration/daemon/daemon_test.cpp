@@ -490,6 +490,23 @@ TEST_F(DaemonTest, ANodeNameKubernetesWouldRefuseIsRefusedAtStart) {
       << node.log();
 }
 
+// Every mistake on the command line exits 2, a choice named as it is
+// documented (it was "0" in --help and accepted); a repeated option takes its
+// last value (it was fatal), so one from DOWSERD_OPTS can be overridden.
+TEST_F(DaemonTest, CommandLineMistakesExitTwoAndARepeatedOptionTakesItsLastValue) {
+  auto& numbered = add_node("node-a", {"--store=0"});
+  auto status = numbered.wait_exit();
+  ASSERT_TRUE(status.has_value()) << "still running: " << numbered.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << numbered.log();
+  EXPECT_NE(numbered.log().find("--store: 0 not in {file,kubernetes}"), std::string::npos)
+      << numbered.log();
+
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& quiet = add_node("node-b", {"--log-level=warn"});  // after the harness's debug
+  ASSERT_TRUE(quiet.wait_allocatable("akri.sh/cams", 1)) << quiet.log();
+  EXPECT_EQ(quiet.log().find("[debug]"), std::string::npos) << quiet.log();
+}
+
 // A second dowserd on one kubelet directory (a manual run beside the
 // service) re-registered every plugin over the first one's; once stopped it
 // left the kubelet with no plugin while the first still said it was ready.

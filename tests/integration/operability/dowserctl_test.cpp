@@ -113,14 +113,26 @@ TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
   EXPECT_EQ(unreachable.exit_code, 3);
   EXPECT_THAT(unreachable.err, HasSubstr("cannot reach " + closed));
 
+  // A misspelt Configuration is an error, not an empty table.
+  auto no_configuration = remote({"instances", "-c", "camz"});
+  EXPECT_EQ(no_configuration.exit_code, 1) << no_configuration.out;
+  EXPECT_THAT(no_configuration.err, HasSubstr("no Configuration named camz"));
+
   EXPECT_EQ(ctl({}).exit_code, 2);
-  EXPECT_EQ(ctl({"frobnicate"}).exit_code, 2);
+  auto misspelt = ctl({"stauts"});
+  EXPECT_EQ(misspelt.exit_code, 2);
+  EXPECT_THAT(misspelt.err, HasSubstr("unknown command 'stauts' (commands: status handlers"));
   EXPECT_EQ(ctl({"status", "-o", "yaml"}).exit_code, 2);
   EXPECT_EQ(ctl({"slots"}).exit_code, 2);
   EXPECT_EQ(ctl({"--help"}).exit_code, 0);
   auto version = ctl({"--version"});
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_FALSE(version.out.empty());
+
+  // A repeated option takes its last value.
+  auto repeated = remote({"status", "-o", "json", "-o", "table"});
+  EXPECT_EQ(repeated.exit_code, 0) << repeated.err;
+  EXPECT_THAT(repeated.out, HasSubstr("node            node-a"));
 
   auto coloured = remote({"status", "--color", "always"});
   EXPECT_THAT(coloured.out, HasSubstr("\033[32myes\033[0m"));
@@ -235,9 +247,40 @@ TEST_F(DowserctlTest, ValidateCatchesWhatTheDaemonRefuses) {
   EXPECT_EQ(parsed["problems"], 1);
   EXPECT_EQ(parsed["results"].size(), 2u);
 
-  auto unreadable = ctl({"validate", handlers, (root_ / "missing.yaml").string()});
+  auto missing = (root_ / "missing.yaml").string();
+  auto unreadable = ctl({"validate", handlers, missing});
   EXPECT_EQ(unreadable.exit_code, 1);
-  EXPECT_THAT(unreadable.out, HasSubstr("cannot read the file"));
+  EXPECT_THAT(unreadable.out, HasSubstr(missing + ": (file): No such file or directory"));
+}
+
+// A directory is read as dowserd reads --config-dir; an empty file defines
+// nothing, for both, and is not a problem.
+TEST_F(DowserctlTest, ValidateReadsADirectoryAsTheDaemonDoes) {
+  const auto dir = root_ / "manifests";
+  fs::create_directories(dir / "empty-dir");
+  write_file(dir / "good.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: good}\n"
+             "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: 'descriptions: "
+             "[g]'}\n");
+  write_file(dir / "bad.json", "{\"apiVersion\": \"akri.sh/v0\", \"kind\": \"Nope\"}");
+  write_file(dir / "placeholder.yml", "# nothing yet\n");
+  for (const auto* ignored : {".hidden.yaml", "good.yaml~", "good.yaml.swp", "notes.txt"})
+    write_file(dir / ignored, "not: [a manifest");
+
+  auto result = ctl({"validate", "--handler-dir=" + handler_dir_.string(), dir.string()});
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr((dir / "good.yaml").string() + ": Configuration default/good: "
+                                                                   "valid (handler debugEcho)"));
+  EXPECT_THAT(result.out,
+              HasSubstr("error  " + (dir / "bad.json").string() + ": kind: must be Configuration"));
+  EXPECT_THAT(result.out,
+              HasSubstr("ok     " + (dir / "placeholder.yml").string() + ": no Configuration"));
+  EXPECT_THAT(result.out, HasSubstr("1 problem in 3 files")) << "the others are not manifests";
+
+  auto none = ctl({"validate", "--skip-handlers", (dir / "empty-dir").string()});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.out, HasSubstr("empty-dir: no manifest file (*.yaml, *.yml, *.json) in the "
+                                  "directory"));
 }
 
 // A dry run names Instances exactly as the daemon does.
@@ -276,6 +319,16 @@ TEST_F(DowserctlTest, DiscoverPrintsTheInstancesTheDaemonMakes) {
                       "--handler-dir=" + handler_dir_.string()});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr("no discovery handler named 'nope'"));
+
+  // Names dowserd would refuse would make Instance names it never makes.
+  auto bad_name = ctl({"discover", "--handler=debugEcho", "--details=" + details, "--name=Cams",
+                       "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(bad_name.exit_code, 2);
+  EXPECT_THAT(bad_name.err, HasSubstr("--name 'Cams': must be a DNS-1123 subdomain"));
+  auto bad_node = ctl({"discover", "--handler=debugEcho", "--details=" + details, "--node=a:b",
+                       "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(bad_node.exit_code, 2);
+  EXPECT_THAT(bad_node.err, HasSubstr("--node 'a:b': a node name must be a DNS subdomain"));
 }
 
 }  // namespace

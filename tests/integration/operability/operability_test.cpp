@@ -124,7 +124,9 @@ TEST_F(OperabilityTest, StatusApiDescribesHandlersConfigurationsInstancesAndPlug
     for (const auto& slot : instance.slots) EXPECT_EQ(slot.usage, "") << slot.name;
   }
   EXPECT_EQ(names, store_names(instances()));
-  EXPECT_TRUE(api(url_, "/api/v1/instances?configuration=other")["items"].empty());
+  auto unknown = http(url_, "/api/v1/instances?configuration=other");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(unknown.body)["error"], "no Configuration named other");
 
   // Each plugin's last list is what the kubelet was sent.
   auto sim = node.kubelet->status();
