@@ -3,11 +3,30 @@
 #include "naming.hpp"
 #include "status_api.hpp"
 
+#include <grpc/support/log.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <map>
+#include <string_view>
+
+namespace {
+
+// gRPC writes its own lines to stderr in its own format; through spdlog the
+// log keeps one format and one level setting. Its errors are warnings here:
+// dowserd reports what they cause in its own words (a plugin that cannot
+// listen, a kubelet that cannot be reached).
+void log_grpc_line(gpr_log_func_args* line) {
+  const auto level = line->severity == GPR_LOG_SEVERITY_DEBUG  ? spdlog::level::debug
+                     : line->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                               : spdlog::level::warn;
+  std::string_view file = line->file != nullptr ? line->file : "";
+  file.remove_prefix(file.rfind('/') == std::string_view::npos ? 0 : file.rfind('/') + 1);
+  spdlog::log(level, "gRPC: {} ({}:{})", line->message, file, line->line);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   dowser::daemon::DaemonOptions options;
@@ -107,6 +126,7 @@ int main(int argc, char** argv) {
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("dowserd"));  // logs go to stderr
   spdlog::set_level(spdlog::level::from_str(log_level));
+  gpr_set_log_function(log_grpc_line);
   options.store = stores.at(store);
   options.config_source = sources.at(config_source);
   options.reclaim_interval = std::chrono::milliseconds(reclaim_interval_ms);

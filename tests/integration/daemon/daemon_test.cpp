@@ -507,6 +507,20 @@ TEST_F(DaemonTest, CommandLineMistakesExitTwoAndARepeatedOptionTakesItsLastValue
   EXPECT_EQ(quiet.log().find("[debug]"), std::string::npos) << quiet.log();
 }
 
+// gRPC's own lines (here: why a socket path cannot be bound) come through
+// dowserd's log, in its format, not as raw lines of gRPC's on stderr.
+TEST_F(DaemonTest, GrpcsOwnLinesComeThroughTheDaemonsLog) {
+  echo_configuration("cams", {"cam0"}, 1);
+  const auto too_long = root_ / std::string(110, 'k');  // sockets in it exceed sun_path
+  fs::create_directories(too_long);
+  auto& node = add_node("node-a", {"--kubelet-dir=" + too_long.string()});
+  ASSERT_TRUE(node.wait_for_log("the path is too long for a unix socket")) << node.log();
+  EXPECT_NE(node.log().find("[warning] gRPC: "), std::string::npos) << node.log();
+  std::istringstream lines(node.log());
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_EQ(line.rfind("[20", 0), 0u) << "not in dowserd's format: " << line;
+}
+
 // A second dowserd on one kubelet directory (a manual run beside the
 // service) re-registered every plugin over the first one's; once stopped it
 // left the kubelet with no plugin while the first still said it was ready.
