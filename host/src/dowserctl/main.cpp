@@ -1,5 +1,6 @@
 // dowserctl: reads a running dowserd's status API, and checks manifests and
 // handlers without one. Exit codes: see dowserctl.hpp and docs/dowserctl.md.
+#include "command_line.hpp"
 #include "dowserctl.hpp"
 #include "naming.hpp"
 
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
   app.add_option("--server", remote.server, "dowserd's status API")->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "how long to wait for the daemon")
       ->capture_default_str()
-      ->check(CLI::Range(1L, 600000L));
+      ->check(dowser::command_line::whole_number(1, 600000, "ms"));
   app.add_option("-o,--output", format, "table or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));
@@ -134,10 +135,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   discover_command->add_option("--capacity", discover_options.capacity, "slots per Instance")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(dowser::command_line::whole_number(1, 1000000, "slots"));
   discover_command->add_option("--wait-ms", discover_timeout_ms, "how long to wait for devices")
       ->capture_default_str()
-      ->check(CLI::Range(1L, 600000L));
+      ->check(dowser::command_line::whole_number(1, 600000, "ms"));
   add_handler_options(discover_command);
   discover_command->callback([&] {
     command = [&](const Output& output) {

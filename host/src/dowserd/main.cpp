@@ -1,4 +1,5 @@
 // dowserd: exposes the devices discovery handlers find to the kubelet.
+#include "command_line.hpp"
 #include "daemon.hpp"
 #include "naming.hpp"
 #include "status_api.hpp"
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
   app.add_option("--kubelet-lock-wait-ms", kubelet_lock_wait_ms,
                  "how long to wait for another dowserd serving the same --kubelet-dir to stop")
       ->capture_default_str()
-      ->check(CLI::Range(0L, 600000L));
+      ->check(dowser::command_line::whole_number(0, 600000, "ms"));
   app.add_option("--podresources-socket", options.podresources_socket,
                  "the kubelet's pod-resources socket")
       ->capture_default_str();
@@ -80,15 +81,15 @@ int main(int argc, char** argv) {
   app.add_option("--reclaim-interval-ms", reclaim_interval_ms,
                  "how often to compare claims with the kubelet's pod resources")
       ->capture_default_str()
-      ->check(CLI::Range(10L, 3600000L));
+      ->check(dowser::command_line::whole_number(10, 3600000, "ms"));
   app.add_option("--reclaim-grace-ms", reclaim_grace_ms,
                  "how long a claim no container holds is kept")
       ->capture_default_str()
-      ->check(CLI::Range(0L, 86400000L));
+      ->check(dowser::command_line::whole_number(0, 86400000, "ms"));
   app.add_option("--handler-rescan-ms", handler_rescan_ms,
                  "how often to look for new handlers in the handler directory")
       ->capture_default_str()
-      ->check(CLI::Range(10L, 3600000L));
+      ->check(dowser::command_line::whole_number(10, 3600000, "ms"));
   app.add_option("--http-listen", options.http_listen,
                  "address of /healthz, /readyz, /metrics and the status API (HOST:PORT, port 0: "
                  "any free port; empty: none)")
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
                  "how long a node may stay NotReady before its claims are scrubbed (kubernetes "
                  "store)")
       ->capture_default_str()
-      ->check(CLI::Range(0L, 31536000L));
+      ->check(dowser::command_line::whole_number(0, 31536000, "seconds"));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));

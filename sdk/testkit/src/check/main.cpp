@@ -3,6 +3,7 @@
 // ABI contract (sdk/include/dowser/handler.h). Exit status: 0 when every
 // check passed, 1 when one failed, 2 for a usage error.
 #include "checks.hpp"
+#include "command_line.hpp"
 #include "output.hpp"
 
 #include <CLI/CLI.hpp>
@@ -55,12 +56,12 @@ void describe_options(CLI::App& app, CommandLine& line) {
                  "discovery property KEY=VALUE (repeatable); KEY alone has no value");
   app.add_option("--duration", line.duration_seconds, "seconds to run discovery (at most a day)")
       ->default_val(1.0)
-      ->check(CLI::Range(0.001, kMaxDurationSeconds));
+      ->check(dowser::command_line::decimal_number(0.001, kMaxDurationSeconds, "seconds"));
   app.add_flag("--json", line.json, "print the report as JSON");
   app.add_option("--stop-timeout-ms", line.stop_timeout_ms,
                  "the longest stop_discovery may take, in milliseconds")
       ->default_val(2000)
-      ->check(CLI::Range(1, 3600 * 1000));
+      ->check(dowser::command_line::whole_number(1, 3600 * 1000, "ms"));
 }
 
 std::string read_details(const std::string& file) {
