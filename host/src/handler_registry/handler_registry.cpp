@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -54,24 +55,41 @@ std::string octal_mode(mode_t mode) {
 
 // ---- loading --------------------------------------------------------------
 
-void check_permissions(const std::filesystem::path& file, const LoadPolicy& policy) {
-  struct stat info {};
-  if (::stat(file.c_str(), &info) != 0)
-    throw HandlerLoadError(file, "permissions", std::strerror(errno));
-  if (!S_ISREG(info.st_mode)) throw HandlerLoadError(file, "permissions", "not a regular file");
+// Who may change what is loaded: only a trusted owner, and no group or
+// others. whose: "" for the file itself, else "its directory <path>: ".
+void check_owner_and_mode(const std::filesystem::path& file, const struct stat& info,
+                          const std::string& whose, const LoadPolicy& policy) {
   std::vector<uid_t> trusted = policy.trusted_owners;
   if (trusted.empty()) trusted = {0, ::geteuid()};
   if (std::find(trusted.begin(), trusted.end(), info.st_uid) == trusted.end()) {
     throw HandlerLoadError(file, "permissions",
-                           "owned by uid " + std::to_string(info.st_uid) +
+                           whose + "owned by uid " + std::to_string(info.st_uid) +
                                ", but only root or the daemon's user may own handlers");
   }
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     throw HandlerLoadError(file, "permissions",
-                           "mode " + octal_mode(info.st_mode) +
+                           whose + "mode " + octal_mode(info.st_mode) +
                                " is group- or other-writable; make it 0755 or stricter");
   }
 }
+
+}  // namespace
+
+void check_handler_file(const std::filesystem::path& file, const LoadPolicy& policy) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0)
+    throw HandlerLoadError(file, "permissions", std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) throw HandlerLoadError(file, "permissions", "not a regular file");
+  check_owner_and_mode(file, info, "", policy);
+  // Whoever may write the directory may swap the file between this check
+  // and dlopen, or add a library of their own next to it.
+  const auto directory = std::filesystem::absolute(file).parent_path();
+  if (::stat(directory.c_str(), &info) != 0)
+    throw HandlerLoadError(file, "permissions", directory.string() + ": " + std::strerror(errno));
+  check_owner_and_mode(file, info, "its directory " + directory.string() + ": ", policy);
+}
+
+namespace {
 
 // Libraries stay loaded for the life of the process (a handler's threads or
 // static data may outlive its last session); leaked on purpose.
@@ -93,13 +111,22 @@ std::string dlopen_reason(std::string_view boost_message) {
   return std::string(boost_message.substr(start + kPrefix.size(), end - start - kPrefix.size()));
 }
 
+// What to look at next, for the loader's usual complaints.
+std::string with_hint(const std::string& reason) {
+  auto says = [&](std::string_view words) { return reason.find(words) != std::string::npos; };
+  if (says("invalid ELF header") || says("file too short"))
+    return reason + " (not a shared library: is this the built .so?)";
+  if (says("cannot open shared object file") || says("undefined symbol") || says("version `"))
+    return reason + " (check its dependencies with ldd)";
+  return reason;
+}
+
 dowser_get_handler_api_fn open_entry(const std::filesystem::path& file) {
   boost::dll::shared_library library;
   try {
     library.load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::system_error& e) {
-    throw HandlerLoadError(file, "open",
-                           dlopen_reason(e.what()) + " (check its dependencies with ldd)");
+    throw HandlerLoadError(file, "open", with_hint(dlopen_reason(e.what())));
   }
   if (!library.has(DOWSER_ENTRY_SYMBOL)) {
     throw HandlerLoadError(file, "resolve entry",
@@ -141,20 +168,40 @@ void check_version(const std::filesystem::path& file, const dowser_handler_api& 
     throw HandlerLoadError(file, "negotiate", versions + " (handler is newer than this host)");
 }
 
-bool valid_handler_name(const char* name) {
-  size_t length = std::strlen(name);
-  if (length == 0 || length > 63) return false;
-  return std::all_of(name, name + length, [](char c) {
+constexpr size_t kMaxHandlerName = 63;
+
+bool valid_handler_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxHandlerName) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
   });
+}
+
+// A name as the refusal shows it: quoted, cut after the longest valid
+// length, bytes that are not printable ASCII escaped.
+std::string quoted_name(std::string_view name) {
+  std::string text = "'";
+  for (char c : name.substr(0, kMaxHandlerName + 1)) {
+    if (c >= 0x20 && c < 0x7f) {
+      text += c;
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      text += escaped;
+    }
+  }
+  return text + (name.size() > kMaxHandlerName + 1 ? "'..." : "'");
 }
 
 void check_table(const std::filesystem::path& file, const dowser_handler_api& api) {
   auto refuse = [&](const std::string& reason) {
     throw HandlerLoadError(file, "check table", reason);
   };
-  if (api.name == nullptr || !valid_handler_name(api.name))
-    refuse("name must be 1 to 63 characters of [A-Za-z0-9._-]");
+  if (api.name == nullptr) refuse("name is NULL");
+  // Read no further than a valid name could go (plus one, to see it is too long).
+  const std::string_view name(api.name, strnlen(api.name, kMaxHandlerName + 2));
+  if (!valid_handler_name(name))
+    refuse("name " + quoted_name(name) + " is not 1 to 63 characters of [A-Za-z0-9._-]");
   if (api.version == nullptr) refuse("version is NULL");
   if ((api.flags & ~DOWSER_HANDLER_FLAG_SHARED_DEVICES) != 0)
     refuse("flags has unknown bits " + std::to_string(api.flags));
@@ -405,7 +452,7 @@ bool LoadedHandler::shares_devices() const noexcept {
 
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
                                                   const LoadPolicy& policy) {
-  check_permissions(file, policy);
+  check_handler_file(file, policy);
   auto entry = open_entry(file);
   return check_and_copy(file, call_entry(file, entry, policy), policy);
 }

@@ -83,7 +83,12 @@ class LoadedHandler {
   std::string version_;
 };
 
-// Loads one handler file. Throws HandlerLoadError.
+// Refuses (HandlerLoadError, stage "permissions") a file the loader will not
+// open: not a regular file, or it or its directory owned by someone not
+// trusted or writable by group or others.
+void check_handler_file(const std::filesystem::path& file, const LoadPolicy& policy = {});
+
+// Loads one handler file (check_handler_file first). Throws HandlerLoadError.
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
                                                   const LoadPolicy& policy = {});
 

@@ -197,7 +197,10 @@ typedef struct dowser_handler_api {
                         dowser_handler** out, char* err, size_t err_cap);
   /* Ends an instance; called only after every session of it has stopped. */
   void (*destroy)(dowser_handler* handler);
-  /* Starts discovering what request asks for (T3). Reports go to session. */
+  /* Starts discovering what request asks for (T3). Reports go to session.
+   * On DOWSER_OK, *out is what stop_discovery gets back, as it was; the host
+   * sets it to NULL first and never reads through it, so a handler that keeps
+   * no state of its own per session may leave it NULL. */
   dowser_status (*start_discovery)(dowser_handler* handler, const dowser_discover_request* request,
                                    dowser_session_host* session, dowser_session** out, char* err,
                                    size_t err_cap);

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -166,6 +167,22 @@ TEST(HandlerLoader, RefusesGroupOrOtherWritableFiles) {
   EXPECT_NE(std::string(error.what()).find(copy.string()), std::string::npos);
 }
 
+// Whoever may write the directory could swap a checked file before dlopen,
+// or put a library of their own beside it.
+TEST(HandlerLoader, RefusesAFileInAGroupOrOtherWritableDirectory) {
+  TempDir dir;
+  fs::path copy = dir.path() / "libcopy.so";
+  fs::copy_file(DEBUG_ECHO_SO, copy);
+  EXPECT_NO_THROW(load_handler(copy));
+  fs::permissions(dir.path(), fs::perms::others_write, fs::perm_options::add);
+  auto error = load_error(copy);
+  EXPECT_EQ(error.stage(), "permissions");
+  EXPECT_NE(error.reason().find("its directory " + dir.path().string() + ": mode 0"),
+            std::string::npos)
+      << error.what();
+  EXPECT_NE(error.reason().find("group- or other-writable"), std::string::npos) << error.what();
+}
+
 TEST(HandlerLoader, RefusesFilesOwnedBySomeoneUntrusted) {
   LoadPolicy policy;
   policy.trusted_owners = {::geteuid() + 4242};  // the file's real owner is not trusted
@@ -180,6 +197,10 @@ TEST(HandlerLoader, RefusesWhatIsNotALibrary) {
   { std::ofstream(text) << "not an ELF file"; }
   auto error = load_error(text);
   EXPECT_EQ(error.stage(), "open");
+  EXPECT_NE(error.reason().find("(not a shared library: is this the built .so?)"),
+            std::string::npos)
+      << error.what();
+  EXPECT_EQ(error.reason().find("ldd"), std::string::npos) << "no dependency to check";
   EXPECT_EQ(load_error(dir.path() / "missing.so").stage(), "permissions");
 }
 
@@ -216,11 +237,35 @@ TEST(HandlerLoader, ChecksRequiredMembersOfTheTable) {
   api = probe_api(0x80);
   EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
   api = probe_api(0);
-  api.name = "bad name!";
-  EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
-  api = probe_api(0);
   api.struct_size = 8;
   EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
+}
+
+// The refusal shows the name it refused, escaped, and reads no further than
+// a valid name could go (a name without its NUL must not be read past).
+TEST(HandlerLoader, ABadNameIsRefusedQuoted) {
+  auto api = probe_api(0);
+  api.name = "bad name!\x01";
+  try {
+    adopt_handler("probe", &api);
+    ADD_FAILURE() << "accepted";
+  } catch (const HandlerLoadError& e) {
+    EXPECT_EQ(e.reason(), "name 'bad name!\\x01' is not 1 to 63 characters of [A-Za-z0-9._-]");
+  }
+  const std::array<char, 80> unterminated = [] {
+    std::array<char, 80> name;
+    name.fill('a');
+    return name;
+  }();
+  api.name = unterminated.data();
+  try {
+    adopt_handler("probe", &api);
+    ADD_FAILURE() << "accepted";
+  } catch (const HandlerLoadError& e) {
+    EXPECT_EQ(e.reason(), "name '" + std::string(64, 'a') +
+                              "'... is not 1 to 63 characters of "
+                              "[A-Za-z0-9._-]");
+  }
 }
 
 TEST(HandlerLoader, RefusesAMissingDependencyWhenOpeningNotWhenCalling) {

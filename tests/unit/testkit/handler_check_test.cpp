@@ -180,6 +180,36 @@ TEST(CheckUsage, ADurationOverADayIsAUsageError) {
   EXPECT_NE(run.err.find("--duration"), std::string::npos) << run.err;
 }
 
+TEST(CheckUsage, ANonPositiveOrNonNumericDurationSaysWhich) {
+  CheckRun zero = run_check({DEBUG_ECHO_SO, "--duration", "0"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--duration: 0 is out of range: must be from 0.001 to 86400 seconds"),
+            std::string::npos)
+      << zero.err;
+  CheckRun word = run_check({DEBUG_ECHO_SO, "--duration", "soon"});
+  EXPECT_EQ(word.exit_code, 2);
+  EXPECT_NE(word.err.find("--duration: 'soon' is not a number"), std::string::npos) << word.err;
+}
+
+// negotiate dlopens the file itself: not one the loader refuses, whose
+// constructors would then run in the checker anyway.
+TEST(CheckPermissions, AFileTheLoaderRefusesIsNotOpenedByAnyCheck) {
+  TempDir dir;
+  const auto copy = dir.path() / "libwritable.so";
+  std::filesystem::copy_file(DEBUG_ECHO_SO, copy);
+  std::filesystem::permissions(copy, std::filesystem::perms::group_write,
+                               std::filesystem::perm_options::add);
+  CheckRun run = run_check({copy.string(), "--duration", "0.2"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  for (const auto* check : {"load", "negotiate"}) {
+    auto failures = lines_starting_with(run.out, std::string("FAIL ") + check + ": ");
+    ASSERT_EQ(failures.size(), 1u) << run.out;
+    EXPECT_NE(failures[0].find("permissions: mode 0775 is group- or other-writable"),
+              std::string::npos)
+        << failures[0];
+  }
+}
+
 TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
   EXPECT_EQ(run_check({DEBUG_ECHO_SO, "--property", "=value"}).exit_code, 2);
 }

@@ -211,8 +211,11 @@ void require_usable(const dowser_handler_api* table, uint16_t major, uint16_t mi
 // Calls the entry function directly for hosts of every older minor and of the
 // next major. The loader deliberately keeps the raw entry function to itself
 // (it negotiates once, as the host it is), so this check alone opens the file
-// with dlopen, with the flags the loader uses.
+// with dlopen, with the flags the loader uses, and only a file the loader
+// would open: no code of a file it refuses runs here either.
 Passed check_negotiate(const Settings& settings, Progress& progress) {
+  progress.phase("permissions");
+  host::check_handler_file(settings.handler_file);
   progress.phase("dlopen");
   void* library = ::dlopen(settings.handler_file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) throw CheckFailed(std::string("dlopen: ") + ::dlerror());
