@@ -31,6 +31,8 @@ constexpr auto kMaxDelay = std::chrono::milliseconds(400);
 constexpr std::uintmax_t kMaxManifestBytes = std::uintmax_t{4} << 20;  // 4 MiB
 // Kubernetes ConfigMap volumes publish an update by renaming this symlink.
 constexpr std::string_view kConfigMapDataLink = "..data";
+// How often a lost directory is looked for.
+constexpr auto kRewatchPeriod = std::chrono::milliseconds(1000);
 constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
                                 IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
@@ -96,6 +98,7 @@ std::vector<fs::path> manifest_files(const fs::path& directory) {
   std::set<std::string> names = list_manifest_names(directory, error);
   if (error) throw ConfigurationError(directory.string(), "(directory)", error.message());
   std::vector<fs::path> files;
+  files.reserve(names.size());
   for (const auto& name : names) files.push_back(directory / name);
   return files;
 }
@@ -147,7 +150,11 @@ struct FileConfigurationSource::Watcher {
 
   // ---- the thread ----
   void run();
-  bool read_inotify();  // false once the directory's watch is gone
+  bool follow();              // false once stopped, true once the directory is lost
+  bool wait_for_directory();  // false once stopped, true once it is watched again
+  bool read_inotify();        // false once the directory's watch is gone
+  bool watch_directory();     // adds the watch on the directory now at its path
+  void unwatch_directory();
   void process_pending();
   std::chrono::milliseconds time_until_due() const;
 
@@ -161,6 +168,7 @@ struct FileConfigurationSource::Watcher {
   std::map<Identity, Configuration> active;
 
   FileDescriptor inotify;
+  int watch = -1;         // the directory's watch descriptor; -1 while it is lost
   FileDescriptor wakeup;  // eventfd signalled by stop()
   std::thread thread;
 
@@ -274,7 +282,7 @@ void FileConfigurationSource::Watcher::start() {
   }
   // Watch before reading, so that no change made during the first scan is lost.
   inotify.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (inotify.get() < 0 || ::inotify_add_watch(inotify.get(), directory.c_str(), kWatchMask) < 0) {
+  if (inotify.get() < 0 || !watch_directory()) {
     throw std::runtime_error("cannot watch configuration directory " + directory.string() + ": " +
                              system_error_text(errno));
   }
@@ -319,6 +327,8 @@ bool FileConfigurationSource::Watcher::read_inotify() {
     for (const char* at = buffer; at < buffer + length;) {
       const auto* event = reinterpret_cast<const inotify_event*>(at);
       at += sizeof(inotify_event) + event->len;
+      // A directory renamed away keeps its old watch until it is removed.
+      if (event->wd != watch && (event->mask & IN_Q_OVERFLOW) == 0) continue;
       if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) watching = false;
       std::string name = event->len > 0 ? std::string(event->name) : "";  // NUL-padded
       if ((event->mask & IN_Q_OVERFLOW) != 0 || name == kConfigMapDataLink) {
@@ -340,10 +350,12 @@ void FileConfigurationSource::Watcher::process_pending() {
   if (rescan_pending) {
     std::error_code error;
     std::set<std::string> names = list_manifest_names(directory, error);
-    if (error)
+    if (error) {
       events.invalid(ConfigurationError(directory.string(), "(directory)", error.message()));
-    else
+    } else {
       refresh_all(names);
+      events.valid(directory.string());
+    }
   } else {
     for (const auto& name : pending) refresh(name);
   }
@@ -352,7 +364,23 @@ void FileConfigurationSource::Watcher::process_pending() {
   first_pending = Clock::time_point{};
 }
 
+// A directory removed or renamed (a config-management tool replacing it, a
+// ConfigMap volume remounted) is read again once it is back, and whatever
+// it then holds is what runs; meanwhile the error says it is not followed.
 void FileConfigurationSource::Watcher::run() {
+  while (follow()) {
+    events.invalid(ConfigurationError(directory.string(), "(directory)",
+                                      "the directory was removed or renamed; not following it "
+                                      "until it is back"));
+    if (!wait_for_directory()) return;
+    std::error_code error;
+    std::set<std::string> names = list_manifest_names(directory, error);
+    if (!error) refresh_all(names);
+    events.valid(directory.string());
+  }
+}
+
+bool FileConfigurationSource::Watcher::follow() {
   pollfd fds[2] = {{wakeup.get(), POLLIN, 0}, {inotify.get(), POLLIN, 0}};
   while (true) {
     const bool waiting = !pending.empty() || rescan_pending;
@@ -362,18 +390,38 @@ void FileConfigurationSource::Watcher::run() {
       if (error == EINTR) continue;
       events.invalid(ConfigurationError(directory.string(), "(directory)",
                                         "poll failed: " + system_error_text(error)));
-      return;
+      return false;
     }
-    if ((fds[0].revents & POLLIN) != 0) return;
+    if ((fds[0].revents & POLLIN) != 0) return false;
     if ((fds[1].revents & POLLIN) != 0 && !read_inotify()) {
       process_pending();
-      events.invalid(ConfigurationError(directory.string(), "(directory)",
-                                        "the directory was removed or renamed; no longer watching "
-                                        "it (restart to resume)"));
-      return;
+      unwatch_directory();
+      return true;
     }
     if ((!pending.empty() || rescan_pending) && time_until_due().count() == 0) process_pending();
   }
+}
+
+bool FileConfigurationSource::Watcher::wait_for_directory() {
+  pollfd stop_requested = {wakeup.get(), POLLIN, 0};
+  while (true) {
+    const int ready = ::poll(&stop_requested, 1, static_cast<int>(kRewatchPeriod.count()));
+    if (ready > 0) return false;
+    if (ready < 0 && errno != EINTR) return false;
+    if (watch_directory()) return true;
+  }
+}
+
+bool FileConfigurationSource::Watcher::watch_directory() {
+  watch = ::inotify_add_watch(inotify.get(), directory.c_str(), kWatchMask);
+  return watch >= 0;
+}
+
+// A renamed directory is still watched where it went: not any more. (A
+// removed one's watch is gone already; the call then fails, harmlessly.)
+void FileConfigurationSource::Watcher::unwatch_directory() {
+  ::inotify_rm_watch(inotify.get(), watch);
+  watch = -1;
 }
 
 // ---- public face ---------------------------------------------------------------------

@@ -90,6 +90,13 @@ std::string holder(const std::string& usage) {
   }
 }
 
+// An error that still holds in red; one discovery has recovered from, said so.
+Cell last_error_cell(const status_api::ConfigurationStatus& configuration) {
+  if (configuration.last_error.empty()) return Cell("");
+  if (configuration.last_error_current) return Cell(configuration.last_error, Colour::red);
+  return Cell("recovered since: " + configuration.last_error);
+}
+
 }  // namespace
 
 int show_status(const Remote& remote, const Output& output) {
@@ -165,7 +172,7 @@ int show_configurations(const Remote& remote, const Output& output) {
     for (const auto& c : items<status_api::ConfigurationStatus>(body))
       table.add({c.namespace_name, c.name, c.handler, Cell(c.state, state_colour(c.state)),
                  std::to_string(c.devices), std::to_string(c.instances), std::to_string(c.capacity),
-                 c.last_error});
+                 last_error_cell(c)});
     table.print(std::cout, output.colour);
     if (!errors.empty()) print_configuration_errors(errors, output);
     return code;

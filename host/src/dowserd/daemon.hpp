@@ -125,6 +125,7 @@ class Daemon {
     uint64_t devices = 0;
     bool failing = false;  // the last event was an error
     std::string last_error;
+    std::chrono::system_clock::time_point last_error_at;
     std::optional<std::chrono::system_clock::time_point> last_snapshot;
   };
   // A change waiting to reach the kubelet through one plugin.

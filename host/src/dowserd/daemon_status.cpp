@@ -44,6 +44,12 @@ std::string discovery_state(const std::optional<std::pair<uint64_t, bool>>& reco
   return snapshots > 0 ? "discovering" : "starting";
 }
 
+void refused_now(status_api::ConfigurationStatus& status, const std::string& reason) {
+  status.last_error = reason;
+  status.last_error_current = true;
+  status.last_error_at.clear();
+}
+
 }  // namespace
 
 // ---- metrics wiring --------------------------------------------------------------------
@@ -116,6 +122,7 @@ void Daemon::discovery_failed(const ConfigurationKey& key, const std::string& re
   ++record.errors;
   record.failing = true;
   record.last_error = reason;
+  record.last_error_at = std::chrono::system_clock::now();
   metrics_.discovery_errors.with({configuration->second.handler_name}).inc();
 }
 
@@ -246,6 +253,8 @@ std::vector<status_api::ConfigurationStatus> Daemon::configuration_statuses() co
       const auto& r = record->second;
       progress = {r.snapshots, r.failing};
       entry.last_error = r.last_error;
+      entry.last_error_current = r.failing;
+      if (!r.last_error.empty()) entry.last_error_at = rfc3339(r.last_error_at);
       entry.snapshots = r.snapshots;
       entry.errors = r.errors;
       entry.devices = r.devices;
@@ -263,13 +272,13 @@ std::vector<status_api::ConfigurationStatus> Daemon::configuration_statuses() co
     result.push_back(describe(configuration));
     // A change the handler refused: the previous version keeps running.
     if (auto refusal = refused_.find(key); refusal != refused_.end())
-      result.back().last_error = refusal->second.second;
+      refused_now(result.back(), refusal->second.second);
   }
   for (const auto& [key, refusal] : refused_) {
     if (configurations_.count(key)) continue;
     result.push_back(describe(refusal.first));
     result.back().state = "refused";
-    result.back().last_error = refusal.second;
+    refused_now(result.back(), refusal.second);
   }
   return result;
 }
@@ -358,8 +367,16 @@ status_api::Readiness Daemon::readiness() {
   } else {
     check("store", api && api->ok, api ? "Kubernetes API server " + api->detail : "");
   }
-  if (options_.config_source == ConfigSourceKind::kubernetes)
+  if (options_.config_source == ConfigSourceKind::kubernetes) {
     check("configurations", api && api->ok, api ? "Kubernetes API server " + api->detail : "");
+  } else {
+    // The source reports losing its directory as an error of the directory itself.
+    auto lost = configuration_errors_.find(options_.config_dir.string());
+    bool following = lost == configuration_errors_.end();
+    check("configurations", following,
+          following ? "following " + options_.config_dir.string()
+                    : options_.config_dir.string() + ": " + lost->second.error.reason());
+  }
 
   size_t registered = 0;
   std::string last_error;

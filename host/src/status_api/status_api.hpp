@@ -59,6 +59,11 @@ struct ConfigurationStatus {
   // event was an error; retried with backoff) or "refused" (by its handler).
   std::string state;
   std::string last_error;
+  // Whether last_error still holds (discovery is failing, or a change was
+  // refused), or discovery has recovered since; and when it happened (RFC
+  // 3339 UTC; empty for a refusal).
+  bool last_error_current = false;
+  std::string last_error_at;
   uint64_t snapshots = 0;     // snapshots received
   uint64_t errors = 0;        // discovery errors
   uint64_t devices = 0;       // devices in the last snapshot

@@ -38,6 +38,8 @@ auto fields_of<ConfigurationStatus>() {
                     Field{"unique_instances", &T::unique_instances},
                     Field{"state", &T::state},
                     Field{"last_error", &T::last_error},
+                    Field{"last_error_current", &T::last_error_current},
+                    Field{"last_error_at", &T::last_error_at},
                     Field{"snapshots", &T::snapshots},
                     Field{"errors", &T::errors},
                     Field{"devices", &T::devices},

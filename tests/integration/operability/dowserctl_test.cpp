@@ -53,9 +53,9 @@ TEST_F(DowserctlTest, StatusAndListsAsTablesAndJson) {
   auto& node = cams_node();
   auto status = remote({"status"});
   EXPECT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_THAT(status.out, HasSubstr("node            node-a"));
-  EXPECT_THAT(status.out, HasSubstr("ready           yes"));
-  EXPECT_THAT(status.out, HasSubstr("instances here  2"));
+  EXPECT_THAT(status.out, HasSubstr("node              node-a"));
+  EXPECT_THAT(status.out, HasSubstr("ready             yes"));
+  EXPECT_THAT(status.out, HasSubstr("instances here    2"));
   EXPECT_THAT(status.out, Not(HasSubstr("\033["))) << "no colours when not on a terminal";
 
   auto handlers = remote({"handlers"});
@@ -132,7 +132,7 @@ TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
   // A repeated option takes its last value.
   auto repeated = remote({"status", "-o", "json", "-o", "table"});
   EXPECT_EQ(repeated.exit_code, 0) << repeated.err;
-  EXPECT_THAT(repeated.out, HasSubstr("node            node-a"));
+  EXPECT_THAT(repeated.out, HasSubstr("node              node-a"));
 
   auto coloured = remote({"status", "--color", "always"});
   EXPECT_THAT(coloured.out, HasSubstr("\033[32myes\033[0m"));
@@ -160,7 +160,7 @@ TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
   EXPECT_EQ(configs.exit_code, 1) << "a refused manifest is a problem to fix";
   EXPECT_THAT(configs.out, HasSubstr("Refused manifests"));
   EXPECT_EQ(lines_with(configs.out, bad), 1u) << configs.out;
-  EXPECT_THAT(remote({"status"}).out, HasSubstr("config errors   1"));
+  EXPECT_THAT(remote({"status"}).out, HasSubstr("config errors     1"));
 
   // Fixed: the error goes, and so does the exit code.
   write_file(bad,
@@ -174,6 +174,36 @@ TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
   EXPECT_THAT(fixed.out, Not(HasSubstr("Refused manifests")));
 }
 
+// An error discovery has recovered from stays visible, but says so.
+TEST_F(DowserctlTest, ConfigsSaysWhenDiscoveryHasRecovered) {
+  const auto ghost = config_dir_ / "ghost.yaml";
+  write_file(ghost,
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
+             "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
+  auto& node = add_node("node-a", {"--http-listen=127.0.0.1:0"});
+  url_ = status_url(node);
+  auto ghost_status = [&] {
+    for (const auto& c : api(url_, "/api/v1/configurations")["items"]
+                             .get<std::vector<status_api::ConfigurationStatus>>())
+      if (c.name == "ghost") return c;
+    return status_api::ConfigurationStatus{};
+  };
+  ASSERT_TRUE(eventually([&] { return ghost_status().state == "failing"; })) << node.log();
+  EXPECT_THAT(remote({"configs"}).out, Not(HasSubstr("recovered since")));
+
+  write_file(ghost,
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
+             "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+             "'descriptions: [g0]'}\n");
+  ASSERT_TRUE(eventually([&] { return ghost_status().state == "discovering"; })) << node.log();
+  auto recovered = ghost_status();
+  EXPECT_FALSE(recovered.last_error_current);
+  EXPECT_THAT(recovered.last_error, HasSubstr("no discovery handler named 'nope'"));
+  EXPECT_FALSE(recovered.last_error_at.empty());
+  EXPECT_THAT(remote({"configs"}).out,
+              HasSubstr("recovered since: no discovery handler named 'nope'"));
+}
+
 TEST_F(DowserctlTest, StatusExitsOneWhenTheDaemonIsNotReady) {
   write_file(config_dir_ / "ghost.yaml",
              "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
@@ -184,6 +214,31 @@ TEST_F(DowserctlTest, StatusExitsOneWhenTheDaemonIsNotReady) {
   auto status = remote({"status"});
   EXPECT_EQ(status.exit_code, 1) << status.out;
   EXPECT_THAT(status.out, HasSubstr("FAILING: missing: nope"));
+}
+
+// A configuration directory that is gone makes the daemon not ready (it
+// cannot see changes) until one is back, which is then read as it is.
+TEST_F(DowserctlTest, ALostConfigurationDirectoryIsNotReadyUntilItIsBack) {
+  auto& node = cams_node();
+  const auto moved = config_dir_.string() + ".old";
+  fs::rename(config_dir_, moved);
+  CommandResult status;
+  ASSERT_TRUE(eventually([&] {
+    status = remote({"status"});
+    return status.exit_code == 1;
+  })) << status.out;
+  EXPECT_THAT(status.out, HasSubstr("  configurations  FAILING: " + config_dir_.string() +
+                                    ": the directory was removed or renamed"));
+  EXPECT_EQ(http(url_, "/readyz").status, 503);
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << "what was read keeps running";
+
+  fs::create_directories(config_dir_);
+  echo_configuration("other", {"o0"}, 1);
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/other", 1)) << node.log();
+  EXPECT_TRUE(node.wait_stopped("akri.sh/cams")) << "its manifest is not in the new directory";
+  EXPECT_TRUE(eventually([&] { return remote({"status"}).exit_code == 0; }));
+  EXPECT_THAT(remote({"status"}).out,
+              HasSubstr("  configurations  ok: following " + config_dir_.string()));
 }
 
 // The manifests of the daemon test ABadManifestIsReportedAndTheOthersKeepRunning:

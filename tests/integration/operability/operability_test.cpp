@@ -262,11 +262,14 @@ TEST_F(OperabilityTest, FailuresAreVisibleWithoutReadingLogs) {
   })) << node.log();
   EXPECT_THAT(configurations["ghost"].last_error,
               HasSubstr("no discovery handler named 'nope' is loaded"));
+  EXPECT_TRUE(configurations["ghost"].last_error_current);
+  EXPECT_FALSE(configurations["ghost"].last_error_at.empty());
   EXPECT_GE(configurations["ghost"].errors, 1u);
   ASSERT_TRUE(configurations.count("refused"));
   EXPECT_EQ(configurations["refused"].state, "refused");
   EXPECT_THAT(configurations["refused"].last_error,
               HasSubstr("refused by handler debugEcho: discovery details are not valid YAML"));
+  EXPECT_TRUE(configurations["refused"].last_error_current);
 
   bool broken_listed = false;
   for (const auto& handler :

@@ -353,6 +353,37 @@ TEST_F(FileSourceTest, HiddenAndTemporaryFilesAreIgnored) {
   EXPECT_EQ(count(log_.since(0), upserted("zz-sentinel-1")), 1u);
 }
 
+// A directory renamed away (or removed) is not followed where it went; once
+// one is back at the path, what it holds is what runs.
+TEST_F(FileSourceTest, ALostDirectoryIsFollowedAgainOnceItIsBack) {
+  const fs::path moved = directory_ / "moved";
+  directory_ /= "configs";
+  fs::create_directories(directory_);
+  write("a.yaml", manifest("a"));
+  start();
+
+  std::size_t mark = log_.size();
+  fs::rename(directory_, moved);
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(directory_.string())));
+  auto lost = log_.since(mark);
+  EXPECT_NE(lost.back().reason.find("removed or renamed"), std::string::npos) << lost.back().reason;
+  EXPECT_EQ(count(lost, removed("a")), 0u) << "what was read keeps running meanwhile";
+
+  fs::create_directories(directory_);
+  write("b.yaml", manifest("b"));
+  // It is looked for once a second.
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("b"), 5s));
+  EXPECT_TRUE(log_.wait_for_event(mark, removed("a"))) << "a.yaml is not in the new directory";
+  EXPECT_TRUE(log_.wait_for_event(mark, valid_from(directory_.string())));
+
+  mark = log_.size();
+  write("c.yaml", manifest("c"));
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("c"))) << "followed again";
+  std::ofstream(moved / "d.yaml") << manifest("d");
+  wait_until_settled();
+  EXPECT_EQ(count(log_.since(mark), upserted("d")), 0u) << "the moved directory is not followed";
+}
+
 TEST_F(FileSourceTest, StopEndsTheWatchAndCanBeRepeated) {
   start();
   source_->stop();
