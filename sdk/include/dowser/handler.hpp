@@ -613,6 +613,31 @@ inline dowser_status validate(dowser_handler* handler, const dowser_discover_req
   });
 }
 
+// The class that declares the validate(const DiscoverRequest&) that T's name
+// finds; deduced from the overload set, so other overloads do not matter.
+template <typename C>
+C* declaring_class(void (C::*)(const DiscoverRequest&));
+
+// Whether that validate can be found: not when it is private, or when T's
+// only validate is const (it hides Handler::validate and overrides nothing).
+template <typename T, typename = void>
+struct validate_findable : std::false_type {};
+template <typename T>
+struct validate_findable<T, std::void_t<decltype(declaring_class(&T::validate))>> : std::true_type {
+};
+
+// Whether T overrides Handler::validate: then it checks requests, and the
+// table offers validate_request. A validate the SDK cannot see would
+// silently offer no check.
+template <typename T>
+constexpr bool overrides_validate() {
+  static_assert(validate_findable<T>::value,
+                "dowser: declare validate as `void validate(const dowser::DiscoverRequest&) "
+                "override` in a public section (not const): the SDK offers validate_request only "
+                "for a public override");
+  return !std::is_same_v<std::remove_pointer_t<decltype(declaring_class(&T::validate))>, Handler>;
+}
+
 template <typename T>
 dowser_handler_api make_api(const char* name, const char* version, uint32_t flags) {
   dowser_handler_api api{};
@@ -628,10 +653,7 @@ dowser_handler_api make_api(const char* name, const char* version, uint32_t flag
   api.stop_discovery = &stop;
   // Offered only when the class checks requests: a handler that says it
   // validates must refuse bad details.
-  if constexpr (!std::is_same_v<decltype(&T::validate),
-                                void (Handler::*)(const DiscoverRequest&)>) {
-    api.validate_request = &validate;
-  }
+  if constexpr (overrides_validate<T>()) api.validate_request = &validate;
   return api;
 }
 

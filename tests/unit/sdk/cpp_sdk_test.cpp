@@ -114,6 +114,19 @@ class PlainHandler final : public dowser::Handler {
   }
 };
 
+// Overrides validate and has another overload of the name: still found.
+class OverloadedValidateHandler final : public dowser::Handler {
+ public:
+  void validate(const dowser::DiscoverRequest& request) override {
+    if (request.discovery_details != "fine") throw dowser::InvalidArgument("not fine");
+  }
+  void validate(int) {}
+  std::unique_ptr<dowser::Session> start(const dowser::DiscoverRequest&,
+                                         dowser::Reporter) override {
+    return std::make_unique<IdleSession>();
+  }
+};
+
 }  // namespace
 
 DOWSER_HANDLER(ScriptedHandler, "scripted", "2.3.4", DOWSER_HANDLER_FLAG_SHARED_DEVICES)
@@ -196,6 +209,13 @@ TEST(CppSdkTable, OffersValidateOnlyWhenTheClassOverridesIt) {
   FakeHost host(&plain);
   EXPECT_FALSE(host.handler().has_validate());
   EXPECT_NO_THROW(host.validate({"anything", {}})) << "the host skips a missing validate";
+
+  static const dowser_handler_api overloaded =
+      dowser::detail::make_api<OverloadedValidateHandler>("overloaded", "1", 0);
+  ASSERT_NE(overloaded.validate_request, nullptr) << "another overload does not hide the override";
+  FakeHost checking(&overloaded);
+  EXPECT_NO_THROW(checking.validate({"fine", {}}));
+  EXPECT_THROW(checking.validate({"other", {}}), dowser::host::HandlerCallError);
 }
 
 TEST(CppSdkTable, TheHostSeesTheClassFlagsAndName) {

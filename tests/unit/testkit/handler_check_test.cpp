@@ -216,6 +216,47 @@ TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
 
 // ---- misbehaving fixtures -------------------------------------------------------------
 
+// A start that never returns is waited out once (about 10 s here), not once
+// per check that starts a session.
+TEST(CheckHang, AStartThatNeverReturnsSkipsTheChecksAfterIt) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-start-hangs.so";
+  CheckRun run = run_check({file, "--duration", "0.2", "--stop-timeout-ms", "300"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto failed = lines_starting_with(run.out, "FAIL discover: ");
+  ASSERT_EQ(failed.size(), 1u) << run.out;
+  EXPECT_NE(failed[0].find("start_discovery did not return within"), std::string::npos)
+      << failed[0];
+  for (const auto* later : {"invalid-details", "start-stop-100", "stop-latency",
+                            "no-report-after-stop", "concurrent-reports"}) {
+    EXPECT_EQ(lines_starting_with(run.out, std::string("SKIP ") + later +
+                                               ": not run: start_discovery did not return in "
+                                               "discover")
+                  .size(),
+              1u)
+        << later << ":\n"
+        << run.out;
+  }
+}
+
+// The handler's own words next to a failure (and in the JSON of every check).
+TEST(CheckLog, WhatTheHandlerLoggedFollowsItsFailure) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-throws-in-start.so";
+  CheckRun run = run_check({file, "--duration", "0.2"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(lines_starting_with(run.out, "LOG  discover: warn: fixture: about to throw").size(), 1u)
+      << run.out;
+  EXPECT_TRUE(lines_starting_with(run.out, "LOG  init: ").empty()) << "init passed: " << run.out;
+
+  CheckRun json_run = run_check({file, "--duration", "0.2", "--json"});
+  bool logged = false;
+  const json report = json::parse(json_run.out);
+  for (const auto& check : report["checks"])
+    if (check["name"] == "discover")
+      logged = check["log"].get<std::vector<std::string>>() ==
+               std::vector<std::string>{"warn: fixture: about to throw"};
+  EXPECT_TRUE(logged) << json_run.out;
+}
+
 struct FixtureCase {
   std::string fixture;       // libfixture-<fixture>.so
   std::string check;         // the check that must fail

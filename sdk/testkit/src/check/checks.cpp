@@ -93,22 +93,58 @@ FakeHost::Options quiet_host() {
   return options;
 }
 
+const char* log_level_name(int32_t level) {
+  switch (level) {
+    case DOWSER_LOG_TRACE:
+      return "trace";
+    case DOWSER_LOG_DEBUG:
+      return "debug";
+    case DOWSER_LOG_INFO:
+      return "info";
+    case DOWSER_LOG_WARN:
+      return "warn";
+    default:
+      return "error";
+  }
+}
+
+// What the handler logged so far, "<level>: <text>" each: the author's own
+// words next to a failure are often what explains it.
+json handler_log(const FakeHost& host) {
+  constexpr size_t kLinesKept = 50;  // the last ones: a chatty handler must not flood the report
+  const auto logs = host.logs();
+  const size_t first = logs.size() > kLinesKept ? logs.size() - kLinesKept : 0;
+  json lines = json::array();
+  if (first > 0) lines.push_back("(" + std::to_string(first) + " earlier lines not shown)");
+  for (size_t i = first; i < logs.size(); ++i)
+    lines.push_back(std::string(log_level_name(logs[i].level)) + ": " + logs[i].text);
+  return lines;
+}
+
+// Ends the child with a failure, with what the handler logged.
+[[noreturn]] void fail_with_log(Progress& progress, json result, const FakeHost* host) {
+  if (host != nullptr) result["log"] = handler_log(*host);
+  progress.finish(result);
+}
+
 // Loads and initialises the handler, runs use, then destroys the instance.
 // A failure ends the child at once: a session still running may be stuck,
 // and nothing after the failure would change the verdict.
 Passed with_host(const Settings& settings, Progress& progress,
                  const std::function<Passed(FakeHost&)>& use) {
+  std::unique_ptr<FakeHost> fake_host;
   try {
     progress.phase("load_handler");
     auto handler = host::load_handler(settings.handler_file);
     progress.phase("init");
-    auto fake_host = std::make_unique<FakeHost>(std::move(handler), quiet_host());
+    fake_host = std::make_unique<FakeHost>(std::move(handler), quiet_host());
     Passed passed = use(*fake_host);
+    passed.data["log"] = handler_log(*fake_host);
     progress.phase("destroy");
     fake_host.reset();
     return passed;
   } catch (...) {
-    progress.finish(failed_result_of_current_exception());
+    fail_with_log(progress, failed_result_of_current_exception(), fake_host.get());
   }
 }
 
@@ -130,8 +166,10 @@ Clock::duration stop_session(FakeHost& host, SessionId session, const Settings& 
   const auto started = Clock::now();
   auto stopped = std::async(std::launch::async, [&host, session] { host.stop(session); });
   if (stopped.wait_for(settings.stop_timeout) != std::future_status::ready) {
-    progress.finish(failed_result(context + "stop_discovery did not return within " +
-                                  milliseconds_text(settings.stop_timeout)));
+    fail_with_log(progress,
+                  failed_result(context + "stop_discovery did not return within " +
+                                milliseconds_text(settings.stop_timeout)),
+                  &host);
   }
   stopped.get();
   return Clock::now() - started;
@@ -440,16 +478,17 @@ CheckOutcome outcome_of(const Check& check, const ChildReport& child,
   outcome.verdict = result.value("passed", false) ? Verdict::passed : Verdict::failed;
   outcome.detail = result.value("detail", "");
   outcome.warnings = result.value("warnings", std::vector<std::string>{});
+  outcome.handler_log = result.value("log", std::vector<std::string>{});
   if (result.contains("handler")) report.handler = result["handler"];
   if (result.contains("devices")) report.devices = result["devices"];
   return outcome;
 }
 
-CheckOutcome skipped(const Check& check) {
+CheckOutcome skipped(const Check& check, std::string why) {
   CheckOutcome outcome;
   outcome.name = check.name;
   outcome.verdict = Verdict::skipped;
-  outcome.detail = "not run: " + std::string(check.prerequisite) + " did not pass";
+  outcome.detail = "not run: " + std::move(why);
   return outcome;
 }
 
@@ -457,6 +496,26 @@ const CheckOutcome* find_outcome(const Report& report, std::string_view name) {
   for (const auto& outcome : report.checks)
     if (outcome.name == name) return &outcome;
   return nullptr;
+}
+
+// Why the check is not run, or nothing: its prerequisite did not pass, or an
+// earlier check's start_discovery never returned (each later start would
+// most likely hang too, and be waited out to the quiet limit again).
+std::optional<std::string> reason_to_skip(const Check& check, const Report& report,
+                                          const std::optional<std::string>& hung_start) {
+  if (check.prerequisite.empty()) return std::nullopt;
+  const CheckOutcome* prerequisite = find_outcome(report, check.prerequisite);
+  if (prerequisite == nullptr || prerequisite->verdict != Verdict::passed)
+    return std::string(check.prerequisite) + " did not pass";
+  if (hung_start) return *hung_start;
+  return std::nullopt;
+}
+
+bool hung_in_start(const ChildReport& child) {
+  constexpr std::string_view kStart = "start_discovery";
+  const std::string& phase = child.last_phase;
+  return child.timed_out && phase.size() >= kStart.size() &&
+         phase.compare(phase.size() - kStart.size(), kStart.size(), kStart) == 0;
 }
 
 }  // namespace
@@ -471,13 +530,11 @@ Report run_checks(const Settings& settings) {
   const auto quiet_limit = settings.duration + settings.stop_timeout +
                            std::chrono::duration_cast<std::chrono::milliseconds>(kQuietAllowance);
   Report report;
+  std::optional<std::string> hung_start;
   for (const Check& check : all_checks()) {
-    if (!check.prerequisite.empty()) {
-      const CheckOutcome* prerequisite = find_outcome(report, check.prerequisite);
-      if (prerequisite == nullptr || prerequisite->verdict != Verdict::passed) {
-        report.checks.push_back(skipped(check));
-        continue;
-      }
+    if (auto why = reason_to_skip(check, report, hung_start)) {
+      report.checks.push_back(skipped(check, std::move(*why)));
+      continue;
     }
     auto child = run_in_child(
         [&](Progress& progress) {
@@ -489,6 +546,8 @@ Report run_checks(const Settings& settings) {
         },
         quiet_limit);
     report.checks.push_back(outcome_of(check, child, quiet_limit, report));
+    if (hung_in_start(child) && !hung_start)
+      hung_start = "start_discovery did not return in " + std::string(check.name);
   }
   return report;
 }

@@ -29,6 +29,7 @@ struct CheckOutcome {
   Verdict verdict = Verdict::failed;
   std::string detail;  // one line: what was seen
   std::vector<std::string> warnings;
+  std::vector<std::string> handler_log;  // what the handler logged, "<level>: <text>"
 };
 
 struct Report {

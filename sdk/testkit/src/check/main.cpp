@@ -40,6 +40,7 @@ struct CommandLine {
   double duration_seconds = 1.0;
   int stop_timeout_ms = 2000;
   bool json = false;
+  bool show_log = false;
 };
 
 // Longer runs than this are surely a mistake, and would overflow the
@@ -58,10 +59,12 @@ void describe_options(CLI::App& app, CommandLine& line) {
       ->default_val(1.0)
       ->check(dowser::command_line::decimal_number(0.001, kMaxDurationSeconds, "seconds"));
   app.add_flag("--json", line.json, "print the report as JSON");
+  app.add_flag("--show-log", line.show_log,
+               "print what the handler logged in every check (by default: in failed ones)");
   app.add_option("--stop-timeout-ms", line.stop_timeout_ms,
                  "the longest stop_discovery may take, in milliseconds")
       ->default_val(2000)
-      ->check(dowser::command_line::whole_number(1, 3600 * 1000, "ms"));
+      ->check(dowser::command_line::whole_number(1, 3600L * 1000, "ms"));
 }
 
 std::string read_details(const std::string& file) {
@@ -132,7 +135,7 @@ int main(int argc, char** argv) {
     if (line.json) {
       dowser::check::print_json(std::cout, report);
     } else {
-      dowser::check::print_text(std::cout, settings.handler_file, report);
+      dowser::check::print_text(std::cout, settings.handler_file, report, line.show_log);
     }
     return report.passed() ? kAllPassed : kCheckFailed;
   } catch (const std::exception& e) {

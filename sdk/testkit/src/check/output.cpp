@@ -104,8 +104,8 @@ void print_handler(std::ostream& out, const std::filesystem::path& file, const R
 
 }  // namespace
 
-void print_text(std::ostream& out, const std::filesystem::path& handler_file,
-                const Report& report) {
+void print_text(std::ostream& out, const std::filesystem::path& handler_file, const Report& report,
+                bool show_log) {
   print_handler(out, handler_file, report);
   out << '\n';
   print_devices(out, report.devices);
@@ -117,6 +117,9 @@ void print_text(std::ostream& out, const std::filesystem::path& handler_file,
         << '\n';
     for (const auto& warning : check.warnings)
       out << "WARN " << check.name << ": " << printable(warning) << '\n';
+    if (check.verdict == Verdict::failed || show_log)
+      for (const auto& line : check.handler_log)
+        out << "LOG  " << check.name << ": " << printable(line) << '\n';
   }
   out << '\n'
       << report.checks.size() << " checks: " << counts[0] << " passed, " << counts[1] << " failed, "
@@ -130,7 +133,8 @@ void print_json(std::ostream& out, const Report& report) {
                       {"passed", check.verdict == Verdict::passed},
                       {"skipped", check.verdict == Verdict::skipped},
                       {"detail", check.detail},
-                      {"warnings", check.warnings}});
+                      {"warnings", check.warnings},
+                      {"log", check.handler_log}});
   }
   json document = {{"handler", report.handler.value_or(json(nullptr))},
                    {"devices", report.devices.value_or(json::array())},
