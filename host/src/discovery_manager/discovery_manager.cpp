@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -144,7 +145,14 @@ struct DiscoveryManager::Session {
   Session(boost::asio::io_context& core, configuration::Configuration c)
       : configuration(std::move(c)), retry_timer(core) {}
   configuration::Configuration configuration;
-  uint64_t generation = 0;  // bumped when (re)opened; stale events are dropped
+  // Set anew, unique across sessions, when (re)opened or closed: events of
+  // an earlier attempt, or of a replaced session, are dropped.
+  uint64_t generation = 0;
+  // A start of these details succeeded once: the handler accepted them, so a
+  // later refusal (a restart after an error) is retried, not final. Set on
+  // the control thread, as the start returns (its own reports may already
+  // have ended that attempt).
+  std::shared_ptr<std::atomic<bool>> accepted = std::make_shared<std::atomic<bool>>(false);
   LoadedInstance* owner = nullptr;
   std::shared_ptr<host::CoalescingSink> sink;
   std::shared_ptr<std::unique_ptr<host::DiscoverySession>> running;  // filled on the control thread
@@ -256,7 +264,7 @@ void DiscoveryManager::stop(const ConfigurationKey& configuration) {
 void DiscoveryManager::open_session(Session& session) {
   const auto& configuration = session.configuration;
   ConfigurationKey key{configuration.namespace_name, configuration.name};
-  uint64_t generation = ++session.generation;
+  const uint64_t generation = session.generation = ++last_generation_;
   session.waiting_for_handler = false;
   LoadedInstance* loaded = nullptr;
   try {
@@ -292,29 +300,35 @@ void DiscoveryManager::open_session(Session& session) {
       });
   session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
   loaded->control->post([this, alive = alive_, loaded, request, sink = session.sink,
-                         running = session.running, key, generation] {
+                         running = session.running, accepted = session.accepted, key, generation] {
     try {
       *running = loaded->instance->start(request, sink);
+      *accepted = true;
     } catch (const host::HandlerCallError& e) {
-      std::string reason = e.what();
       const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
-      boost::asio::post(core_, [this, alive, key, generation, reason, refused] {
-        if (!*alive) return;
-        auto it = sessions_.find(key);
-        if (it == sessions_.end() || it->second->generation != generation) return;
-        if (refused && events_.refused) {
-          events_.refused(key, reason);
-        } else {
-          retry_later(*it->second, reason);
-        }
-      });
+      boost::asio::post(core_,
+                        [this, alive, key, generation, refused, reason = std::string(e.what())] {
+                          if (*alive) start_failed(key, generation, refused, reason);
+                        });
     }
   });
 }
 
+// refused: the handler said the details are bad (DOWSER_ERR_INVALID_ARGUMENT).
+void DiscoveryManager::start_failed(const ConfigurationKey& key, uint64_t generation, bool refused,
+                                    const std::string& reason) {
+  auto it = sessions_.find(key);
+  if (it == sessions_.end() || it->second->generation != generation) return;
+  if (refused && !*it->second->accepted && events_.refused) {
+    events_.refused(key, reason);
+  } else {
+    retry_later(*it->second, reason);
+  }
+}
+
 void DiscoveryManager::close_session(Session& session) {
   session.retry_timer.cancel();
-  ++session.generation;
+  session.generation = ++last_generation_;
   if (!session.owner) return;
   // Queued behind the start on the same thread, so the session exists by then.
   session.owner->control->post([running = std::move(session.running)] {

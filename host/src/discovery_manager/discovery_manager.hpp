@@ -53,6 +53,8 @@ class DiscoveryManager {
     // started (DOWSER_ERR_INVALID_ARGUMENT): not retried, since only a new
     // version of the Configuration can change that (core thread). The check
     // a Configuration gets when it is added, for one whose handler came later.
+    // Details the handler accepted before in this process are not refused
+    // when a restart (after an error) is: that is retried as a failure.
     std::function<void(const ConfigurationKey&, const std::string& reason)> refused;
   };
 
@@ -92,6 +94,8 @@ class DiscoveryManager {
   void open_session(Session& session);
   void close_session(Session& session);
   void session_event(const ConfigurationKey& key, uint64_t generation);
+  void start_failed(const ConfigurationKey& key, uint64_t generation, bool refused,
+                    const std::string& reason);
   void retry_later(Session& session, const std::string& reason);
 
   boost::asio::io_context& core_;
@@ -101,6 +105,7 @@ class DiscoveryManager {
   std::vector<host::HandlerLoadError> failures_;
   std::map<std::string, std::unique_ptr<LoadedInstance>> instances_;  // by handler name
   std::map<ConfigurationKey, std::unique_ptr<Session>> sessions_;
+  uint64_t last_generation_ = 0;  // of any session (see Session::generation)
   boost::asio::steady_timer rescan_timer_;
   std::shared_ptr<bool> alive_;
 };

@@ -242,6 +242,30 @@ TEST_F(DiscoveryManagerTest, DetailsTheHandlerRefusesAtStartAreRefusedNotRetried
   })) << "refused once, not retried";
 }
 
+// A refusal of details the handler accepted before, at a restart after an
+// error, is a failure to retry: withdrawing the Configuration would drop its
+// Instances until the manifest changes.
+TEST_F(DiscoveryManagerTest, ARefusalOfDetailsAcceptedBeforeIsRetried) {
+  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
+  const fs::path state = dir_ / "state";
+  Configuration configuration = echoes("");
+  configuration.handler_name = "fixtureRefusesLater";
+  configuration.discovery_properties = {{"FIXTURE_STATE_FILE", state.string(), {}, {}}};
+  on_core([&] {
+    manager_->start();
+    manager_->run(configuration);
+  });
+  ASSERT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.failures, "the handler ended discovery: fixture: lost the device");
+  }));
+  std::ofstream(state) << "refuse";
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.failures, "fixture: refuses these details now (retrying in");
+  }));
+  EXPECT_TRUE(recorder_.wait_for(
+      [](const Recorder::Reports& reports) { return reports.refusals.empty(); }));
+}
+
 TEST_F(DiscoveryManagerTest, ValidateUsesTheHandlersChecks) {
   install_handler();
   on_core([this] { manager_->start(); });
