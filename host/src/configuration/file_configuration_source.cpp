@@ -373,10 +373,8 @@ void FileConfigurationSource::Watcher::run() {
                                       "the directory was removed or renamed; not following it "
                                       "until it is back"));
     if (!wait_for_directory()) return;
-    std::error_code error;
-    std::set<std::string> names = list_manifest_names(directory, error);
-    if (!error) refresh_all(names);
-    events.valid(directory.string());
+    rescan_pending = true;  // read it as it now is (and say so, or why not)
+    process_pending();
   }
 }
 

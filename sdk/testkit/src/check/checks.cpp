@@ -512,10 +512,7 @@ std::optional<std::string> reason_to_skip(const Check& check, const Report& repo
 }
 
 bool hung_in_start(const ChildReport& child) {
-  constexpr std::string_view kStart = "start_discovery";
-  const std::string& phase = child.last_phase;
-  return child.timed_out && phase.size() >= kStart.size() &&
-         phase.compare(phase.size() - kStart.size(), kStart.size(), kStart) == 0;
+  return child.timed_out && child.last_phase.ends_with("start_discovery");
 }
 
 }  // namespace
