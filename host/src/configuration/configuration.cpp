@@ -482,14 +482,15 @@ std::vector<Configuration> parse_configurations(std::string_view text, const std
 }
 
 std::string configuration_name_problem(std::string_view name) {
-  if (!is_dns_subdomain(name)) {
-    return "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
-           "ending with a letter or digit)";
-  }
+  // The length first: a longer name may well be a subdomain (labels of 63).
   if (name.size() > kMaxNameLength) {
     return "must be at most 56 characters (it has " + std::to_string(name.size()) +
            "), so that Instance names <name>-<6 hex digits> stay valid 63-character resource "
            "names";
+  }
+  if (!is_dns_subdomain(name)) {
+    return "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
+           "ending with a letter or digit)";
   }
   return "";
 }

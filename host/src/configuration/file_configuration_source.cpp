@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -188,9 +189,15 @@ void FileConfigurationSource::Watcher::refresh_all(const std::set<std::string>& 
 
 void FileConfigurationSource::Watcher::refresh(const std::string& name) {
   const fs::path file = directory / name;
-  std::error_code error;
-  if (!fs::is_regular_file(file, error)) {  // deleted, renamed away, or not a file
-    apply(name, {});  // reports the file valid: nothing of it can be wrong any more
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0 && errno != ENOENT && errno != ENOTDIR) {
+    // It may well still be there (the directory was made unreadable): what
+    // was read of it keeps running.
+    events.invalid(ConfigurationError(file.string(), "(file)", system_error_text(errno)));
+    return;
+  }
+  if (!S_ISREG(info.st_mode)) {  // deleted, renamed away, or not a file
+    apply(name, {});             // reports the file valid: nothing of it can be wrong any more
     defined_by_file.erase(name);
     return;
   }

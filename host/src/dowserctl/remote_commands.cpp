@@ -90,11 +90,15 @@ std::string holder(const std::string& usage) {
   }
 }
 
-// An error that still holds in red; one discovery has recovered from, said so.
+// An error that still holds in red; one discovery has recovered from, said
+// so, without the retry it announced then (none is pending any more).
 Cell last_error_cell(const status_api::ConfigurationStatus& configuration) {
-  if (configuration.last_error.empty()) return Cell("");
-  if (configuration.last_error_current) return Cell(configuration.last_error, Colour::red);
-  return Cell("recovered since: " + configuration.last_error);
+  const std::string& error = configuration.last_error;
+  if (error.empty()) return Cell("");
+  if (configuration.last_error_current) return Cell(error, Colour::red);
+  const size_t retry = error.rfind(" (retrying in ");
+  const bool announced = retry != std::string::npos && error.ends_with(" ms)");
+  return Cell("recovered; was: " + error.substr(0, announced ? retry : error.size()));
 }
 
 }  // namespace

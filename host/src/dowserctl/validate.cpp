@@ -8,6 +8,7 @@
 
 #include <iostream>
 #include <memory>
+#include <set>
 
 namespace dowser::ctl {
 namespace {
@@ -46,6 +47,10 @@ class Validator {
 
  private:
   void check_file(const std::filesystem::path& path) {
+    // Named twice (a file and its directory, a glob and a file): read once,
+    // or its Configurations would clash with themselves.
+    std::error_code error;
+    if (!checked_.insert(std::filesystem::weakly_canonical(path, error)).second) return;
     ++files_checked_;
     auto file = path.string();
     std::vector<configuration::Configuration> configurations;
@@ -99,6 +104,7 @@ class Validator {
   const HandlerSetup& setup_;
   std::unique_ptr<LocalDiscovery> handlers_;
   std::map<std::string, std::string> defined_in_;  // namespace/name -> file
+  std::set<std::filesystem::path> checked_;        // files read, as canonical paths
   std::vector<Finding> findings_;
   size_t files_checked_ = 0;
 };

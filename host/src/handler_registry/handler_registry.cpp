@@ -66,11 +66,22 @@ void check_owner_and_mode(const std::filesystem::path& file, const struct stat& 
                            whose + "owned by uid " + std::to_string(info.st_uid) +
                                ", but only root or the daemon's user may own handlers");
   }
-  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+  // In a sticky directory (/tmp) others may add files but not replace ours.
+  const bool sticky_directory = S_ISDIR(info.st_mode) && (info.st_mode & S_ISVTX) != 0;
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_directory) {
     throw HandlerLoadError(file, "permissions",
                            whose + "mode " + octal_mode(info.st_mode) +
                                " is group- or other-writable; make it 0755 or stricter");
   }
+}
+
+void check_directory_of(const std::filesystem::path& file, const std::filesystem::path& path,
+                        const LoadPolicy& policy) {
+  const auto directory = path.parent_path();
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0)
+    throw HandlerLoadError(file, "permissions", directory.string() + ": " + std::strerror(errno));
+  check_owner_and_mode(file, info, "its directory " + directory.string() + ": ", policy);
 }
 
 }  // namespace
@@ -82,11 +93,12 @@ void check_handler_file(const std::filesystem::path& file, const LoadPolicy& pol
   if (!S_ISREG(info.st_mode)) throw HandlerLoadError(file, "permissions", "not a regular file");
   check_owner_and_mode(file, info, "", policy);
   // Whoever may write the directory may swap the file between this check
-  // and dlopen, or add a library of their own next to it.
-  const auto directory = std::filesystem::absolute(file).parent_path();
-  if (::stat(directory.c_str(), &info) != 0)
-    throw HandlerLoadError(file, "permissions", directory.string() + ": " + std::strerror(errno));
-  check_owner_and_mode(file, info, "its directory " + directory.string() + ": ", policy);
+  // and dlopen: the link's directory, and the real file's if it is a link.
+  const auto named = std::filesystem::absolute(file);
+  check_directory_of(file, named, policy);
+  std::error_code error;
+  const auto real = std::filesystem::canonical(named, error);
+  if (!error && real.parent_path() != named.parent_path()) check_directory_of(file, real, policy);
 }
 
 namespace {

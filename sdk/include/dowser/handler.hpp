@@ -617,25 +617,37 @@ inline dowser_status validate(dowser_handler* handler, const dowser_discover_req
 // finds; deduced from the overload set, so other overloads do not matter.
 template <typename C>
 C* declaring_class(void (C::*)(const DiscoverRequest&));
+template <typename C>
+C* declaring_class_of_const(void (C::*)(const DiscoverRequest&) const);
 
-// Whether that validate can be found: not when it is private, or when T's
-// only validate is const (it hides Handler::validate and overrides nothing).
+// Whether that validate can be found; not when it is private, or when T's
+// validates hide Handler's (overloads only, or a const one).
 template <typename T, typename = void>
 struct validate_findable : std::false_type {};
 template <typename T>
 struct validate_findable<T, std::void_t<decltype(declaring_class(&T::validate))>> : std::true_type {
 };
+// Whether T has a const validate(const DiscoverRequest&): it overrides
+// nothing, so the checks in it would never run.
+template <typename T, typename = void>
+struct const_validate : std::false_type {};
+template <typename T>
+struct const_validate<T, std::void_t<decltype(declaring_class_of_const(&T::validate))>>
+    : std::true_type {};
 
 // Whether T overrides Handler::validate: then it checks requests, and the
-// table offers validate_request. A validate the SDK cannot see would
-// silently offer no check.
+// table offers validate_request. (A private override is not seen: the
+// table then offers none, and start must refuse bad requests as always.)
 template <typename T>
 constexpr bool overrides_validate() {
-  static_assert(validate_findable<T>::value,
+  static_assert(!const_validate<T>::value || validate_findable<T>::value,
                 "dowser: declare validate as `void validate(const dowser::DiscoverRequest&) "
-                "override` in a public section (not const): the SDK offers validate_request only "
-                "for a public override");
-  return !std::is_same_v<std::remove_pointer_t<decltype(declaring_class(&T::validate))>, Handler>;
+                "override`, not const: a const validate overrides nothing and checks nothing");
+  if constexpr (validate_findable<T>::value) {
+    return !std::is_same_v<std::remove_pointer_t<decltype(declaring_class(&T::validate))>, Handler>;
+  } else {
+    return false;
+  }
 }
 
 template <typename T>

@@ -189,7 +189,7 @@ TEST_F(DowserctlTest, ConfigsSaysWhenDiscoveryHasRecovered) {
     return status_api::ConfigurationStatus{};
   };
   ASSERT_TRUE(eventually([&] { return ghost_status().state == "failing"; })) << node.log();
-  EXPECT_THAT(remote({"configs"}).out, Not(HasSubstr("recovered since")));
+  EXPECT_THAT(remote({"configs"}).out, Not(HasSubstr("recovered; was")));
 
   write_file(ghost,
              "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
@@ -201,7 +201,7 @@ TEST_F(DowserctlTest, ConfigsSaysWhenDiscoveryHasRecovered) {
   EXPECT_THAT(recovered.last_error, HasSubstr("no discovery handler named 'nope'"));
   EXPECT_FALSE(recovered.last_error_at.empty());
   EXPECT_THAT(remote({"configs"}).out,
-              HasSubstr("recovered since: no discovery handler named 'nope'"));
+              HasSubstr("recovered; was: no discovery handler named 'nope'"));
 }
 
 TEST_F(DowserctlTest, StatusExitsOneWhenTheDaemonIsNotReady) {
@@ -331,6 +331,12 @@ TEST_F(DowserctlTest, ValidateReadsADirectoryAsTheDaemonDoes) {
   EXPECT_THAT(result.out,
               HasSubstr("ok     " + (dir / "placeholder.yml").string() + ": no Configuration"));
   EXPECT_THAT(result.out, HasSubstr("1 problem in 3 files")) << "the others are not manifests";
+
+  // A file named twice (itself and through its directory) is read once.
+  auto twice = ctl({"validate", "--skip-handlers", dir.string(), (dir / "good.yaml").string(),
+                    (dir / ".." / "manifests" / "good.yaml").string()});
+  EXPECT_THAT(twice.out, Not(HasSubstr("also defined in"))) << twice.out;
+  EXPECT_THAT(twice.out, HasSubstr("1 problem in 3 files")) << twice.out;
 
   auto none = ctl({"validate", "--skip-handlers", (dir / "empty-dir").string()});
   EXPECT_EQ(none.exit_code, 1);

@@ -384,6 +384,26 @@ TEST_F(FileSourceTest, ALostDirectoryIsFollowedAgainOnceItIsBack) {
   EXPECT_EQ(count(log_.since(mark), upserted("d")), 0u) << "the moved directory is not followed";
 }
 
+// A file that cannot be looked at (here a symlink loop; for a non-root
+// daemon also a directory made unreadable) is an error, not a removal: what
+// was read of it keeps running, as for a file that turns invalid.
+TEST_F(FileSourceTest, AFileThatCannotBeLookedAtKeepsItsConfigurations) {
+  write("a.yaml", manifest("a"));
+  start();
+  std::size_t mark = log_.size();
+  fs::create_symlink("a.yaml", directory_ / "loop.tmp");
+  fs::rename(directory_ / "loop.tmp", directory_ / "a.yaml");  // a.yaml -> a.yaml
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("a.yaml"))));
+  wait_until_settled();
+  auto events = log_.since(mark);
+  EXPECT_EQ(count(events, removed("a")), 0u);
+  for (const auto& e : events) {
+    if (e.kind == Event::Kind::invalid) {
+      EXPECT_EQ(e.field_path, "(file)") << e.reason;
+    }
+  }
+}
+
 TEST_F(FileSourceTest, StopEndsTheWatchAndCanBeRepeated) {
   start();
   source_->stop();

@@ -261,6 +261,9 @@ TEST(ParseTest, MetadataErrors) {
                "at most 56 characters");
   expect_error(with_metadata("  name: " + std::string(57, 'a') + "\n"), "metadata.name",
                "<name>-<6 hex digits>");
+  // 64 letters make a subdomain too: its length is what is wrong.
+  expect_error(with_metadata("  name: " + std::string(64, 'a') + "\n"), "metadata.name",
+               "at most 56 characters (it has 64)");
   expect_error(with_metadata("  name: cam\n  namespace: Cams\n"), "metadata.namespace",
                "DNS-1123 label");
   expect_error(with_metadata("  name: cam\n  namespace: a.b\n"), "metadata.namespace",

@@ -183,6 +183,27 @@ TEST(HandlerLoader, RefusesAFileInAGroupOrOtherWritableDirectory) {
   EXPECT_NE(error.reason().find("group- or other-writable"), std::string::npos) << error.what();
 }
 
+// Through a symlink, the real file's directory counts too; a sticky one
+// (/tmp) is fine: others may add files there, not replace ours.
+TEST(HandlerLoader, ChecksTheRealFilesDirectoryAndAcceptsAStickyOne) {
+  TempDir dir;
+  const fs::path open_dir = dir.path() / "open";
+  const fs::path links = dir.path() / "links";
+  fs::create_directories(open_dir);
+  fs::create_directories(links);
+  fs::copy_file(DEBUG_ECHO_SO, open_dir / "libreal.so");
+  fs::create_symlink(open_dir / "libreal.so", links / "libreal.so");
+  fs::permissions(open_dir, fs::perms::all, fs::perm_options::replace);
+  auto error = load_error(links / "libreal.so");
+  EXPECT_EQ(error.stage(), "permissions");
+  EXPECT_NE(error.reason().find("its directory " + open_dir.string() + ": mode 0777"),
+            std::string::npos)
+      << error.what();
+
+  fs::permissions(open_dir, fs::perms::all | fs::perms::sticky_bit, fs::perm_options::replace);
+  EXPECT_NO_THROW(load_handler(links / "libreal.so"));
+}
+
 TEST(HandlerLoader, RefusesFilesOwnedBySomeoneUntrusted) {
   LoadPolicy policy;
   policy.trusted_owners = {::geteuid() + 4242};  // the file's real owner is not trusted

@@ -127,6 +127,17 @@ class OverloadedValidateHandler final : public dowser::Handler {
   }
 };
 
+// Only an unrelated overload (it hides Handler::validate, which stays the
+// one called): no validate_request, and it builds.
+class UnrelatedValidateHandler final : public dowser::Handler {
+ public:
+  void validate(int) {}
+  std::unique_ptr<dowser::Session> start(const dowser::DiscoverRequest&,
+                                         dowser::Reporter) override {
+    return std::make_unique<IdleSession>();
+  }
+};
+
 }  // namespace
 
 DOWSER_HANDLER(ScriptedHandler, "scripted", "2.3.4", DOWSER_HANDLER_FLAG_SHARED_DEVICES)
@@ -216,6 +227,10 @@ TEST(CppSdkTable, OffersValidateOnlyWhenTheClassOverridesIt) {
   FakeHost checking(&overloaded);
   EXPECT_NO_THROW(checking.validate({"fine", {}}));
   EXPECT_THROW(checking.validate({"other", {}}), dowser::host::HandlerCallError);
+
+  static const dowser_handler_api unrelated =
+      dowser::detail::make_api<UnrelatedValidateHandler>("unrelated", "1", 0);
+  EXPECT_EQ(unrelated.validate_request, nullptr) << "validate(int) overrides nothing";
 }
 
 TEST(CppSdkTable, TheHostSeesTheClassFlagsAndName) {

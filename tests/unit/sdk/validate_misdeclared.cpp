@@ -1,25 +1,20 @@
-// Must not compile: a validate the SDK cannot use as the override of
-// Handler::validate. Built by ctest with -DMISDECLARED_<how>, expecting the
-// SDK's own message (before, a const validate compiled and checked nothing).
+// Must not compile: a const validate hides Handler::validate and overrides
+// nothing, so the checks in it would never run. Built by ctest, expecting the
+// SDK's own message (before, it compiled and offered a validate_request that
+// checked nothing).
 #include <dowser/handler.hpp>
 
 namespace {
 
-class Misdeclared final : public dowser::Handler {
+class ConstValidate final : public dowser::Handler {
  public:
   std::unique_ptr<dowser::Session> start(const dowser::DiscoverRequest&,
                                          dowser::Reporter) override {
     return nullptr;
   }
-#if defined(MISDECLARED_CONST)
-  void validate(const dowser::DiscoverRequest&) const {}  // hides Handler::validate
-#elif defined(MISDECLARED_PRIVATE)
-
- private:
-  void validate(const dowser::DiscoverRequest&) override {}
-#endif
+  void validate(const dowser::DiscoverRequest&) const {}
 };
 
 }  // namespace
 
-DOWSER_HANDLER(Misdeclared, "misdeclared", "1.0.0", 0)
+DOWSER_HANDLER(ConstValidate, "constValidate", "1.0.0", 0)
