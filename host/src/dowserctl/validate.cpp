@@ -43,7 +43,7 @@ class Validator {
   }
 
   const std::vector<Finding>& findings() const { return findings_; }
-  size_t files_checked() const { return files_checked_; }
+  size_t files_checked() const { return checked_.size(); }
 
  private:
   void check_file(const std::filesystem::path& path) {
@@ -51,7 +51,6 @@ class Validator {
     // or its Configurations would clash with themselves.
     std::error_code error;
     if (!checked_.insert(std::filesystem::weakly_canonical(path, error)).second) return;
-    ++files_checked_;
     auto file = path.string();
     std::vector<configuration::Configuration> configurations;
     try {
@@ -106,7 +105,6 @@ class Validator {
   std::map<std::string, std::string> defined_in_;  // namespace/name -> file
   std::set<std::filesystem::path> checked_;        // files read, as canonical paths
   std::vector<Finding> findings_;
-  size_t files_checked_ = 0;
 };
 
 }  // namespace

@@ -23,7 +23,7 @@ void log_grpc_line(gpr_log_func_args* line) {
                      : line->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
                                                                : spdlog::level::warn;
   std::string_view file = line->file != nullptr ? line->file : "";
-  file.remove_prefix(file.rfind('/') == std::string_view::npos ? 0 : file.rfind('/') + 1);
+  file = file.substr(file.rfind('/') + 1);  // npos + 1 is 0: the whole name
   spdlog::log(level, "gRPC: {} ({}:{})", line->message, file, line->line);
 }
 
@@ -98,12 +98,12 @@ int main(int argc, char** argv) {
                  "where Instances live: file (under --state-dir) or kubernetes (instances.akri.sh "
                  "on the API server)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"file", "kubernetes"}));
+      ->check(CLI::IsMember(stores));
   app.add_option("--config-source", config_source,
                  "where Configurations come from: directory (--config-dir) or kubernetes "
                  "(configurations.akri.sh, with Secrets and ConfigMaps for discoveryProperties)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"directory", "kubernetes"}));
+      ->check(CLI::IsMember(sources));
   app.add_option("--kubeconfig", kubeconfig,
                  "kubeconfig file of the API server (default $KUBECONFIG, else in-cluster when "
                  "KUBERNETES_SERVICE_HOST is set)");
