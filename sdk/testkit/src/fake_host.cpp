@@ -111,9 +111,12 @@ FakeHost::FakeHost(std::shared_ptr<const host::LoadedHandler> handler, const Opt
     : options_(options), recorder_(std::make_shared<Recorder>(options_.print_violations)) {
   if (!handler) throw std::invalid_argument("FakeHost: no handler");
   recorder_->handler_name = handler->name();
-  auto log = [recorder = recorder_](int32_t level, std::string_view text) {
+  auto log = [recorder = recorder_, on_log = options_.on_log](int32_t level,
+                                                              std::string_view text) {
+    LogLine line{level, std::string(text)};
+    if (on_log) on_log(line);
     std::lock_guard lock(recorder->mutex);
-    recorder->logs.push_back({level, std::string(text)});
+    recorder->logs.push_back(std::move(line));
   };
   instance_ = std::make_unique<host::HandlerInstance>(std::move(handler), log, options_.config);
 }

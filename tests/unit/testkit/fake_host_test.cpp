@@ -267,6 +267,20 @@ TEST(FakeHostWithLinkedInHandler, RecordsErrorsAndLogLines) {
   EXPECT_EQ(logs[0].text, "careful");
 }
 
+TEST(FakeHostWithLinkedInHandler, PassesEachLogLineOnAsItArrives) {
+  std::vector<std::string> passed_on;
+  FakeHost::Options options;
+  options.on_log = [&](const dowser::testkit::LogLine& line) {
+    passed_on.push_back(std::to_string(line.level) + " " + line.text);
+  };
+  FakeHost host(&probe::api, options);
+  probe::calls.host->log(probe::calls.context, DOWSER_LOG_INFO, dowser::abi::view("one"));
+  EXPECT_EQ(passed_on, std::vector<std::string>{std::to_string(DOWSER_LOG_INFO) + " one"});
+  probe::calls.host->log(probe::calls.context, DOWSER_LOG_ERROR, dowser::abi::view("two"));
+  EXPECT_EQ(passed_on.size(), 2u);
+  EXPECT_EQ(host.logs().size(), 2u);  // recorded as well
+}
+
 TEST(FakeHostWithLinkedInHandler, AReportAfterStopIsALoudViolation) {
   FakeHost host(&probe::api);
   auto session = host.start({});

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -236,6 +237,14 @@ TEST(CheckHang, AStartThatNeverReturnsSkipsTheChecksAfterIt) {
         << later << ":\n"
         << run.out;
   }
+  // It logged every 100 ms while hung (which must not have kept the child
+  // alive): the last 50 lines follow the failure, after a count of the others.
+  auto logged = lines_starting_with(run.out, "LOG  discover: ");
+  ASSERT_EQ(logged.size(), 51u) << run.out;
+  EXPECT_TRUE(logged.front().starts_with("LOG  discover: (")) << logged.front();
+  EXPECT_NE(logged.front().find(" earlier lines not shown)"), std::string::npos) << logged.front();
+  EXPECT_TRUE(logged.back().starts_with("LOG  discover: info: fixture: still waiting ("))
+      << logged.back();
 }
 
 // The handler's own words next to a failure (and in the JSON of every check).
@@ -255,6 +264,23 @@ TEST(CheckLog, WhatTheHandlerLoggedFollowsItsFailure) {
       logged = check["log"].get<std::vector<std::string>>() ==
                std::vector<std::string>{"warn: fixture: about to throw"};
   EXPECT_TRUE(logged) << json_run.out;
+}
+
+// A crash kills the child with all it had: each line went to the checker as
+// it was logged.
+TEST(CheckLog, WhatTheHandlerLoggedBeforeACrashIsShown) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-crashes-in-start.so";
+  CheckRun run = run_check({file, "--duration", "0.2", "--json"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const json report = json::parse(run.out);
+  std::optional<json> discover;
+  for (const auto& check : report["checks"])
+    if (check["name"] == "discover") discover = check;
+  ASSERT_TRUE(discover) << run.out;
+  EXPECT_FALSE(discover->at("passed").get<bool>());
+  EXPECT_EQ(discover->at("log").get<std::vector<std::string>>(),
+            std::vector<std::string>{"warn: fixture: about to crash"})
+      << run.out;
 }
 
 struct FixtureCase {

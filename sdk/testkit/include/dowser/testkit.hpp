@@ -71,6 +71,10 @@ struct FakeHostOptions {
   std::string config;            // handler-level configuration passed to init
   host::LoadPolicy policy;       // file ownership and host ABI version
   bool print_violations = true;  // also write each violation to stderr at once
+  // Also called with each log line as it arrives, on the handler's thread and
+  // with no lock held: e.g. to show it at once, or to keep it somewhere that
+  // outlives a process the handler crashes.
+  std::function<void(const LogLine&)> on_log;
 };
 
 class FakeHost {

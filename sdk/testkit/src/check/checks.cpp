@@ -87,12 +87,6 @@ json failed_result_of_current_exception() {
 
 // --- driving the handler inside a child --------------------------------------
 
-FakeHost::Options quiet_host() {
-  FakeHost::Options options;
-  options.print_violations = false;  // the checker reports them as failures itself
-  return options;
-}
-
 const char* log_level_name(int32_t level) {
   switch (level) {
     case DOWSER_LOG_TRACE:
@@ -108,23 +102,17 @@ const char* log_level_name(int32_t level) {
   }
 }
 
-// What the handler logged so far, "<level>: <text>" each: the author's own
-// words next to a failure are often what explains it.
-json handler_log(const FakeHost& host) {
-  constexpr size_t kLinesKept = 50;  // the last ones: a chatty handler must not flood the report
-  const auto logs = host.logs();
-  const size_t first = logs.size() > kLinesKept ? logs.size() - kLinesKept : 0;
-  json lines = json::array();
-  if (first > 0) lines.push_back("(" + std::to_string(first) + " earlier lines not shown)");
-  for (size_t i = first; i < logs.size(); ++i)
-    lines.push_back(std::string(log_level_name(logs[i].level)) + ": " + logs[i].text);
-  return lines;
-}
-
-// Ends the child with a failure, with what the handler logged.
-[[noreturn]] void fail_with_log(Progress& progress, json result, const FakeHost* host) {
-  if (host != nullptr) result["log"] = handler_log(*host);
-  progress.finish(result);
+// Violations are reported as failures by the checks themselves. Each line the
+// handler logs goes to the parent at once, "<level>: <text>": the author's
+// own words next to a failure are often what explains it, and a crash or a
+// hang must not take them along.
+FakeHost::Options checker_host(Progress& progress) {
+  FakeHost::Options options;
+  options.print_violations = false;
+  options.on_log = [&progress](const testkit::LogLine& line) {
+    progress.log(std::string(log_level_name(line.level)) + ": " + line.text);
+  };
+  return options;
 }
 
 // Loads and initialises the handler, runs use, then destroys the instance.
@@ -137,14 +125,13 @@ Passed with_host(const Settings& settings, Progress& progress,
     progress.phase("load_handler");
     auto handler = host::load_handler(settings.handler_file);
     progress.phase("init");
-    fake_host = std::make_unique<FakeHost>(std::move(handler), quiet_host());
+    fake_host = std::make_unique<FakeHost>(std::move(handler), checker_host(progress));
     Passed passed = use(*fake_host);
-    passed.data["log"] = handler_log(*fake_host);
     progress.phase("destroy");
     fake_host.reset();
     return passed;
   } catch (...) {
-    fail_with_log(progress, failed_result_of_current_exception(), fake_host.get());
+    progress.finish(failed_result_of_current_exception());
   }
 }
 
@@ -166,10 +153,8 @@ Clock::duration stop_session(FakeHost& host, SessionId session, const Settings& 
   const auto started = Clock::now();
   auto stopped = std::async(std::launch::async, [&host, session] { host.stop(session); });
   if (stopped.wait_for(settings.stop_timeout) != std::future_status::ready) {
-    fail_with_log(progress,
-                  failed_result(context + "stop_discovery did not return within " +
-                                milliseconds_text(settings.stop_timeout)),
-                  &host);
+    progress.finish(failed_result(context + "stop_discovery did not return within " +
+                                  milliseconds_text(settings.stop_timeout)));
   }
   stopped.get();
   return Clock::now() - started;
@@ -470,6 +455,7 @@ CheckOutcome outcome_of(const Check& check, const ChildReport& child,
                         std::chrono::milliseconds quiet_limit, Report& report) {
   CheckOutcome outcome;
   outcome.name = check.name;
+  outcome.handler_log = child.log;
   if (!child.result) {
     outcome.detail = describe_abnormal_end(child, quiet_limit);
     return outcome;
@@ -478,7 +464,6 @@ CheckOutcome outcome_of(const Check& check, const ChildReport& child,
   outcome.verdict = result.value("passed", false) ? Verdict::passed : Verdict::failed;
   outcome.detail = result.value("detail", "");
   outcome.warnings = result.value("warnings", std::vector<std::string>{});
-  outcome.handler_log = result.value("log", std::vector<std::string>{});
   if (result.contains("handler")) report.handler = result["handler"];
   if (result.contains("devices")) report.devices = result["devices"];
   return outcome;

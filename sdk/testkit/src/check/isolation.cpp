@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <system_error>
 #include <utility>
 
@@ -52,6 +53,29 @@ int open_pidfd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pi
   }
 }
 
+// The last kLogLinesKept lines of a log, and how many came before them.
+class LogTail {
+ public:
+  void add(std::string line) {
+    lines_.push_back(std::move(line));
+    if (lines_.size() > kLogLinesKept) {
+      lines_.pop_front();
+      ++left_out_;
+    }
+  }
+  std::vector<std::string> lines() const {
+    std::vector<std::string> result;
+    if (left_out_ > 0)
+      result.push_back("(" + std::to_string(left_out_) + " earlier lines not shown)");
+    result.insert(result.end(), lines_.begin(), lines_.end());
+    return result;
+  }
+
+ private:
+  std::deque<std::string> lines_;
+  size_t left_out_ = 0;
+};
+
 // Splits the child's output into JSON lines and keeps what matters.
 class ReportReader {
  public:
@@ -60,25 +84,36 @@ class ReportReader {
     for (size_t end; (end = pending_.find('\n')) != std::string::npos;) {
       take_line(pending_.substr(0, end));
       pending_.erase(0, end + 1);
-      heard_ = true;
     }
   }
-  // Whether a whole line arrived since the last call.
+  // Whether a phase or the result arrived since the last call.
   bool heard() { return std::exchange(heard_, false); }
+  ChildReport take_report() {
+    report_.log = log_.lines();
+    return std::move(report_);
+  }
   ChildReport& report() { return report_; }
 
  private:
   void take_line(const std::string& line) {
     auto parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!parsed.is_object()) return;  // not ours: ignore
-    if (auto phase = parsed.find("phase"); phase != parsed.end() && phase->is_string())
+    if (auto log = parsed.find("log"); log != parsed.end() && log->is_string())
+      log_.add(log->get<std::string>());
+    if (auto phase = parsed.find("phase"); phase != parsed.end() && phase->is_string()) {
       report_.last_phase = phase->get<std::string>();
-    if (auto result = parsed.find("result"); result != parsed.end()) report_.result = *result;
+      heard_ = true;
+    }
+    if (auto result = parsed.find("result"); result != parsed.end()) {
+      report_.result = *result;
+      heard_ = true;
+    }
   }
 
   std::string pending_;
   bool heard_ = false;
   ChildReport report_;
+  LogTail log_;
 };
 
 // Reads what is available now; returns false at end of file.
@@ -131,7 +166,7 @@ ChildReport follow_child(pid_t pid, int read_fd, std::chrono::milliseconds quiet
       wait_for_exit(pid);
       read_available(read_fd, reader);
       reader.report().timed_out = !reader.report().result;
-      return std::move(reader.report());
+      return reader.take_report();
     }
     // A pipe at end of file stays readable: stop watching it.
     if (fds[0].revents != 0 && !read_available(read_fd, reader)) fds[0].fd = -1;
@@ -140,7 +175,7 @@ ChildReport follow_child(pid_t pid, int read_fd, std::chrono::milliseconds quiet
       int status = wait_for_exit(pid);
       read_available(read_fd, reader);  // whatever it wrote just before exiting
       note_exit(status, reader.report());
-      return std::move(reader.report());
+      return reader.take_report();
     }
   }
 }
@@ -149,6 +184,7 @@ ChildReport follow_child(pid_t pid, int read_fd, std::chrono::milliseconds quiet
 
 void Progress::send(const nlohmann::json& line) {
   std::string text = dump_json(line) + "\n";
+  const std::lock_guard lock(mutex_);
   for (size_t done = 0; done < text.size();) {
     ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
@@ -158,6 +194,8 @@ void Progress::send(const nlohmann::json& line) {
 }
 
 void Progress::phase(std::string_view what) { send({{"phase", what}}); }
+
+void Progress::log(std::string_view line) { send({{"log", line}}); }
 
 void Progress::finish(const nlohmann::json& result) {
   send({{"result", result}});

@@ -1,34 +1,43 @@
 // Runs a piece of work in a forked child process, so that a handler that
 // crashes or hangs takes down only the child. The child reports where it is
-// (phases) and its result as JSON lines over a pipe; the parent waits with a
-// deadline and kills the child with SIGKILL when it expires.
+// (phases), what the handler logs and its result as JSON lines over a pipe,
+// as they happen, so that the parent has them even if the child dies; the
+// parent waits with a deadline and kills the child with SIGKILL when it
+// expires.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dowser::check {
 
-// The child's end of the pipe.
+// The child's end of the pipe; any thread may use it.
 class Progress {
  public:
   explicit Progress(int fd) : fd_(fd) {}
   // Names what the child is about to do, e.g. "start_discovery", so that a
   // crash or hang can be attributed to it.
   void phase(std::string_view what);
+  // Passes on one line the handler logged.
+  void log(std::string_view line);
   // Sends the result and ends the child at once, without running destructors
   // (a thread may be stuck inside the handler).
   [[noreturn]] void finish(const nlohmann::json& result);
 
  private:
   void send(const nlohmann::json& line);
+  std::mutex mutex_;  // a line is written whole
   int fd_;
 };
+
+inline constexpr size_t kLogLinesKept = 50;
 
 // How a child ended. Without a result, exactly one of the last three is set.
 struct ChildReport {
@@ -37,15 +46,20 @@ struct ChildReport {
   std::optional<int> signal;             // it was killed by this signal
   std::optional<int> exit_status;        // it exited without a result
   bool timed_out = false;                // it went quiet for too long and was killed
+  // The last kLogLinesKept lines it passed on with Progress::log, after a
+  // line saying how many earlier ones were left out, if any: a chatty
+  // handler must not flood the report.
+  std::vector<std::string> log;
 };
 
 // The work done in the child; its return value is the result.
 using ChildWork = std::function<nlohmann::json(Progress&)>;
 
 // Forks, runs work in the child and collects its report. The child is killed
-// (SIGKILL) when it sends nothing (no phase, no result) for quiet_limit: each
-// phase restarts the clock, so quiet_limit bounds one step, not the whole
-// work. The calling process must be single-threaded (it forks). Throws
+// (SIGKILL) when it sends no phase and no result for quiet_limit: each phase
+// restarts the clock, so quiet_limit bounds one step, not the whole work
+// (log lines do not: a handler stuck in a loop that logs is stuck all the
+// same). The calling process must be single-threaded (it forks). Throws
 // std::system_error if the child cannot be started or followed.
 ChildReport run_in_child(const ChildWork& work, std::chrono::milliseconds quiet_limit);
 
