@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -36,6 +38,11 @@ constexpr std::string_view kConfigMapDataLink = "..data";
 constexpr auto kRewatchPeriod = std::chrono::milliseconds(1000);
 constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
                                 IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+// On the directory's parent: its name made to mean another directory (a
+// symlink switched with `ln -sfn new tmp && mv -T tmp dir`, or a directory
+// renamed over an empty one), which no event on the old directory tells.
+constexpr uint32_t kParentWatchMask =
+    IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR;
 
 Identity identity_of(const Configuration& configuration) {
   return {configuration.namespace_name, configuration.name};
@@ -66,6 +73,23 @@ class FileDescriptor {
  private:
   int fd_ = -1;
 };
+
+// Which directory a path leads to (through symlinks); nullopt if none.
+std::optional<std::pair<dev_t, ino_t>> directory_identity(const fs::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return std::nullopt;
+  return std::pair{info.st_dev, info.st_ino};
+}
+
+// The name in its parent directory under which the directory is found, if
+// it has one that can be replaced ("conf.d" of "/etc/dowser/conf.d/").
+std::optional<std::pair<fs::path, std::string>> parent_and_name(fs::path directory) {
+  if (!directory.has_filename()) directory = directory.parent_path();  // a trailing slash
+  const std::string name = directory.filename().string();
+  if (name.empty() || name == "." || name == "..") return std::nullopt;
+  fs::path parent = directory.parent_path();
+  return std::pair{parent.empty() ? fs::path(".") : parent, name};
+}
 
 // Where a Configuration is defined: a file name and its definition there.
 struct Definition {
@@ -156,6 +180,8 @@ struct FileConfigurationSource::Watcher {
   bool read_inotify();        // false once the directory's watch is gone
   bool watch_directory();     // adds the watch on the directory now at its path
   void unwatch_directory();
+  bool path_still_leads_here();  // false once it leads elsewhere or nowhere
+  void watch_parent();
   void process_pending();
   std::chrono::milliseconds time_until_due() const;
 
@@ -169,8 +195,12 @@ struct FileConfigurationSource::Watcher {
   std::map<Identity, Configuration> active;
 
   FileDescriptor inotify;
-  int watch = -1;         // the directory's watch descriptor; -1 while it is lost
-  FileDescriptor wakeup;  // eventfd signalled by stop()
+  int watch = -1;  // the directory's watch descriptor; -1 while it is lost
+  std::optional<std::pair<dev_t, ino_t>> watched;  // the directory watch follows
+  int parent_watch = -1;                           // on the parent, for the name
+  std::string name_in_parent;
+  bool name_changed = false;  // the parent said something about the name
+  FileDescriptor wakeup;      // eventfd signalled by stop()
   std::thread thread;
 
   std::set<std::string> pending;
@@ -293,6 +323,7 @@ void FileConfigurationSource::Watcher::start() {
     throw std::runtime_error("cannot watch configuration directory " + directory.string() + ": " +
                              system_error_text(errno));
   }
+  watch_parent();
   wakeup.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (wakeup.get() < 0)
     throw std::runtime_error(std::string("eventfd: ") + system_error_text(errno));
@@ -334,10 +365,14 @@ bool FileConfigurationSource::Watcher::read_inotify() {
     for (const char* at = buffer; at < buffer + length;) {
       const auto* event = reinterpret_cast<const inotify_event*>(at);
       at += sizeof(inotify_event) + event->len;
+      std::string name = event->len > 0 ? std::string(event->name) : "";  // NUL-padded
+      if (event->wd == parent_watch) {
+        name_changed = name_changed || name == name_in_parent;
+        continue;
+      }
       // A directory renamed away keeps its old watch until it is removed.
       if (event->wd != watch && (event->mask & IN_Q_OVERFLOW) == 0) continue;
       if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) watching = false;
-      std::string name = event->len > 0 ? std::string(event->name) : "";  // NUL-padded
       if ((event->mask & IN_Q_OVERFLOW) != 0 || name == kConfigMapDataLink) {
         rescan_pending = relevant = true;
       } else if (is_manifest_name(name)) {
@@ -371,15 +406,22 @@ void FileConfigurationSource::Watcher::process_pending() {
   first_pending = Clock::time_point{};
 }
 
-// A directory removed or renamed (a config-management tool replacing it, a
-// ConfigMap volume remounted) is read again once it is back, and whatever
-// it then holds is what runs; meanwhile the error says it is not followed.
+// A directory removed, renamed or replaced (a config-management tool
+// swapping it, a symlink switched, a ConfigMap volume remounted) is read again
+// once one is at the path, and whatever it then holds is what runs; while
+// none is, the error says it is not followed.
 void FileConfigurationSource::Watcher::run() {
   while (follow()) {
-    events.invalid(ConfigurationError(directory.string(), "(directory)",
-                                      "the directory was removed or renamed; not following it "
-                                      "until it is back"));
-    if (!wait_for_directory()) return;
+    if (watch_directory()) {
+      spdlog::info("configuration directory {} now leads to another directory: reading it",
+                   directory.string());
+    } else {
+      events.invalid(ConfigurationError(directory.string(), "(directory)",
+                                        "the directory was removed or renamed; not following it "
+                                        "until it is back"));
+      if (!wait_for_directory()) return;
+      spdlog::info("configuration directory {} is back: reading it", directory.string());
+    }
     rescan_pending = true;  // read it as it now is (and say so, or why not)
     process_pending();
   }
@@ -398,7 +440,7 @@ bool FileConfigurationSource::Watcher::follow() {
       return false;
     }
     if ((fds[0].revents & POLLIN) != 0) return false;
-    if ((fds[1].revents & POLLIN) != 0 && !read_inotify()) {
+    if ((fds[1].revents & POLLIN) != 0 && (!read_inotify() || !path_still_leads_here())) {
       process_pending();
       unwatch_directory();
       return true;
@@ -419,7 +461,25 @@ bool FileConfigurationSource::Watcher::wait_for_directory() {
 
 bool FileConfigurationSource::Watcher::watch_directory() {
   watch = ::inotify_add_watch(inotify.get(), directory.c_str(), kWatchMask);
+  watched = directory_identity(directory);
+  name_changed = false;
   return watch >= 0;
+}
+
+// After the parent said something about the directory's name: whether the
+// path still leads to the directory watched. If it leads to another one,
+// that one is followed from now on, as a lost directory is once back (in
+// the same second, without the error).
+bool FileConfigurationSource::Watcher::path_still_leads_here() {
+  return !std::exchange(name_changed, false) || directory_identity(directory) == watched;
+}
+
+void FileConfigurationSource::Watcher::watch_parent() {
+  auto parent = parent_and_name(directory);
+  if (!parent) return;
+  name_in_parent = parent->second;
+  // Without it only a swapped top-level symlink goes unnoticed: not fatal.
+  parent_watch = ::inotify_add_watch(inotify.get(), parent->first.c_str(), kParentWatchMask);
 }
 
 // A renamed directory is still watched where it went: not any more. (A

@@ -94,7 +94,10 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
           },
       .invalid =
           [post, this](const configuration::ConfigurationError& error) {
-            spdlog::error("invalid Configuration: {}", error.what());
+            const bool whole_source = error.field_path() == "(directory)";
+            spdlog::error("{}: {}",
+                          whole_source ? "configuration directory" : "invalid Configuration",
+                          error.what());
             post([this, error] { configuration_error(error); });
           },
       .valid =

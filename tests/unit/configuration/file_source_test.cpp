@@ -384,6 +384,45 @@ TEST_F(FileSourceTest, ALostDirectoryIsFollowedAgainOnceItIsBack) {
   EXPECT_EQ(count(log_.since(mark), upserted("d")), 0u) << "the moved directory is not followed";
 }
 
+// A directory given as a symlink that is switched to another directory (how
+// deployment tools publish a new version at once) is followed to the new
+// one at once: no event on the old directory tells of it.
+TEST_F(FileSourceTest, ASymlinkSwitchedToAnotherDirectoryIsFollowedThere) {
+  const fs::path first = directory_ / "v1", second = directory_ / "v2";
+  fs::create_directories(first);
+  fs::create_directories(second);
+  std::ofstream(first / "a.yaml") << manifest("a");
+  std::ofstream(second / "b.yaml") << manifest("b");
+  fs::create_symlink("v1", directory_ / "configs");
+  directory_ /= "configs";
+  start();
+  ASSERT_EQ(count(log_.since(0), upserted("a")), 1u);
+
+  std::size_t mark = log_.size();
+  fs::create_symlink("v2", first.parent_path() / "configs.tmp");
+  fs::rename(first.parent_path() / "configs.tmp", directory_);  // ln -sfn v2 configs, atomically
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("b")));
+  EXPECT_TRUE(log_.wait_for_event(mark, removed("a"))) << "a.yaml is not in v2";
+  wait_until_settled();
+  EXPECT_EQ(count(log_.since(mark), invalid_from(directory_.string())), 0u)
+      << "nothing was ever missing";
+
+  mark = log_.size();
+  write("c.yaml", manifest("c"));
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("c"))) << "v2 is followed";
+  std::ofstream(first / "d.yaml") << manifest("d");
+  wait_until_settled();
+  EXPECT_EQ(count(log_.since(mark), upserted("d")), 0u) << "v1 is not followed any more";
+
+  // A symlink removed is a directory lost, until it is back.
+  mark = log_.size();
+  fs::remove(directory_);
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(directory_.string())));
+  fs::create_symlink("v1", directory_);
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("d"), 5s));
+  EXPECT_TRUE(log_.wait_for_event(mark, valid_from(directory_.string())));
+}
+
 // A file that cannot be looked at (here a symlink loop; for a non-root
 // daemon also a directory made unreadable) is an error, not a removal: what
 // was read of it keeps running, as for a file that turns invalid.
