@@ -15,7 +15,6 @@
 #include <cstring>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 
 namespace dowser::configuration {
@@ -128,22 +127,30 @@ std::vector<fs::path> manifest_files(const fs::path& directory) {
   return files;
 }
 
+// Also reads what is not a regular file (`dowserctl validate /dev/stdin`);
+// dowserd never asks it to (refresh() skips such files).
 std::string read_manifest(const fs::path& file) {
   std::error_code error;
-  if (fs::is_directory(file, error))
-    throw ConfigurationError(file.string(), "(file)", "is a directory, not a manifest file");
-  std::uintmax_t size = fs::file_size(file, error);
+  const fs::file_status status = fs::status(file, error);
   if (error) throw ConfigurationError(file.string(), "(file)", error.message());
-  if (size > kMaxManifestBytes) {
-    throw ConfigurationError(file.string(), "(file)",
-                             "larger than " + std::to_string(kMaxManifestBytes) + " bytes");
-  }
+  if (fs::is_directory(status))
+    throw ConfigurationError(file.string(), "(file)", "is a directory, not a manifest file");
+  const auto too_large = [&] {
+    return ConfigurationError(file.string(), "(file)",
+                              "larger than " + std::to_string(kMaxManifestBytes) + " bytes");
+  };
+  if (fs::is_regular_file(status) && fs::file_size(file, error) > kMaxManifestBytes && !error)
+    throw too_large();
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigurationError(file.string(), "(file)", system_error_text(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  char buffer[64 * 1024];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxManifestBytes) throw too_large();  // it grew, or is a stream
+  }
   if (in.bad()) throw ConfigurationError(file.string(), "(file)", "read failed");
-  return text.str();
+  return text;
 }
 
 struct FileConfigurationSource::Watcher {

@@ -1,8 +1,10 @@
 // dowserctl: reads a running dowserd's status API, and checks manifests and
 // handlers without one. Exit codes: see dowserctl.hpp and docs/dowserctl.md.
 #include "command_line.hpp"
+#include "configuration.hpp"
 #include "dowserctl.hpp"
 #include "naming.hpp"
+#include "status_api.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -54,7 +56,10 @@ int main(int argc, char** argv) {
   std::string colour = "auto";
   bool verbose = false;
   HandlerSetup setup;
-  app.add_option("--server", remote.server, "dowserd's status API")->capture_default_str();
+  app.add_option("--server", remote.server, "dowserd's status API")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](const std::string& url) { return dowser::status_api::http_url_problem(url); }, "URL"));
   app.add_option("--timeout-ms", timeout_ms, "how long to wait for the daemon")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(1, 600000, "ms"));
@@ -80,7 +85,12 @@ int main(int argc, char** argv) {
 
   std::string configuration_filter;
   auto* instances = app.add_subcommand("instances", "Instances, their nodes and slot usage");
-  instances->add_option("-c,--configuration", configuration_filter, "only this Configuration");
+  instances->add_option("-c,--configuration", configuration_filter, "only this Configuration")
+      ->check(CLI::Validator(
+          [](const std::string& name) {
+            return dowser::configuration::configuration_name_problem(name);
+          },
+          "NAME"));
   instances->callback([&] {
     command = [&](const Output& output) {
       return show_instances(remote, output, configuration_filter);
@@ -161,6 +171,7 @@ int main(int argc, char** argv) {
 
   // Handlers log through spdlog: keep stdout for the command's output.
   spdlog::set_default_logger(spdlog::stderr_color_mt("dowserctl"));
+  spdlog::set_pattern("%n: %^%l%$: %v");  // a command's message, not a daemon's log line
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   remote.timeout = std::chrono::milliseconds(timeout_ms);
   Output output{format == "json" ? Format::json : Format::table, use_colour(colour)};

@@ -22,9 +22,8 @@ struct Finding {
 
 class Validator {
  public:
-  Validator(const HandlerSetup& setup, bool skip_handlers) : setup_(setup) {
-    if (!skip_handlers) handlers_ = std::make_unique<LocalDiscovery>(setup.handler_dir);
-  }
+  Validator(const HandlerSetup& setup, bool skip_handlers)
+      : setup_(setup), skip_handlers_(skip_handlers) {}
 
   // A directory is checked as dowserd reads it: every manifest file in it.
   void check_path(const std::filesystem::path& path) {
@@ -77,7 +76,9 @@ class Validator {
     } catch (const std::invalid_argument& e) {
       return problem(file, id, where + e.what());
     }
-    if (handlers_) {
+    if (!skip_handlers_) {
+      // Loaded for the first Configuration: files with none need no handler.
+      if (!handlers_) handlers_ = std::make_unique<LocalDiscovery>(setup_.handler_dir);
       try {
         handlers_->validate(configuration);
       } catch (const host::HandlerCallError& e) {
@@ -101,6 +102,7 @@ class Validator {
   }
 
   const HandlerSetup& setup_;
+  const bool skip_handlers_;
   std::unique_ptr<LocalDiscovery> handlers_;
   std::map<std::string, std::string> defined_in_;  // namespace/name -> file
   std::set<std::filesystem::path> checked_;        // files read, as canonical paths

@@ -43,6 +43,15 @@ Url parse_url(std::string_view url) {
 
 }  // namespace
 
+std::string http_url_problem(std::string_view url) {
+  try {
+    parse_url(url);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+}
+
 Response http_get(std::string_view url, std::chrono::milliseconds timeout) {
   auto where = parse_url(url);
   boost::asio::io_context io;

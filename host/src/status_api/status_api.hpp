@@ -245,6 +245,8 @@ class Unreachable : public std::runtime_error {
 // GET url ("http://HOST[:PORT]/path"). Throws Unreachable, or
 // std::invalid_argument for a URL it cannot use.
 Response http_get(std::string_view url, std::chrono::milliseconds timeout);
+// Why http_get cannot use url, or "" if it can.
+std::string http_url_problem(std::string_view url);
 
 // ---- template definition ------------------------------------------------------------
 

@@ -3,6 +3,10 @@
 #include "operability_harness.hpp"
 
 #include <gmock/gmock.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <thread>
 
 namespace dowser::it {
 namespace {
@@ -117,6 +121,13 @@ TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
   auto no_configuration = remote({"instances", "-c", "camz"});
   EXPECT_EQ(no_configuration.exit_code, 1) << no_configuration.out;
   EXPECT_THAT(no_configuration.err, HasSubstr("no Configuration named camz"));
+  // Mistakes in the command line are told before anything is asked.
+  auto empty_name = remote({"instances", "-c", ""});
+  EXPECT_EQ(empty_name.exit_code, 2) << empty_name.out;
+  EXPECT_THAT(empty_name.err, HasSubstr("must be a DNS-1123 subdomain"));
+  auto bad_server = ctl({"status", "--server", "nonsense"});
+  EXPECT_EQ(bad_server.exit_code, 2);
+  EXPECT_THAT(bad_server.err, HasSubstr("'nonsense' is not an http:// URL"));
 
   EXPECT_EQ(ctl({}).exit_code, 2);
   auto misspelt = ctl({"stauts"});
@@ -337,6 +348,19 @@ TEST_F(DowserctlTest, ValidateReadsADirectoryAsTheDaemonDoes) {
                     (dir / ".." / "manifests" / "good.yaml").string()});
   EXPECT_THAT(twice.out, Not(HasSubstr("also defined in"))) << twice.out;
   EXPECT_THAT(twice.out, HasSubstr("1 problem in 3 files")) << twice.out;
+
+  // What is not a regular file is read as a stream: a pipe, or /dev/null.
+  const fs::path fifo = root_ / "manifest.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream(fifo) << "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: "
+                           "piped}\nspec:\n  discoveryHandler: {name: debugEcho}\n";
+  });
+  auto piped = ctl({"validate", "--skip-handlers", fifo.string(), "/dev/null"});
+  writer.join();
+  EXPECT_EQ(piped.exit_code, 0) << piped.out << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr(fifo.string() + ": Configuration default/piped: valid"));
+  EXPECT_THAT(piped.out, HasSubstr("ok     /dev/null: no Configuration in the file"));
 
   auto none = ctl({"validate", "--skip-handlers", (dir / "empty-dir").string()});
   EXPECT_EQ(none.exit_code, 1);
