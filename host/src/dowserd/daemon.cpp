@@ -325,10 +325,14 @@ AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
 void Daemon::retry_failed_writes() {
   auto failed = reconciler_.take_failed_writes();
   if (failed.empty()) return;
-  rewrites_due_.merge(failed);
-  if (rewrite_timer_.expiry() > std::chrono::steady_clock::now()) return;  // one is set
   spdlog::info("trying the Instances that could not be written again in {} ms",
                rewrite_delay_.count());
+  reapply_later(std::move(failed));
+}
+
+void Daemon::reapply_later(std::set<ConfigurationKey> keys) {
+  rewrites_due_.merge(keys);
+  if (rewrite_timer_.expiry() > std::chrono::steady_clock::now()) return;  // one is set
   rewrite_timer_.expires_after(rewrite_delay_);
   rewrite_delay_ = std::min(rewrite_delay_ * 2, kMaxRewriteDelay);
   rewrite_timer_.async_wait([this](const boost::system::error_code& error) {
@@ -359,7 +363,18 @@ void Daemon::store_event(const store::WatchEvent& event) {
   } else {
     capacity_.apply(event.object);  // marks it dirty through the listener
   }
-  reconciler_.stored_instance_changed(key);
+  // Deleted (or this node taken out) from outside while its device is still
+  // here: written again, or its plugin would stay down until the handler
+  // happens to report a change.
+  if (auto configuration = reconciler_.stored_instance_changed(key)) {
+    spdlog::warn(
+        "Instance {} was {} from outside while its device is still discovered here: writing it "
+        "again in {} ms",
+        key.second,
+        event.type == store::WatchEvent::Type::deleted ? "deleted" : "changed to leave this node",
+        rewrite_delay_.count());
+    reapply_later({*configuration});
+  }
   // Its claims may have been released from outside (an edit of the store):
   // an offline device kept only for them goes now, not at a later report.
   if (reconciler_.offline(key)) {

@@ -111,6 +111,9 @@ class Daemon {
   // they succeed: the device appears once the cause (a torn file, a full
   // disk) is gone, without waiting for its handler's next report.
   void retry_failed_writes();
+  // Reapplies the Configurations after the current backoff delay (one timer
+  // for all), doubling it for as long as writes keep failing.
+  void reapply_later(std::set<ConfigurationKey> keys);
 
   std::vector<reclaim::HeldSlot> held_slots() const;
   // An Allocate granted the slot: the reclaimer's grace for it starts over.

@@ -126,10 +126,13 @@ std::set<capacity::InstanceKey> InstanceReconciler::reapply(
   return reconcile(configuration, reported_devices(key, {}), now);
 }
 
-void InstanceReconciler::stored_instance_changed(const capacity::InstanceKey& instance) {
+std::optional<ConfigurationKey> InstanceReconciler::stored_instance_changed(
+    const capacity::InstanceKey& instance) {
   auto seen = seen_.find(instance);
-  if (seen != seen_.end() && !seen->second.offline_until && !lists_this_node(instance))
-    unlisted_.insert(instance);
+  if (seen == seen_.end() || seen->second.offline_until || lists_this_node(instance))
+    return std::nullopt;
+  if (!unlisted_.insert(instance).second) return std::nullopt;
+  return seen->second.configuration;
 }
 
 void InstanceReconciler::report(const configuration::Configuration& configuration,

@@ -59,9 +59,10 @@ class InstanceReconciler : public capacity::DeviceCatalog {
                                           Clock::time_point now);
 
   // The store has a new version of the Instance, or none: if its device is
-  // reported but the Instance no longer lists this node, the
-  // Configuration's next snapshot joins it again.
-  void stored_instance_changed(const capacity::InstanceKey& instance);
+  // reported but the Instance no longer lists this node (someone deleted it,
+  // or took this node out), the Configuration's next snapshot or reapply()
+  // joins it again; returns that Configuration, the first time.
+  std::optional<ConfigurationKey> stored_instance_changed(const capacity::InstanceKey& instance);
 
   // The Configurations one of whose Instances could not be written since the
   // last call (a torn file in the way, a full disk): reapply() them later.

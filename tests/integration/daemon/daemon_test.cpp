@@ -577,6 +577,31 @@ TEST_F(DaemonTest, AnInstanceThatCouldNotBeWrittenIsWrittenOnceTheCauseIsGone) {
   EXPECT_EQ(instances(1).size(), 1u);
 }
 
+// Deleted from outside (kubectl delete akrii, a cleanup script) while its
+// device is still discovered: its plugin stopped, and nothing brought it
+// back until the handler reported a change (debugEcho reports none). Now it
+// is written again, and its plugin serves again.
+TEST_F(DaemonTest, AnInstanceDeletedFromOutsideIsWrittenAgainWhileItsDeviceIsHere) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const auto before = instances(1).at(0);
+  const auto il = il_resources({before}, "cams").at(0);
+  ASSERT_TRUE(node.wait_allocatable(il, 1)) << node.log();
+
+  store::FileInstanceStore(state_dir_ / "instances")
+      .remove("default", before.instance.name, before.revision);
+  ASSERT_TRUE(node.wait_for_log("Instance " + before.instance.name + " was deleted from outside"))
+      << node.log();
+  ASSERT_TRUE(test::eventually([&] {
+    auto now = instances();
+    return now.size() == 1 && now[0].revision > before.revision;
+  })) << node.log();
+  EXPECT_EQ(instances().at(0).instance, before.instance) << "the same Instance, written again";
+  EXPECT_TRUE(node.wait_allocatable(il, 1)) << node.log();
+  EXPECT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok()) << "its plugin serves";
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");

@@ -17,6 +17,7 @@ using dowser::capacity::CapacityManager;
 using dowser::capacity::InstanceKey;
 using dowser::configuration::Configuration;
 using dowser::reconcile::Clock;
+using dowser::reconcile::ConfigurationKey;
 using dowser::reconcile::instance_for;
 using dowser::reconcile::InstanceReconciler;
 using dowser::store::FileInstanceStore;
@@ -377,10 +378,28 @@ TEST_F(InstanceReconcilerTest, AnInstanceThatLostThisNodeIsJoinedAgainOnTheNextC
   // Someone else deletes the Instance; the store watch tells the daemon.
   store_->remove(kShared.first, kShared.second, instance->revision);
   capacity_->forget(kShared);
-  reconciler_->stored_instance_changed(kShared);
+  EXPECT_EQ(reconciler_->stored_instance_changed(kShared), ConfigurationKey("default", "cams"));
+  EXPECT_EQ(reconciler_->stored_instance_changed(kShared), std::nullopt) << "told once";
 
   reconciler_->apply(config, changes({}), start_);
   ASSERT_TRUE(stored(kShared)) << "joined again, as a complete snapshot would";
+  EXPECT_EQ(stored(kShared)->instance.nodes, std::set<std::string>{"node-a"});
+  EXPECT_EQ(reconciler_->stored_instance_changed(kShared), std::nullopt) << "it lists this node";
+}
+
+// The daemon does not wait for the next changes (a handler may report none
+// for days): it reapplies the Configuration it was told of.
+TEST_F(InstanceReconcilerTest, AnInstanceThatLostThisNodeIsJoinedAgainByAReapply) {
+  auto config = configuration("cams");
+  reconciler_->apply(config, complete({device("dev_1", Sharing::shared)}), start_);
+  auto instance = stored(kShared);
+  ASSERT_TRUE(instance);
+  store_->remove(kShared.first, kShared.second, instance->revision);
+  capacity_->forget(kShared);
+  ASSERT_TRUE(reconciler_->stored_instance_changed(kShared));
+
+  reconciler_->reapply(config, start_);
+  ASSERT_TRUE(stored(kShared));
   EXPECT_EQ(stored(kShared)->instance.nodes, std::set<std::string>{"node-a"});
 }
 
