@@ -135,6 +135,13 @@ class ConfigurationSource {
   // Throws std::runtime_error when the source cannot be followed at all.
   virtual void start() = 0;
   virtual void stop() = 0;  // idempotent; no event is delivered after it returns
+  // The daemon refused this version of a Configuration, or cannot run it yet
+  // (reason: one CamelCase word such as "Refused"; message: why). A source
+  // whose users look elsewhere than dowserd's log tells them there: the
+  // Kubernetes source posts a Warning Event on the object, once per version
+  // and message. Called on the daemon's core thread: does not block.
+  virtual void report_problem(const Configuration& /*configuration*/, const std::string& /*reason*/,
+                              const std::string& /*message*/) {}
 };
 
 // Watches a directory of manifests (*.yaml, *.yml, *.json; other files and
@@ -195,6 +202,8 @@ class KubeConfigurationSource : public ConfigurationSource {
 
   void start() override;
   void stop() override;
+  void report_problem(const Configuration& configuration, const std::string& reason,
+                      const std::string& message) override;
 
  private:
   struct State;

@@ -1,18 +1,24 @@
 // KubeConfigurationSource: Configurations from the API server, their
 // discoveryProperties resolved from the Secrets and ConfigMaps watched beside
 // them. Three reflectors feed one state under one mutex; events leave in order
-// under it, and Kubernetes Events are posted after it is released.
+// under it, and Kubernetes Events are posted after it is released. Problems the
+// daemon reports are posted by a thread of their own, so that it never waits
+// for the API server.
 #include "configuration.hpp"
 #include "kube_client.hpp"
+#include "thread_names.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <ctime>
+#include <deque>
 #include <mutex>
 #include <random>
 #include <set>
+#include <thread>
 
 namespace dowser::configuration {
 namespace {
@@ -149,6 +155,12 @@ struct KubeConfigurationSource::State {
                const std::string& message) const;
   void post(const Reports& reports);
 
+  // ---- problems the daemon reports (core thread), and their poster ----
+  void report_problem(const Configuration& configuration, const std::string& reason,
+                      const std::string& message);
+  void run_poster();
+  void stop_poster();
+
   kube::KubeClient& client;
   const std::string namespace_name;  // empty: all
   const std::string reporting_node;
@@ -160,10 +172,18 @@ struct KubeConfigurationSource::State {
   std::map<Identity, KeyValues> secrets_, config_maps_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
   std::map<Identity, std::string> unresolved_;   // the problem last reported
+  // The daemon's problems posted for each object's current resourceVersion.
+  std::map<Identity, std::pair<std::string, std::set<std::string>>> problems_posted_;
   bool configurations_listed_ = false, secrets_listed_ = false, config_maps_listed_ = false;
   bool synced_ = false;
 
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
+
+  std::mutex poster_mutex;  // guards what follows
+  std::condition_variable poster_wake;
+  std::deque<json> poster_queue;
+  bool poster_stopping = false;
+  std::thread poster;
 };
 
 // ---- objects into state ------------------------------------------------------------
@@ -252,6 +272,8 @@ void KubeConfigurationSource::State::configurations_listed(const std::vector<jso
       store(object, reports);
     }
     std::erase_if(parsed_, [&](const auto& entry) { return present.count(entry.first) == 0; });
+    std::erase_if(problems_posted_,
+                  [&](const auto& entry) { return present.count(entry.first) == 0; });
     std::erase_if(reported_invalid_, [&](const auto& entry) {
       if (present.count(entry.first) > 0) return false;
       events.valid(identity_text(entry.first));  // gone: its report no longer holds
@@ -272,6 +294,7 @@ void KubeConfigurationSource::State::configuration_changed(const std::string& ty
     if (type == "DELETED" || terminating(object)) {
       parsed_.erase(identity);
       reported_invalid_.erase(identity);
+      problems_posted_.erase(identity);
       events.valid(identity_text(identity));
     } else {
       store(object, reports);
@@ -353,6 +376,53 @@ void KubeConfigurationSource::State::post(const Reports& reports) {
   }
 }
 
+void KubeConfigurationSource::State::report_problem(const Configuration& configuration,
+                                                    const std::string& reason,
+                                                    const std::string& message) {
+  const Identity identity{configuration.namespace_name, configuration.name};
+  json event;
+  {
+    std::lock_guard lock(mutex);
+    auto parsed = parsed_.find(identity);
+    if (parsed == parsed_.end()) return;  // gone meanwhile: nobody to tell
+    auto& [version, posted] = problems_posted_[identity];
+    if (version != parsed->second.resource_version) {
+      version = parsed->second.resource_version;
+      posted.clear();
+    }
+    if (!posted.insert(message).second) return;
+    event = warning(identity, &parsed->second, reason, message);
+  }
+  {
+    std::lock_guard lock(poster_mutex);
+    if (poster_stopping) return;
+    poster_queue.push_back(std::move(event));
+  }
+  poster_wake.notify_one();
+}
+
+void KubeConfigurationSource::State::run_poster() {
+  std::unique_lock lock(poster_mutex);
+  while (true) {
+    poster_wake.wait(lock, [this] { return poster_stopping || !poster_queue.empty(); });
+    if (poster_stopping) return;
+    Reports reports(poster_queue.begin(), poster_queue.end());
+    poster_queue.clear();
+    lock.unlock();
+    post(reports);
+    lock.lock();
+  }
+}
+
+void KubeConfigurationSource::State::stop_poster() {
+  {
+    std::lock_guard lock(poster_mutex);
+    poster_stopping = true;
+  }
+  poster_wake.notify_one();
+  if (poster.joinable()) poster.join();
+}
+
 // ---- public face -------------------------------------------------------------------
 
 KubeConfigurationSource::KubeConfigurationSource(kube::KubeClient& client,
@@ -397,11 +467,22 @@ void KubeConfigurationSource::start() {
                       state.reference_changed(state.config_maps_, type, object, config_map_values);
                     },
                     failed(kConfigMaps.plural)});
+  state.poster = std::thread([&state] {
+    name_this_thread("kube-events");
+    state.run_poster();
+  });
   for (auto& reflector : state.reflectors) reflector->start();
 }
 
 void KubeConfigurationSource::stop() {
   for (auto& reflector : state_->reflectors) reflector->stop();
+  state_->stop_poster();
+}
+
+void KubeConfigurationSource::report_problem(const Configuration& configuration,
+                                             const std::string& reason,
+                                             const std::string& message) {
+  state_->report_problem(configuration, reason, message);
 }
 
 }  // namespace dowser::configuration

@@ -3,6 +3,7 @@
 #include "naming.hpp"
 #include "status_api.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -166,14 +167,18 @@ int show_configurations(const Remote& remote, const Output& output) {
     auto body = fetch(remote, "/api/v1/configurations");
     auto errors =
         items<status_api::ConfigurationErrorStatus>(fetch(remote, "/api/v1/configuration-errors"));
-    int code = errors.empty() ? kOk : kProblems;
+    const auto configurations = items<status_api::ConfigurationStatus>(body);
+    // A manifest that does not parse, or a Configuration the daemon refused.
+    const bool refused = std::any_of(configurations.begin(), configurations.end(),
+                                     [](const auto& c) { return c.state == "refused"; });
+    const int code = errors.empty() && !refused ? kOk : kProblems;
     if (output.format == Format::json) {
       print_json(body);
       return code;
     }
     Table table({"NAMESPACE", "NAME", "HANDLER", "STATE", "DEVICES", "INSTANCES", "CAPACITY",
                  "LAST ERROR"});
-    for (const auto& c : items<status_api::ConfigurationStatus>(body))
+    for (const auto& c : configurations)
       table.add({c.namespace_name, c.name, c.handler, Cell(c.state, state_colour(c.state)),
                  std::to_string(c.devices), std::to_string(c.instances), std::to_string(c.capacity),
                  last_error_cell(c)});

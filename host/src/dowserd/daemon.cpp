@@ -106,7 +106,7 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
           },
       .unresolved =
           [post, this](const configuration::Configuration& c, const std::string& reason) {
-            post([this, c, reason] { refused(c, reason); });
+            post([this, c, reason] { refused(c, reason, FoundBy::source); });
           },
       // Runs after the initial Configurations (posted before it): whatever
       // this node holds for a Configuration that no longer exists is withdrawn.
@@ -218,6 +218,8 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   } catch (const std::runtime_error& e) {
     // No handler yet: the session waits for it and validates by starting.
     spdlog::warn("Configuration {}/{}: not validated: {}", key.first, key.second, e.what());
+    if (configurations_source_)
+      configurations_source_->report_problem(configuration, "NotValidated", e.what());
   }
   bool known = configurations_.count(key) > 0;
   configurations_[key] = configuration;

@@ -141,7 +141,11 @@ class Daemon {
   void start_status_server();
   void discovery_failed(const ConfigurationKey& key, const std::string& reason);
   void record_snapshot(const ConfigurationKey& key, size_t devices);
-  void refused(const configuration::Configuration& configuration, const std::string& reason);
+  // Records (and logs) why the Configuration does not run; unless the source
+  // found it (an unresolved reference), the source tells its users too.
+  enum class FoundBy { daemon, source };
+  void refused(const configuration::Configuration& configuration, const std::string& reason,
+               FoundBy found_by = FoundBy::daemon);
   void configuration_error(const configuration::ConfigurationError& error);
   std::vector<status_api::ConfigurationErrorStatus> configuration_error_statuses() const;
   void await_kubelet(const ConfigurationKey& configuration,

@@ -135,9 +135,12 @@ void Daemon::record_snapshot(const ConfigurationKey& key, size_t devices) {
   metrics_.discovery_snapshots.with({configurations_.at(key).handler_name}).inc();
 }
 
-void Daemon::refused(const configuration::Configuration& configuration, const std::string& reason) {
+void Daemon::refused(const configuration::Configuration& configuration, const std::string& reason,
+                     FoundBy found_by) {
   spdlog::error("Configuration {}/{}: {}", configuration.namespace_name, configuration.name,
                 reason);
+  if (found_by == FoundBy::daemon && configurations_source_)
+    configurations_source_->report_problem(configuration, "Refused", reason);
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   refused_[key] = {configuration, reason};
   waiting_for_name_.erase(key);  // refused for something else now

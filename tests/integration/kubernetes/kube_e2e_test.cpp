@@ -436,5 +436,48 @@ TEST_F(KubeTest, AMissingSecretIsReportedAndRetriedWhenCreated) {
   EXPECT_EQ(a.kubelet->status().resource("akri.sh/bad"), nullptr);
 }
 
+// What the daemon refuses (its handler refuses the details) or cannot check
+// yet (no such handler) is told where kubectl describe looks, once per
+// version, while the others run.
+TEST_F(KubeTest, RefusalsByTheDaemonArePostedAsEventsOnTheConfiguration) {
+  write_file(root_ / "online", "ONLINE\n");
+  json refused = echo_object("refused", 1, false);
+  refused["spec"]["discoveryHandler"]["discoveryDetails"] = "descriptions: [cam0";
+  client_->create(kConfigurations, "default", refused);
+  json misspelt = echo_object("misspelt", 1, false);
+  misspelt["spec"]["discoveryHandler"]["name"] = "debugEcko";
+  client_->create(kConfigurations, "default", misspelt);
+  client_->create(
+      kConfigurations, "default",
+      echo_object("good", 1, false, json::array({availability_file(root_ / "online")})));
+  auto& a = add_kube_node("node-a");
+  ASSERT_TRUE(a.wait_allocatable("akri.sh/good", 1)) << a.log();
+
+  auto one_event = [&](const std::string& configuration, const std::string& reason) {
+    std::vector<json> events;
+    test::eventually([&] {
+      events = events_for(configuration, reason);
+      return !events.empty();
+    });
+    return events.size() == 1 ? events[0].value("message", "")
+                              : "(" + std::to_string(events.size()) + " events)";
+  };
+  const std::string refusal = one_event("refused", "Refused");
+  EXPECT_NE(refusal.find("refused by handler debugEcho: "), std::string::npos) << refusal << "\n"
+                                                                               << a.log();
+  const std::string unchecked = one_event("misspelt", "NotValidated");
+  EXPECT_NE(unchecked.find("no discovery handler named 'debugEcko'"), std::string::npos)
+      << unchecked << "\n"
+      << a.log();
+
+  // A new version refused for the same reason is told again.
+  refused = client_->get(kConfigurations, "default", "refused");
+  refused["spec"]["capacity"] = 2;
+  client_->replace(kConfigurations, "default", refused);
+  EXPECT_TRUE(test::eventually([&] { return events_for("refused", "Refused").size() == 2; }))
+      << a.log();
+  EXPECT_TRUE(events_for("good", "Refused").empty());
+}
+
 }  // namespace
 }  // namespace dowser::it

@@ -180,9 +180,18 @@ TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
   ASSERT_TRUE(eventually([&] {
     return api(url_, "/api/v1/configuration-errors")["items"].empty();
   })) << node.log();
-  auto fixed = remote({"configs"});
-  EXPECT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
-  EXPECT_THAT(fixed.out, Not(HasSubstr("Refused manifests")));
+  // It parses now, but its handler refuses it (no discovery details): still
+  // a problem to fix.
+  auto parsed = remote({"configs"});
+  EXPECT_EQ(parsed.exit_code, 1) << parsed.out;
+  EXPECT_THAT(parsed.out, Not(HasSubstr("Refused manifests")));
+  EXPECT_THAT(parsed.out, HasSubstr("refused by handler debugEcho"));
+
+  write_file(bad,
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: bad}\n"
+             "spec:\n  capacity: 1\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+             "'descriptions: [b0]'}\n");
+  ASSERT_TRUE(eventually([&] { return remote({"configs"}).exit_code == 0; })) << node.log();
 }
 
 // An error discovery has recovered from stays visible, but says so.
