@@ -215,7 +215,7 @@ struct SlotGrant {
 
 // One ContainerAllocateResponse for one container request: every grant's
 // environment suffixed with _<HASH> (the Instance's digest, upper case),
-// plus unsuffixed when the request holds one device; mounts and device nodes
+// plus unsuffixed what every grant has with the same value; mounts and device nodes
 // of all (duplicates once); annotation akri.agent.slot-<slot> = usage.
 void fill_container_response(const std::vector<SlotGrant>& grants,
                              v1beta1::ContainerAllocateResponse& response);

@@ -67,6 +67,22 @@ void prefer(const v1beta1::ContainerPreferredAllocationRequest& request,
   }
 }
 
+// The variables every grant has with the same value: they may also go
+// unsuffixed, as no device would read another's value under the plain name.
+// Everything with one device (or slots of one); the Configuration's
+// brokerProperties (which win a clash with a device's) with several.
+std::map<std::string, std::string> agreed_environment(const std::vector<SlotGrant>& grants) {
+  if (grants.empty()) return {};
+  std::map<std::string, std::string> agreed = grants.front().environment;
+  for (const auto& grant : grants) {
+    std::erase_if(agreed, [&](const auto& entry) {
+      auto value = grant.environment.find(entry.first);
+      return value == grant.environment.end() || value->second != entry.second;
+    });
+  }
+  return agreed;
+}
+
 }  // namespace
 
 // ---- response contents ------------------------------------------------------------
@@ -74,6 +90,8 @@ void prefer(const v1beta1::ContainerPreferredAllocationRequest& request,
 void fill_container_response(const std::vector<SlotGrant>& grants,
                              v1beta1::ContainerAllocateResponse& response) {
   std::set<std::pair<std::string, std::string>> mounts_seen, nodes_seen;
+  for (const auto& [key, value] : agreed_environment(grants))
+    (*response.mutable_envs())[key] = value;
   for (const auto& grant : grants) {
     std::string hash = grant.instance.substr(grant.instance.rfind('-') + 1);
     std::transform(hash.begin(), hash.end(), hash.begin(),
@@ -82,7 +100,6 @@ void fill_container_response(const std::vector<SlotGrant>& grants,
       std::string suffixed = key;
       suffixed.append("_").append(hash);
       (*response.mutable_envs())[suffixed] = value;
-      if (grants.size() == 1) (*response.mutable_envs())[key] = value;
     }
     for (const auto& mount : grant.mounts) {
       if (!mounts_seen.emplace(mount.container_path, mount.host_path).second) continue;

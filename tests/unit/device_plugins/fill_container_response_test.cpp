@@ -60,28 +60,33 @@ TEST(FillContainerResponse, OneDeviceGetsItsPropertiesSuffixedAndPlain) {
   EXPECT_TRUE(response.devices().empty());
 }
 
-TEST(FillContainerResponse, SeveralDevicesAreSuffixedOnlyAndShareMountsOnce) {
+TEST(FillContainerResponse, SeveralDevicesShareUnsuffixedOnlyWhatTheyAgreeOnAndMountsOnce) {
   SlotGrant first;
   first.instance = "cams-a1b2c3";
   first.slot = 0;
   first.usage = "C:0:node-a";
-  first.environment = {{"RESOLUTION", "1080p"}};
+  first.environment = {{"RESOLUTION", "1080p"}, {"SITE", "north"}, {"ONLY_FIRST", "x"}};
   first.mounts = {{"/data", "/srv/data", true}};
   first.device_nodes = {{"/dev/video0", "", "rw"}};
   SlotGrant second;
   second.instance = "cams-d4e5f6";
   second.slot = 2;
   second.usage = "C:1:node-a";
-  second.environment = {{"RESOLUTION", "720p"}};
+  second.environment = {{"RESOLUTION", "720p"}, {"SITE", "north"}};
   second.mounts = {{"/data", "/srv/data", true}, {"/logs", "/srv/logs", false}};
   second.device_nodes = {{"/dev/video0", "", "rw"}, {"/dev/video1", "/dev/video9", "r"}};
   v1beta1::ContainerAllocateResponse response;
 
   fill_container_response({first, second}, response);
 
-  EXPECT_EQ(to_map(response.envs()),
-            (StringMap{{"RESOLUTION_A1B2C3", "1080p"}, {"RESOLUTION_D4E5F6", "720p"}}))
-      << "no unsuffixed names when the request holds more than one device";
+  EXPECT_EQ(to_map(response.envs()), (StringMap{{"RESOLUTION_A1B2C3", "1080p"},
+                                                {"RESOLUTION_D4E5F6", "720p"},
+                                                {"SITE_A1B2C3", "north"},
+                                                {"SITE_D4E5F6", "north"},
+                                                {"SITE", "north"},
+                                                {"ONLY_FIRST_A1B2C3", "x"}}))
+      << "unsuffixed only what every device has with the same value (a Configuration's "
+         "brokerProperties)";
   EXPECT_EQ(mounts_of(response), (std::vector<std::tuple<std::string, std::string, bool>>{
                                      {"/data", "/srv/data", true}, {"/logs", "/srv/logs", false}}));
   EXPECT_EQ(devices_of(response),
@@ -91,6 +96,23 @@ TEST(FillContainerResponse, SeveralDevicesAreSuffixedOnlyAndShareMountsOnce) {
   EXPECT_EQ(to_map(response.annotations()),
             (StringMap{{"akri.agent.slot-cams-a1b2c3-0", "C:0:node-a"},
                        {"akri.agent.slot-cams-d4e5f6-2", "C:1:node-a"}}));
+}
+
+// Preferred may give one container two slots of one Instance: one device.
+TEST(FillContainerResponse, TwoSlotsOfOneInstanceAreOneDevice) {
+  SlotGrant first;
+  first.instance = "cams-a1b2c3";
+  first.slot = 0;
+  first.environment = {{"RESOLUTION", "1080p"}};
+  SlotGrant second = first;
+  second.slot = 1;
+  v1beta1::ContainerAllocateResponse response;
+
+  fill_container_response({first, second}, response);
+
+  EXPECT_EQ(to_map(response.envs()),
+            (StringMap{{"RESOLUTION_A1B2C3", "1080p"}, {"RESOLUTION", "1080p"}}));
+  EXPECT_EQ(response.annotations_size(), 2);
 }
 
 }  // namespace
