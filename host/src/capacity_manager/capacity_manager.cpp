@@ -466,6 +466,18 @@ void CapacityManager::observe(std::optional<SlotEvent> event, const SlotUsage& u
   if (event) slot_observer_(*event, usage);
 }
 
+bool CapacityManager::restore(const InstanceKey& instance, uint32_t slot, const SlotUsage& usage) {
+  auto got = claim(
+      instance,
+      [&](const InstanceSlots& slots) -> std::optional<uint32_t> {
+        if (slot < slots.capacity && (slots.is_free(slot) || slots.slots[slot] == usage))
+          return slot;
+        return std::nullopt;
+      },
+      usage);
+  return got.has_value();
+}
+
 void CapacityManager::rollback(const std::vector<Claim>& claims) {
   for (const auto& claim : claims) {
     if (!claim.newly_claimed) continue;  // it was ours before this call

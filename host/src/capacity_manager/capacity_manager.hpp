@@ -230,6 +230,11 @@ class CapacityManager {
   // when it was freed.
   bool release(const InstanceKey& instance, uint32_t slot, const naming::SlotUsage& expected);
 
+  // Writes usage into the slot if it is free (or holds it already): a claim
+  // of this node's that the store lost (the Instance deleted from outside)
+  // while a pod here still uses the slot. Returns whether the slot holds it.
+  bool restore(const InstanceKey& instance, uint32_t slot, const naming::SlotUsage& usage);
+
  private:
   struct Claim {
     InstanceKey instance;

@@ -105,9 +105,15 @@ bool is_manifest_name(std::string_view file_name);
 // (field path "(directory)") when it cannot be read.
 std::vector<std::filesystem::path> manifest_files(const std::filesystem::path& directory);
 
+// What read_manifest does with what is not a regular file (a FIFO, a device):
+// refuses it, as dowserd does in a manifest directory, or reads it as a
+// stream (a path named on a command line: /dev/stdin).
+enum class NonRegular { refused, read };
+
 // A manifest file's text. Throws ConfigurationError (field path "(file)")
 // naming why it cannot be read, or that it is too large to be a manifest.
-std::string read_manifest(const std::filesystem::path& file);
+std::string read_manifest(const std::filesystem::path& file,
+                          NonRegular non_regular = NonRegular::refused);
 
 // Where Configurations come from: a watched directory or the cluster. Events
 // are delivered in order, on the source's own threads (or on the caller of

@@ -90,6 +90,12 @@ std::optional<std::pair<fs::path, std::string>> parent_and_name(fs::path directo
   return std::pair{parent.empty() ? fs::path(".") : parent, name};
 }
 
+// A FIFO would block its reader until a writer comes; a device or socket
+// is no manifest either.
+ConfigurationError not_a_regular_file(const fs::path& file) {
+  return ConfigurationError(file.string(), "(file)", "not a regular file; ignored");
+}
+
 // Where a Configuration is defined: a file name and its definition there.
 struct Definition {
   const std::string* file = nullptr;
@@ -127,14 +133,14 @@ std::vector<fs::path> manifest_files(const fs::path& directory) {
   return files;
 }
 
-// Also reads what is not a regular file (`dowserctl validate /dev/stdin`);
-// dowserd never asks it to (refresh() skips such files).
-std::string read_manifest(const fs::path& file) {
+std::string read_manifest(const fs::path& file, NonRegular non_regular) {
   std::error_code error;
   const fs::file_status status = fs::status(file, error);
   if (error) throw ConfigurationError(file.string(), "(file)", error.message());
   if (fs::is_directory(status))
     throw ConfigurationError(file.string(), "(file)", "is a directory, not a manifest file");
+  if (!fs::is_regular_file(status) && non_regular == NonRegular::refused)
+    throw not_a_regular_file(file);
   const auto too_large = [&] {
     return ConfigurationError(file.string(), "(file)",
                               "larger than " + std::to_string(kMaxManifestBytes) + " bytes");
@@ -227,15 +233,17 @@ void FileConfigurationSource::Watcher::refresh_all(const std::set<std::string>& 
 void FileConfigurationSource::Watcher::refresh(const std::string& name) {
   const fs::path file = directory / name;
   struct stat info {};
-  if (::stat(file.c_str(), &info) != 0 && errno != ENOENT && errno != ENOTDIR) {
+  const bool exists = ::stat(file.c_str(), &info) == 0;
+  if (!exists && errno != ENOENT && errno != ENOTDIR) {
     // It may well still be there (the directory was made unreadable): what
     // was read of it keeps running.
     events.invalid(ConfigurationError(file.string(), "(file)", system_error_text(errno)));
     return;
   }
-  if (!S_ISREG(info.st_mode)) {  // deleted, renamed away, or not a file
-    apply(name, {});             // reports the file valid: nothing of it can be wrong any more
+  if (!exists || !S_ISREG(info.st_mode)) {  // deleted, renamed away, or not a file
+    apply(name, {});  // reports the file valid: nothing of it can be wrong any more
     defined_by_file.erase(name);
+    if (exists) events.invalid(not_a_regular_file(file));  // but that is
     return;
   }
   std::vector<Configuration> defined;

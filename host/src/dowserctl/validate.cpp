@@ -28,7 +28,9 @@ class Validator {
   // A directory is checked as dowserd reads it: every manifest file in it.
   void check_path(const std::filesystem::path& path) {
     std::error_code error;
-    if (!std::filesystem::is_directory(path, error)) return check_file(path);
+    // Named on the command line: may be a stream (/dev/stdin).
+    if (!std::filesystem::is_directory(path, error))
+      return check_file(path, configuration::NonRegular::read);
     std::vector<std::filesystem::path> files;
     try {
       files = configuration::manifest_files(path);
@@ -38,14 +40,14 @@ class Validator {
     if (files.empty())
       return problem(path.string(), "",
                      path.string() + ": no manifest file (*.yaml, *.yml, *.json) in the directory");
-    for (const auto& file : files) check_file(file);
+    for (const auto& file : files) check_file(file, configuration::NonRegular::refused);
   }
 
   const std::vector<Finding>& findings() const { return findings_; }
   size_t files_checked() const { return checked_.size(); }
 
  private:
-  void check_file(const std::filesystem::path& path) {
+  void check_file(const std::filesystem::path& path, configuration::NonRegular non_regular) {
     // Named twice (a file and its directory, a glob and a file): read once,
     // or its Configurations would clash with themselves.
     std::error_code error;
@@ -53,8 +55,8 @@ class Validator {
     auto file = path.string();
     std::vector<configuration::Configuration> configurations;
     try {
-      configurations =
-          configuration::parse_configurations(configuration::read_manifest(path), file);
+      configurations = configuration::parse_configurations(
+          configuration::read_manifest(path, non_regular), file);
     } catch (const configuration::ConfigurationError& e) {
       return problem(file, "", e.what());  // "<file>: <field path>: <reason>", as dowserd logs it
     }

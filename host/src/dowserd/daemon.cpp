@@ -340,9 +340,47 @@ void Daemon::reapply_later(std::set<ConfigurationKey> keys) {
   rewrite_timer_.async_wait([this](const boost::system::error_code& error) {
     if (error) return;
     for (const auto& key : std::exchange(rewrites_due_, {})) reapply(key);
+    restore_lost_claims();
     // reapply() retried each (and set the timer again for what failed again).
     if (rewrites_due_.empty()) rewrite_delay_ = kFirstRewriteDelay;
   });
+}
+
+std::map<uint32_t, naming::SlotUsage> Daemon::claims_here(const capacity::InstanceKey& key) const {
+  std::map<uint32_t, naming::SlotUsage> claims;
+  const auto* cached = capacity_.find(key);
+  if (!cached) return claims;
+  const auto slots = capacity::InstanceSlots::decode(cached->instance);
+  for (uint32_t slot = 0; slot < slots.capacity; ++slot)
+    if (!slots.slots[slot].is_free() && slots.slots[slot].node == options_.node_name)
+      claims.emplace(slot, slots.slots[slot]);
+  return claims;
+}
+
+// Instances not written again yet keep theirs for the next round; those
+// whose device went meanwhile are dropped (nothing will write them).
+void Daemon::restore_lost_claims() {
+  for (auto it = lost_claims_.begin(); it != lost_claims_.end();) {
+    const auto& [key, claims] = *it;
+    if (!capacity_.find(key)) {
+      it = reconciler_.device(key) ? std::next(it) : lost_claims_.erase(it);
+      continue;
+    }
+    for (const auto& [slot, usage] : claims) {
+      try {
+        const bool restored = capacity_.restore(key, slot, usage);
+        spdlog::log(restored ? spdlog::level::info : spdlog::level::warn,
+                    "Instance {}: {} the claim {} of slot {} held here before it was deleted",
+                    key.second, restored ? "restored" : "could not restore (slot taken)",
+                    naming::format_usage(usage), slot);
+      } catch (const store::StoreError& e) {
+        spdlog::warn("Instance {}: could not restore the claim of slot {}: {}", key.second, slot,
+                     e.what());
+      }
+    }
+    mark_dirty(key);
+    it = lost_claims_.erase(it);
+  }
 }
 
 void Daemon::schedule_expiry() {
@@ -359,7 +397,9 @@ void Daemon::schedule_expiry() {
 void Daemon::store_event(const store::WatchEvent& event) {
   const auto& instance = event.object.instance;
   capacity::InstanceKey key{instance.namespace_name, instance.name};
+  std::map<uint32_t, naming::SlotUsage> lost;
   if (event.type == store::WatchEvent::Type::deleted) {
+    lost = claims_here(key);
     capacity_.forget(key);
     mark_dirty(key);
   } else {
@@ -375,6 +415,7 @@ void Daemon::store_event(const store::WatchEvent& event) {
         key.second,
         event.type == store::WatchEvent::Type::deleted ? "deleted" : "changed to leave this node",
         rewrite_delay_.count());
+    if (!lost.empty()) lost_claims_[key] = std::move(lost);
     reapply_later({*configuration});
   }
   // Its claims may have been released from outside (an edit of the store):

@@ -114,6 +114,9 @@ class Daemon {
   // Reapplies the Configurations after the current backoff delay (one timer
   // for all), doubling it for as long as writes keep failing.
   void reapply_later(std::set<ConfigurationKey> keys);
+  // This node's claims on the cached Instance, by slot.
+  std::map<uint32_t, naming::SlotUsage> claims_here(const capacity::InstanceKey& key) const;
+  void restore_lost_claims();
 
   std::vector<reclaim::HeldSlot> held_slots() const;
   // An Allocate granted the slot: the reclaimer's grace for it starts over.
@@ -182,6 +185,9 @@ class Daemon {
   boost::asio::steady_timer expiry_timer_;
   boost::asio::steady_timer rewrite_timer_;
   std::set<ConfigurationKey> rewrites_due_;
+  // This node's claims on Instances deleted from outside, by slot: put back
+  // once the Instance is written again (pods here still use those slots).
+  std::map<capacity::InstanceKey, std::map<uint32_t, naming::SlotUsage>> lost_claims_;
   std::chrono::milliseconds rewrite_delay_;
 
   std::map<ConfigurationKey, configuration::Configuration> configurations_;

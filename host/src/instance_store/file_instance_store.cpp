@@ -1,5 +1,3 @@
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
 
 #include <system_error>
@@ -99,7 +97,7 @@ uint64_t FileInstanceStore::create(const Instance& instance) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
   const detail::StoreWriteLock lock = state_->writes.lock();
-  if (::access(path.c_str(), F_OK) == 0) {
+  if (files.read(instance.namespace_name, instance.name)) {  // an empty file is overwritten
     throw StoreError(StoreError::Kind::already_exists,
                      describe(instance.namespace_name, instance.name) + " already exists");
   }

@@ -68,7 +68,9 @@ std::filesystem::path InstanceFiles::instance_file(const std::string& namespace_
 std::optional<StoredInstance> InstanceFiles::read(const std::string& namespace_name,
                                                   const std::string& name) const {
   const std::optional<std::string> text = read_file_if_exists(instance_file(namespace_name, name));
-  if (!text) return std::nullopt;
+  // Empty: a write that never got its bytes (the disk was full, or a crash
+  // right after the file was created); the journal still holds the write.
+  if (!text || text->empty()) return std::nullopt;
   return parse(namespace_name, name, *text);
 }
 

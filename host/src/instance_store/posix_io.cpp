@@ -69,12 +69,18 @@ std::string read_all(int fd, const std::filesystem::path& path) {
   }
 }
 
+// O_NONBLOCK: a FIFO given a store file's name must not hang the reader
+// (opening one blocks until a writer comes); it is refused after the open.
 std::optional<std::string> read_file_if_exists(const std::filesystem::path& path) {
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
     throw_io_error("open", path, errno);
   }
+  struct stat status {};
+  if (::fstat(fd.get(), &status) != 0) throw_io_error("stat", path, errno);
+  if (!S_ISREG(status.st_mode))
+    throw StoreError(StoreError::Kind::io, path.string() + ": not a regular file");
   return read_all(fd.get(), path);
 }
 
@@ -125,7 +131,7 @@ bool remove_file(const std::filesystem::path& path) {
 }
 
 bool fsync_file_if_exists(const std::filesystem::path& path) {
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // as above
   if (!fd) {
     if (errno == ENOENT) return false;
     throw_io_error("open", path, errno);

@@ -577,29 +577,35 @@ TEST_F(DaemonTest, AnInstanceThatCouldNotBeWrittenIsWrittenOnceTheCauseIsGone) {
   EXPECT_EQ(instances(1).size(), 1u);
 }
 
-// Deleted from outside (kubectl delete akrii, a cleanup script) while its
-// device is still discovered: its plugin stopped, and nothing brought it
-// back until the handler reported a change (debugEcho reports none). Now it
-// is written again, and its plugin serves again.
-TEST_F(DaemonTest, AnInstanceDeletedFromOutsideIsWrittenAgainWhileItsDeviceIsHere) {
-  echo_configuration("cams", {"cam0"}, 1);
+// Deleted from outside (an Instance file removed, kubectl delete akrii) while
+// its device is still discovered: its plugin stopped, and nothing brought it
+// back until the handler reported a change (debugEcho reports none); once
+// back, its slots were all free though pods here still used one. Now it is
+// written again with this node's claims, and its plugin serves again.
+TEST_F(DaemonTest, AnInstanceDeletedFromOutsideIsWrittenAgainWithItsClaims) {
+  echo_configuration("cams", {"cam0"}, 2);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const auto il = il_resources(instances(1), "cams").at(0);
+  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
+  ASSERT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok());
   const auto before = instances(1).at(0);
-  const auto il = il_resources({before}, "cams").at(0);
-  ASSERT_TRUE(node.wait_allocatable(il, 1)) << node.log();
+  ASSERT_EQ(claims(instances()), 1u);
 
   store::FileInstanceStore(state_dir_ / "instances")
       .remove("default", before.instance.name, before.revision);
   ASSERT_TRUE(node.wait_for_log("Instance " + before.instance.name + " was deleted from outside"))
       << node.log();
-  ASSERT_TRUE(test::eventually([&] {
-    auto now = instances();
-    return now.size() == 1 && now[0].revision > before.revision;
-  })) << node.log();
-  EXPECT_EQ(instances().at(0).instance, before.instance) << "the same Instance, written again";
-  EXPECT_TRUE(node.wait_allocatable(il, 1)) << node.log();
-  EXPECT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok()) << "its plugin serves";
+  ASSERT_TRUE(node.wait_for_log("Instance " + before.instance.name + ": restored the claim"))
+      << node.log();
+  const auto after = instances(1).at(0);
+  EXPECT_GT(after.revision, before.revision);
+  EXPECT_EQ(after.instance, before.instance) << "written again, with the pod's claim";
+  // The slot the pod holds is not given again; the other one is.
+  EXPECT_TRUE(node.wait_free(il, 1)) << node.log();
+  EXPECT_TRUE(node.kubelet->allocate(il, pod_b, "c", 1).ok()) << "its plugin serves";
+  EXPECT_FALSE(node.kubelet->allocate(il, {"default", "pod-c"}, "c", 1).ok())
+      << "capacity 2: both slots are held";
 }
 
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {

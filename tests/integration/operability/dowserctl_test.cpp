@@ -370,6 +370,12 @@ TEST_F(DowserctlTest, ValidateReadsADirectoryAsTheDaemonDoes) {
   EXPECT_EQ(piped.exit_code, 0) << piped.out << piped.err;
   EXPECT_THAT(piped.out, HasSubstr(fifo.string() + ": Configuration default/piped: valid"));
   EXPECT_THAT(piped.out, HasSubstr("ok     /dev/null: no Configuration in the file"));
+  // In a directory, as for dowserd, it is refused unread (it would block).
+  fs::create_directories(root_ / "with-fifo");
+  ASSERT_EQ(::mkfifo((root_ / "with-fifo" / "x.yaml").c_str(), 0600), 0);
+  auto fifo_in_dir = ctl({"validate", "--skip-handlers", (root_ / "with-fifo").string()});
+  EXPECT_EQ(fifo_in_dir.exit_code, 1);
+  EXPECT_THAT(fifo_in_dir.out, HasSubstr("x.yaml: (file): not a regular file; ignored"));
 
   auto none = ctl({"validate", "--skip-handlers", (dir / "empty-dir").string()});
   EXPECT_EQ(none.exit_code, 1);

@@ -2,6 +2,7 @@
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -421,6 +422,21 @@ TEST_F(FileSourceTest, ASymlinkSwitchedToAnotherDirectoryIsFollowedThere) {
   fs::create_symlink("v1", directory_);
   EXPECT_TRUE(log_.wait_for_event(mark, upserted("d"), 5s));
   EXPECT_TRUE(log_.wait_for_event(mark, valid_from(directory_.string())));
+}
+
+// A FIFO with a manifest's name would block its reader: it is reported, not
+// read, and the directory is still followed.
+TEST_F(FileSourceTest, AFifoWithAManifestNameIsReportedUnread) {
+  start();
+  std::size_t mark = log_.size();
+  ASSERT_EQ(::mkfifo(path("zz.yaml").c_str(), 0600), 0);
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("zz.yaml"))));
+  EXPECT_EQ(log_.since(mark).back().reason, "not a regular file; ignored");
+  mark = log_.size();
+  fs::remove(path("zz.yaml"));
+  EXPECT_TRUE(log_.wait_for_event(mark, valid_from(path("zz.yaml"))));
+  write("a.yaml", manifest("a"));
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("a")));
 }
 
 // A file that cannot be looked at (here a symlink loop; for a non-root

@@ -1,6 +1,7 @@
 // FileInstanceStore beyond the store contract: the on-disk form, corrupt and
 // hostile input, restarts, and compare-and-swap across processes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,32 @@ TEST_F(FileInstanceStoreTest, GetOfACorruptFileThrowsIoNamingTheFileAndField) {
   const std::string message = io_error_of([&] { store_.get("default", "cam-000001"); });
   EXPECT_NE(message.find(file_of("default", "cam-000001").string()), std::string::npos) << message;
   EXPECT_NE(message.find("spec.capacity"), std::string::npos) << message;
+}
+
+// Opening a FIFO blocks until a writer comes: the store must refuse it, not
+// hang the daemon's core thread (or the watch thread) on it.
+TEST_F(FileInstanceStoreTest, AFifoUnderAnInstanceFileNameIsRefusedWithoutBlocking) {
+  store_.create(sample_instance("cam-000001"));
+  ASSERT_EQ(::mkfifo(file_of("default", "cam-fifo").c_str(), 0600), 0);
+  const dowser::test::LogCapture log;
+  EXPECT_EQ(store_.list().size(), 1u);
+  EXPECT_NE(log.text().find("cam-fifo.json: not a regular file"), std::string::npos) << log.text();
+  const std::string message = io_error_of([&] { store_.get("default", "cam-fifo"); });
+  EXPECT_NE(message.find("not a regular file"), std::string::npos) << message;
+}
+
+// A write that never got its bytes (the disk was full) leaves an empty file:
+// it is no Instance, and creating the Instance again writes it.
+TEST_F(FileInstanceStoreTest, AnEmptyFileIsNoInstanceAndIsWrittenOver) {
+  write_text(file_of("default", "cam-000001"), "");
+  EXPECT_TRUE(store_.list().empty());
+  EXPECT_FALSE(store_.get("default", "cam-000001"));
+  const Instance instance = sample_instance("cam-000001");
+  const uint64_t revision = store_.create(instance);
+  auto stored = store_.get("default", "cam-000001");
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->instance, instance);
+  EXPECT_EQ(stored->revision, revision);
 }
 
 TEST_F(FileInstanceStoreTest, AFileUnderAnotherInstancesNameIsCorrupt) {
