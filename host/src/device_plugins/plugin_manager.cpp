@@ -421,12 +421,17 @@ void PluginManager::registration_done(const std::string& resource_name, uint64_t
     return;
   }
   entry.stats.registered = false;
+  // Said once per plugin and reason: every retry of thousands of plugins
+  // while the kubelet is down would bury the rest of the log.
+  const bool news = entry.stats.last_error != status.error_message();
   entry.stats.last_error = status.error_message();
   entry.registered_with.reset();
   kubelet_channel_.reset();  // the retry connects afresh
   if (registration_observer_) registration_observer_(resource_name, entry.stats);
-  spdlog::warn("{}: kubelet registration failed: {}; retrying in {} ms", resource_name,
-               status.error_message(), entry.retry_delay.count());
+  spdlog::log(news ? spdlog::level::warn : spdlog::level::debug,
+              "{}: kubelet registration failed: {}; retrying in {} ms{}", resource_name,
+              status.error_message(), entry.retry_delay.count(),
+              news ? " (repeats of this are logged at debug level)" : "");
   retry_registration(resource_name, entry);
 }
 

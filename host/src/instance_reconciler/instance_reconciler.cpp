@@ -191,9 +191,12 @@ bool InstanceReconciler::went_missing(const capacity::InstanceKey& key, Seen& se
       seen.offline_until = now + (in_grace ? grace : std::chrono::seconds(0));
       offline_.insert(key);
       changed.insert(key);
-      spdlog::info("{}: device {} is gone; offline for {} s{}", key.second, seen.device.id,
-                   in_grace ? grace.count() : 0,
-                   holds_claims(key) ? ", and while pods here hold its slots" : "");
+      const std::string grace_text = "for its grace of " + std::to_string(grace.count()) + " s";
+      const char* claims_text = "while pods here hold its slots";
+      spdlog::info("{}: device {} is gone; kept, offline, {}", key.second, seen.device.id,
+                   !in_grace           ? claims_text
+                   : holds_claims(key) ? grace_text + ", and " + claims_text
+                                       : grace_text);
     }
     return true;
   }
@@ -315,7 +318,7 @@ void InstanceReconciler::adopt_stored(const ConfigurationKey& configuration) {
         ConfigurationKey{instance.namespace_name, instance.configuration_name} != configuration)
       continue;
     Device unknown;
-    unknown.id = "(not seen since restart)";
+    unknown.id = "(not reported since the restart)";
     unknown.sharing = instance.shared ? Sharing::shared : Sharing::local;
     seen_[key] = Seen{configuration, unknown, std::nullopt, 0};
   }
