@@ -89,8 +89,13 @@ SlotUsage parse_usage(std::string_view value) {
   auto fail = [&](const char* why) {
     throw UsageParseError("slot usage '" + std::string(value) + "': " + why);
   };
-  if (value.find(':') == std::string_view::npos)
-    return SlotUsage::instance_level(std::string(value));
+  // A claim names a node: a value no node could have is unreadable, not a
+  // claim of some node nobody knows (still counted as taken).
+  auto node_of = [&](std::string_view node) {
+    if (auto problem = node_name_problem(node); !problem.empty()) fail(problem.c_str());
+    return std::string(node);
+  };
+  if (value.find(':') == std::string_view::npos) return SlotUsage::instance_level(node_of(value));
   if (value.substr(0, 2) != "C:") fail("expected '<node>' or 'C:<virtual device>:<node>'");
   std::string_view rest = value.substr(2);
   size_t colon = rest.find(':');
@@ -99,7 +104,7 @@ SlotUsage parse_usage(std::string_view value) {
   if (vdev.empty()) fail("the virtual device is empty");
   if (node.empty()) fail("the node is empty");
   if (node.find(':') != std::string_view::npos) fail("a node name cannot hold ':'");
-  return SlotUsage::configuration_level(std::string(vdev), std::string(node));
+  return SlotUsage::configuration_level(std::string(vdev), node_of(node));
 }
 
 bool is_claim_of(std::string_view usage, std::string_view node) {

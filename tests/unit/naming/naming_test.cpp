@@ -40,6 +40,9 @@ TEST(Naming, UsageGrammarOfAkriScenarioOne) {
   EXPECT_THROW(parse_usage("C:x:"), UsageParseError);
   EXPECT_THROW(parse_usage("C:x:a:b"), UsageParseError);
   EXPECT_THROW(parse_usage("X:a:b"), UsageParseError);
+  // No node could have these names: unreadable, not some unknown node's claim.
+  EXPECT_THROW(parse_usage("@@garbage@@"), UsageParseError);
+  EXPECT_THROW(parse_usage("C:0:Node_A"), UsageParseError);
   for (const auto& usage : {SlotUsage::free_slot(), SlotUsage::instance_level("n"),
                             SlotUsage::configuration_level("7", "n")}) {
     EXPECT_EQ(parse_usage(format_usage(usage)), usage);
