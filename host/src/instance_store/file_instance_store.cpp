@@ -148,6 +148,13 @@ std::optional<uint64_t> FileInstanceStore::journal_syncs() const {
   return state_->writes.journal_syncs();
 }
 
+std::vector<std::string> FileInstanceStore::skipped() const { return state_->files.unreadable(); }
+
+void FileInstanceStore::check_access() {
+  const FileLock lock(state_->files.lock_file(), FileLock::Mode::shared);
+  state_->files.namespaces();
+}
+
 uint64_t FileInstanceStore::watch_file_reads() const { return state_->watches->files_read(); }
 
 std::unique_ptr<WatchSubscription> FileInstanceStore::watch(

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <system_error>
+#include <utility>
 
 #include "instance_json.hpp"
 #include "posix_io.hpp"
@@ -67,11 +68,40 @@ std::filesystem::path InstanceFiles::instance_file(const std::string& namespace_
 
 std::optional<StoredInstance> InstanceFiles::read(const std::string& namespace_name,
                                                   const std::string& name) const {
-  const std::optional<std::string> text = read_file_if_exists(instance_file(namespace_name, name));
-  // Empty: a write that never got its bytes (the disk was full, or a crash
-  // right after the file was created); the journal still holds the write.
-  if (!text || text->empty()) return std::nullopt;
-  return parse(namespace_name, name, *text);
+  const std::filesystem::path file = instance_file(namespace_name, name);
+  try {
+    const std::optional<std::string> text = read_file_if_exists(file);
+    note_readable(file);
+    // Empty: a write that never got its bytes (the disk was full, or a crash
+    // right after the file was created); the journal still holds the write.
+    if (!text || text->empty()) return std::nullopt;
+    return parse(namespace_name, name, *text);
+  } catch (const StoreError& error) {
+    note_unreadable(file, error.what());
+    throw;
+  }
+}
+
+// One relaxed load on the path every claim takes, while no file is unreadable.
+void InstanceFiles::note_readable(const std::filesystem::path& file) const {
+  if (unreadable_->count.load(std::memory_order_relaxed) == 0) return;
+  const std::lock_guard lock(unreadable_->mutex);
+  unreadable_->files.erase(file);
+  unreadable_->count = unreadable_->files.size();
+}
+
+void InstanceFiles::note_unreadable(const std::filesystem::path& file,
+                                    const std::string& why) const {
+  const std::lock_guard lock(unreadable_->mutex);
+  auto& entry = unreadable_->files[file];
+  if (entry.why != why) entry = {why, false};
+  unreadable_->count = unreadable_->files.size();
+}
+
+bool InstanceFiles::take_warning(const std::filesystem::path& file) const {
+  const std::lock_guard lock(unreadable_->mutex);
+  auto entry = unreadable_->files.find(file);
+  return entry != unreadable_->files.end() && !std::exchange(entry->second.warned, true);
 }
 
 StoredInstance InstanceFiles::parse(const std::string& namespace_name, const std::string& name,
@@ -99,11 +129,19 @@ std::vector<StoredInstance> InstanceFiles::read_all() const {
       try {
         if (auto stored = read(namespace_name, name)) all.push_back(std::move(*stored));
       } catch (const StoreError& error) {
-        spdlog::warn("instance store: skipping an unreadable Instance file: {}", error.what());
+        if (take_warning(instance_file(namespace_name, name)))
+          spdlog::warn("instance store: skipping an unreadable Instance file: {}", error.what());
       }
     }
   }
   return all;
+}
+
+std::vector<std::string> InstanceFiles::unreadable() const {
+  const std::lock_guard lock(unreadable_->mutex);
+  std::vector<std::string> result;
+  for (const auto& [file, entry] : unreadable_->files) result.push_back(entry.why);
+  return result;
 }
 
 std::optional<StoredInstance> InstanceFiles::read_settled(const std::string& namespace_name,

@@ -3,7 +3,11 @@
 // live in the store.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,8 +41,12 @@ class InstanceFiles {
                        std::string_view text) const;
 
   // Every Instance that can be read, by namespace and name; an unreadable one
-  // is reported as a warning and skipped, and one vanishing meanwhile is skipped.
+  // is skipped (and warned of, once per reason), and one vanishing meanwhile
+  // is skipped.
   std::vector<StoredInstance> read_all() const;
+  // The files read() found unreadable the last time it read them,
+  // "<path>: <reason>" each (shared by copies, such as the watch thread's).
+  std::vector<std::string> unreadable() const;
 
   // read() and read_all() under a shared lock on lock_file(): writers rewrite
   // files in place under the exclusive lock, so this never sees half a file.
@@ -57,7 +65,22 @@ class InstanceFiles {
   static std::optional<std::string> instance_name_of(std::string_view file_name);
 
  private:
+  struct Unreadable {
+    struct Entry {
+      std::string why;
+      bool warned = false;
+    };
+    std::mutex mutex;
+    std::map<std::filesystem::path, Entry> files;
+    std::atomic<size_t> count{0};  // files.size(), read without the mutex
+  };
+  void note_readable(const std::filesystem::path& file) const;
+  void note_unreadable(const std::filesystem::path& file, const std::string& why) const;
+  // Whether read_all should warn of it: not yet for this reason.
+  bool take_warning(const std::filesystem::path& file) const;
+
   std::filesystem::path root_;
+  std::shared_ptr<Unreadable> unreadable_ = std::make_shared<Unreadable>();
 };
 
 }  // namespace dowser::store::detail

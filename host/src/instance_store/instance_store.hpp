@@ -109,6 +109,12 @@ class InstanceStore {
   // How many times the store made its journal durable (one fdatasync each)
   // since it opened, from any thread; nullopt for a store without one.
   virtual std::optional<uint64_t> journal_syncs() const { return std::nullopt; }
+  // Instances the store cannot read now ("<path>: <reason>" each): list()
+  // skips them, and their claims count for nothing until they are fixed.
+  virtual std::vector<std::string> skipped() const { return {}; }
+  // Throws StoreError when the store cannot be used at all; cheap (no
+  // Instance is read), for readiness probes.
+  virtual void check_access() {}
 };
 
 // Defers the sync of the Instances this thread creates until it goes (see
@@ -186,6 +192,8 @@ class FileInstanceStore : public InstanceStore {
   void sync() override;
   void sync_in_background() override;
   std::optional<uint64_t> journal_syncs() const override;
+  std::vector<std::string> skipped() const override;
+  void check_access() override;
   // How many Instance files the watch thread read back for events so far.
   uint64_t watch_file_reads() const;
 

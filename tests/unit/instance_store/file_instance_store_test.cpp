@@ -70,6 +70,20 @@ TEST_F(FileInstanceStoreTest, ListSkipsAndReportsACorruptFile) {
   EXPECT_NE(log.text().find(file_of("default", "cam-broken").string()), std::string::npos)
       << log.text();
   EXPECT_NE(log.text().find("not JSON"), std::string::npos) << log.text();
+
+  // Listed again (the watch thread lists too, at its start): said once, and shown.
+  ASSERT_EQ(store_.list().size(), 1u);
+  const std::string text = log.text();
+  EXPECT_EQ(text.find("cam-broken"), text.rfind("cam-broken")) << "warned once: " << text;
+  ASSERT_EQ(store_.skipped().size(), 1u);
+  EXPECT_NE(store_.skipped()[0].find("cam-broken.json: not JSON"), std::string::npos);
+  EXPECT_NO_THROW(store_.check_access()) << "one bad file does not make the store unusable";
+
+  // Fixed (here: written by the store), it is no longer skipped.
+  std::filesystem::remove(file_of("default", "cam-broken"));
+  store_.create(sample_instance("cam-broken"));
+  EXPECT_TRUE(store_.get("default", "cam-broken"));
+  EXPECT_TRUE(store_.skipped().empty());
 }
 
 TEST_F(FileInstanceStoreTest, GetOfACorruptFileThrowsIoNamingTheFileAndField) {
