@@ -167,6 +167,7 @@ DiscoveryManager::DiscoveryManager(boost::asio::io_context& core, DiscoveryOptio
       options_(std::move(options)),
       events_(std::move(events)),
       registry_(std::move(policy)),
+      accepted_(options_.accepted_requests_file),
       rescan_timer_(core),
       alive_(std::make_shared<bool>(true)) {}
 
@@ -233,8 +234,20 @@ void DiscoveryManager::validate(const configuration::Configuration& configuratio
                              "' is loaded");
   }
   auto request = request_for(configuration);
-  if (!loaded->control->call([&] { loaded->instance->validate(request); }, kStopWait))
-    throw std::runtime_error("handler " + configuration.handler_name + ": validate timed out");
+  const std::string digest = request_digest(configuration.handler_name, request);
+  try {
+    if (!loaded->control->call([&] { loaded->instance->validate(request); }, kStopWait))
+      throw std::runtime_error("handler " + configuration.handler_name + ": validate timed out");
+  } catch (const host::HandlerCallError& e) {
+    if (!accepted_.contains(digest)) throw;
+    spdlog::warn(
+        "Configuration {}/{}: handler {} refuses discovery details it accepted before ({}): "
+        "running them all the same, as a failing discovery is retried",
+        configuration.namespace_name, configuration.name, configuration.handler_name, e.what());
+    return;
+  }
+  // Passing validate is not accepting: some handlers check more when they
+  // start (or have no validate at all). Only a start that succeeded counts.
 }
 
 void DiscoveryManager::run(const configuration::Configuration& configuration) {
@@ -299,11 +312,17 @@ void DiscoveryManager::open_session(Session& session) {
                      problem);
       });
   session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
+  const std::string digest = request_digest(configuration.handler_name, request);
+  if (accepted_.contains(digest)) *session.accepted = true;
   loaded->control->post([this, alive = alive_, loaded, request, sink = session.sink,
-                         running = session.running, accepted = session.accepted, key, generation] {
+                         running = session.running, accepted = session.accepted, key, generation,
+                         digest] {
     try {
       *running = loaded->instance->start(request, sink);
       *accepted = true;
+      boost::asio::post(core_, [this, alive, digest] {
+        if (*alive) accepted_.add(digest);
+      });
     } catch (const host::HandlerCallError& e) {
       const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
       boost::asio::post(core_,

@@ -7,6 +7,7 @@
 // state is always what it ends up with (rule T5).
 #pragma once
 
+#include "accepted_requests.hpp"
 #include "configuration.hpp"
 #include "handler_registry.hpp"
 
@@ -18,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,9 @@ struct DiscoveryOptions {
   std::chrono::milliseconds handler_rescan = std::chrono::seconds(5);
   std::chrono::milliseconds first_retry = std::chrono::seconds(1);
   std::chrono::milliseconds max_retry = std::chrono::seconds(60);
+  // Where the requests handlers accepted are remembered across restarts
+  // (AcceptedRequests); without it, for this process only.
+  std::optional<std::filesystem::path> accepted_requests_file;
 };
 
 class DiscoveryManager {
@@ -53,8 +58,9 @@ class DiscoveryManager {
     // started (DOWSER_ERR_INVALID_ARGUMENT): not retried, since only a new
     // version of the Configuration can change that (core thread). The check
     // a Configuration gets when it is added, for one whose handler came later.
-    // Details the handler accepted before in this process are not refused
-    // when a restart (after an error) is: that is retried as a failure.
+    // A request the handler accepted before (in this process or, with
+    // accepted_requests_file, an earlier one) is not refused when a start is:
+    // that is retried as a failure.
     std::function<void(const ConfigurationKey&, const std::string& reason)> refused;
   };
 
@@ -69,6 +75,7 @@ class DiscoveryManager {
   // Checks a Configuration with its handler's validate entry. Throws
   // host::HandlerCallError (bad details), std::invalid_argument (a request
   // this backend cannot build) or std::runtime_error (no handler loaded).
+  // A refusal of a request the handler accepted before is logged, not thrown.
   // Blocks on the handler's control thread: for load time, not hot paths.
   void validate(const configuration::Configuration& configuration);
   // Starts (or restarts, when its discovery changed) the session.
@@ -106,6 +113,7 @@ class DiscoveryManager {
   std::map<std::string, std::unique_ptr<LoadedInstance>> instances_;  // by handler name
   std::map<ConfigurationKey, std::unique_ptr<Session>> sessions_;
   uint64_t last_generation_ = 0;  // of any session (see Session::generation)
+  AcceptedRequests accepted_;
   boost::asio::steady_timer rescan_timer_;
   std::shared_ptr<bool> alive_;
 };

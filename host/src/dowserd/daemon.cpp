@@ -45,7 +45,11 @@ Daemon::Daemon(DaemonOptions options)
       capacity_(*store_, options_.node_name),
       reconciler_(*store_, capacity_, options_.node_name, options_.resource_domain),
       plugins_(core_, plugins::PluginManagerOptions{options_.kubelet_dir}),
-      discovery_(core_, discovery::DiscoveryOptions{options_.handler_dir, options_.handler_rescan},
+      discovery_(core_,
+                 discovery::DiscoveryOptions{
+                     .handler_dir = options_.handler_dir,
+                     .handler_rescan = options_.handler_rescan,
+                     .accepted_requests_file = options_.state_dir / "accepted-requests"},
                  discovery::DiscoveryManager::Events{
                      [this](const ConfigurationKey& key, const host::DeviceChanges& changes) {
                        devices_changed(key, changes);

@@ -99,8 +99,18 @@ class DiscoveryManagerTest : public ::testing::Test {
     options.handler_rescan = std::chrono::milliseconds(50);
     options.first_retry = std::chrono::milliseconds(50);
     options.max_retry = std::chrono::milliseconds(200);
+    options.accepted_requests_file = dir_ / "accepted-requests";
+    options_ = options;
     on_core(
         [&] { manager_ = std::make_unique<DiscoveryManager>(core_, options, recorder_.events()); });
+  }
+
+  // A new manager over the same files, as after a dowserd restart.
+  void restart_manager() {
+    on_core([this] {
+      manager_.reset();
+      manager_ = std::make_unique<DiscoveryManager>(core_, options_, recorder_.events());
+    });
   }
   ~DiscoveryManagerTest() override {
     on_core([this] { manager_.reset(); });
@@ -147,6 +157,7 @@ class DiscoveryManagerTest : public ::testing::Test {
   const dowser::test::TempDir temp_dir_{"dowser-discovery"};  // outlives the manager
   const fs::path dir_ = temp_dir_.path();
   Recorder recorder_;
+  DiscoveryOptions options_;
   boost::asio::io_context core_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
       boost::asio::make_work_guard(core_);
@@ -268,6 +279,44 @@ TEST_F(DiscoveryManagerTest, ARefusalOfDetailsAcceptedBeforeIsRetried) {
     for (const auto& reason : reports.failures)
       retried += reason.find("fixture: refuses these details now") != std::string::npos;
     return retried >= 2 && reports.refusals.empty();
+  }));
+}
+
+// The same after a restart of dowserd: the first start of the new process
+// is refused, but the details were accepted by the process before.
+TEST_F(DiscoveryManagerTest, ARefusalOfDetailsAcceptedBeforeARestartIsRetried) {
+  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
+  const fs::path state = dir_ / "state";
+  Configuration configuration = echoes("");
+  configuration.handler_name = "fixtureRefusesLater";
+  configuration.discovery_properties = {{"FIXTURE_STATE_FILE", state.string(), {}, {}}};
+  on_core([&] {
+    manager_->start();
+    manager_->run(configuration);
+  });
+  ASSERT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.failures, "the handler ended discovery: fixture: lost the device");
+  }));
+  std::ofstream(state) << "refuse";
+  restart_manager();
+  on_core([&] {
+    manager_->start();
+    manager_->run(configuration);
+  });
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    size_t retried = 0;
+    for (const auto& reason : reports.failures)
+      retried += reason.find("fixture: refuses these details now") != std::string::npos;
+    return retried >= 2 && reports.refusals.empty();
+  }));
+
+  // Other details it never accepted are refused as before.
+  Configuration other = configuration;
+  other.name = "other";
+  other.discovery_details = "something else";
+  on_core([&] { manager_->run(other); });
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.refusals, "fixture: refuses these details now");
   }));
 }
 
