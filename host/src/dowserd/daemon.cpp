@@ -170,6 +170,8 @@ void Daemon::start() {
   reclaimer_ = std::make_unique<reclaim::SlotReclaimer>(
       core_, options_.podresources_socket, options_.reclaim_interval, options_.reclaim_grace,
       [this] { return held_slots(); }, [this](const reclaim::HeldSlot& slot) { release(slot); });
+  reclaimer_->set_unclaimed_listener(
+      [this](const std::vector<reclaim::DeviceRef>& devices) { warn_unclaimed(devices); });
   reclaimer_->start();
   capacity_.set_grant_listener(
       [this](const capacity::InstanceKey& key, uint32_t slot) { granted(key, slot); });
@@ -507,6 +509,22 @@ void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
   if (auto held = reclaim::held_slot(options_.resource_domain, options_.node_name, key,
                                      stored->instance, slots, slot))
     reclaimer_->granted(*held);
+}
+
+// Once per device while it stays so: another pod may be given its slot.
+void Daemon::warn_unclaimed(const std::vector<reclaim::DeviceRef>& devices) {
+  std::set<reclaim::DeviceRef> ours;
+  for (const auto& device : devices) {
+    if (!device.first.starts_with(options_.resource_domain + "/")) continue;  // not our plugins'
+    ours.insert(device);
+    if (unclaimed_warned_.count(device)) continue;
+    spdlog::warn(
+        "the kubelet reports device {} of {} in use, but no claim of this node's is on it: its "
+        "slot may be given to another pod (was its Instance deleted or edited from outside, or "
+        "its Configuration removed while the pod runs?)",
+        device.second, device.first);
+  }
+  unclaimed_warned_ = std::move(ours);
 }
 
 void Daemon::release(const reclaim::HeldSlot& slot) {

@@ -122,6 +122,7 @@ class Daemon {
   // An Allocate granted the slot: the reclaimer's grace for it starts over.
   void granted(const capacity::InstanceKey& key, uint32_t slot);
   void release(const reclaim::HeldSlot& slot);
+  void warn_unclaimed(const std::vector<reclaim::DeviceRef>& devices);
 
   // ---- observability (daemon_status.cpp) ----
   // What discovery did for one Configuration, for the status API.
@@ -185,6 +186,7 @@ class Daemon {
   boost::asio::steady_timer expiry_timer_;
   boost::asio::steady_timer rewrite_timer_;
   std::set<ConfigurationKey> rewrites_due_;
+  std::set<reclaim::DeviceRef> unclaimed_warned_;  // in use without a claim, warned of
   // This node's claims on Instances deleted from outside, by slot: put back
   // once the Instance is written again (pods here still use those slots).
   std::map<capacity::InstanceKey, std::map<uint32_t, naming::SlotUsage>> lost_claims_;

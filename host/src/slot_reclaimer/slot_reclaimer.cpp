@@ -87,10 +87,10 @@ void SlotReclaimer::on_listed(const std::optional<DevicesInUse>& in_use, const s
     return;  // what the kubelet holds is unknown: free nothing, keep the timers
   }
   on_list_succeeded();
-  for (const HeldSlot& slot :
-       tracker_.due(held_slots_(), *in_use, StaleSlotTracker::Clock::now())) {
+  const std::vector<HeldSlot> held = held_slots_();
+  for (const HeldSlot& slot : tracker_.due(held, *in_use, StaleSlotTracker::Clock::now()))
     reclaim(slot);
-  }
+  if (unclaimed_) unclaimed_(unclaimed_in_use(held, *in_use));
 }
 
 void SlotReclaimer::on_list_failed(const std::string& error) {

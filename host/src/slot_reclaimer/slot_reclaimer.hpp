@@ -69,6 +69,13 @@ std::vector<HeldSlot> held_slots(
     std::string_view domain, const std::string& node,
     const std::map<capacity::InstanceKey, store::StoredInstance>& instances);
 
+// What the kubelet reports in use that no held slot names: a pod using a
+// slot the store does not show claimed (an Instance deleted or edited from
+// outside, a Configuration gone while its pods run), which another pod may
+// then be given. In in_use order.
+std::vector<DeviceRef> unclaimed_in_use(const std::vector<HeldSlot>& held,
+                                        const DevicesInUse& in_use);
+
 // Decides which held slots have gone unused for the grace period. Pure: the
 // caller supplies the time.
 class StaleSlotTracker {
@@ -143,6 +150,10 @@ class SlotReclaimer {
   void stop();
 
   ReclaimerStats stats() const;  // thread-safe
+  // Told, after every list, what is in use but unclaimed (unclaimed_in_use;
+  // core thread). Set before start().
+  using Unclaimed = std::function<void(const std::vector<DeviceRef>&)>;
+  void set_unclaimed_listener(Unclaimed listener) { unclaimed_ = std::move(listener); }
   // An Allocate granted this slot now (core thread): see StaleSlotTracker::granted.
   void granted(const HeldSlot& slot);
 
@@ -161,6 +172,7 @@ class SlotReclaimer {
   std::chrono::milliseconds interval_;
   HeldSlots held_slots_;
   Release release_;
+  Unclaimed unclaimed_;
 
   // Core-thread state.
   StaleSlotTracker tracker_;

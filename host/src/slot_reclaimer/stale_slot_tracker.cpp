@@ -41,6 +41,16 @@ std::vector<HeldSlot> held_slots(
   return held;
 }
 
+std::vector<DeviceRef> unclaimed_in_use(const std::vector<HeldSlot>& held,
+                                        const DevicesInUse& in_use) {
+  DevicesInUse named;
+  for (const HeldSlot& slot : held) named.emplace(slot.resource, slot.device_id);
+  std::vector<DeviceRef> unclaimed;
+  for (const DeviceRef& device : in_use)
+    if (named.count(device) == 0) unclaimed.push_back(device);
+  return unclaimed;
+}
+
 StaleSlotTracker::SlotKey StaleSlotTracker::key_of(const HeldSlot& slot) {
   return {slot.resource, slot.device_id, slot.instance, slot.slot};
 }

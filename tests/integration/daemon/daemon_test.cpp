@@ -608,6 +608,28 @@ TEST_F(DaemonTest, AnInstanceDeletedFromOutsideIsWrittenAgainWithItsClaims) {
       << "capacity 2: both slots are held";
 }
 
+// A claim taken out of the store by hand while its pod runs: the slot may be
+// given twice. The reclaimer's list shows the pod still uses it, and says so.
+TEST_F(DaemonTest, APodUsingASlotNoClaimNamesIsWarnedOf) {
+  echo_configuration("cams", {"cam0"}, 2);
+  auto& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const auto il = il_resources(instances(1), "cams").at(0);
+  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
+  ASSERT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok());
+  auto stored = instances(1).at(0);
+  ASSERT_EQ(stored.instance.device_usage.size(), 1u);
+  const std::string slot = stored.instance.device_usage.begin()->first;
+  EXPECT_FALSE(node.log().find("no claim of this node's") != std::string::npos)
+      << "nothing to say while the claim is there";
+
+  stored.instance.device_usage.clear();
+  store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
+  EXPECT_TRUE(node.wait_for_log("the kubelet reports device " + slot + " of " + il +
+                                " in use, but no claim of this node's is on it"))
+      << node.log();
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");

@@ -40,6 +40,19 @@ TEST(HeldSlotTest, ConfigurationLevelSlotIsNamedByItsVirtualDevice) {
   EXPECT_EQ(slot.usage, naming::SlotUsage::configuration_level("3", "node-a"));
 }
 
+// What pods use that no claim names: IL and CL alike, in in_use order.
+TEST(UnclaimedInUseTest, NamesWhatIsInUseWithoutAHeldSlot) {
+  const std::vector<HeldSlot> held = {il_slot(1), cl_slot("3", 0)};
+  const DevicesInUse in_use = {{"akri.sh/camera-a1b2c3", "camera-a1b2c3-1"},
+                               {"akri.sh/camera-a1b2c3", "camera-a1b2c3-2"},
+                               {"akri.sh/camera", "3"},
+                               {"akri.sh/camera", "4"}};
+  EXPECT_EQ(unclaimed_in_use(held, in_use),
+            (std::vector<DeviceRef>{{"akri.sh/camera", "4"},
+                                    {"akri.sh/camera-a1b2c3", "camera-a1b2c3-2"}}));
+  EXPECT_TRUE(unclaimed_in_use(held, {}).empty());
+}
+
 // Akri section 10 item 9 (get_used_slots): what this node holds, in the
 // kubelet's id space. Akri keeps the domain on the IL id, so its IL slots
 // never match what the kubelet reports; dowser's do.
