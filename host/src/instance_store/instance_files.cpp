@@ -71,11 +71,12 @@ std::optional<StoredInstance> InstanceFiles::read(const std::string& namespace_n
   const std::filesystem::path file = instance_file(namespace_name, name);
   try {
     const std::optional<std::string> text = read_file_if_exists(file);
-    note_readable(file);
     // Empty: a write that never got its bytes (the disk was full, or a crash
     // right after the file was created); the journal still holds the write.
-    if (!text || text->empty()) return std::nullopt;
-    return parse(namespace_name, name, *text);
+    std::optional<StoredInstance> stored;
+    if (text && !text->empty()) stored = parse(namespace_name, name, *text);
+    note_readable(file);
+    return stored;
   } catch (const StoreError& error) {
     note_unreadable(file, error.what());
     throw;

@@ -311,10 +311,9 @@ TEST_F(DiscoveryManagerTest, ARefusalOfDetailsAcceptedBeforeARestartIsRetried) {
   }));
 
   // Other details it never accepted are refused as before.
-  Configuration other = configuration;
-  other.name = "other";
-  other.discovery_details = "something else";
-  on_core([&] { manager_->run(other); });
+  Configuration changed = configuration;
+  changed.discovery_details = "something else";
+  on_core([&] { manager_->run(changed); });
   EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
     return mentions(reports.refusals, "fixture: refuses these details now");
   }));
