@@ -126,6 +126,25 @@ class DiscoveryManagerTest : public ::testing::Test {
     fs::rename(dir_ / "staged.so", handler_dir() / "libdowser-handler-debug-echo.so");
   }
 
+  fs::path refuses_later_state() const { return dir_ / "state"; }
+
+  // Runs the refuses-later fixture until it accepted its details once.
+  Configuration run_refuses_later() {
+    fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
+    Configuration configuration = echoes("");
+    configuration.handler_name = "fixtureRefusesLater";
+    configuration.discovery_properties = {
+        {"FIXTURE_STATE_FILE", refuses_later_state().string(), {}, {}}};
+    on_core([&] {
+      manager_->start();
+      manager_->run(configuration);
+    });
+    EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+      return mentions(reports.failures, "the handler ended discovery: fixture: lost the device");
+    }));
+    return configuration;
+  }
+
   // A debugEcho Configuration with an availability file of this test's own.
   Configuration echoes(const std::string& details) const {
     Configuration configuration;
@@ -253,70 +272,46 @@ TEST_F(DiscoveryManagerTest, DetailsTheHandlerRefusesAtStartAreRefusedNotRetried
   })) << "refused once, not retried";
 }
 
+// The refuses-later fixture accepts its details and soon ends with an
+// error; from when the state file says so, it refuses them.
+const char* const kRefusal = "fixture: refuses these details now";
+
+bool retried_refusals_only(const Recorder::Reports& reports) {
+  size_t retried = 0;
+  for (const auto& reason : reports.failures) retried += reason.find(kRefusal) != std::string::npos;
+  return retried >= 2 && reports.refusals.empty();
+}
+
 // A refusal of details the handler accepted before, at a restart after an
 // error, is a failure to retry: withdrawing the Configuration would drop its
 // Instances until the manifest changes.
 TEST_F(DiscoveryManagerTest, ARefusalOfDetailsAcceptedBeforeIsRetried) {
-  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
-  const fs::path state = dir_ / "state";
-  Configuration configuration = echoes("");
-  configuration.handler_name = "fixtureRefusesLater";
-  configuration.discovery_properties = {{"FIXTURE_STATE_FILE", state.string(), {}, {}}};
-  on_core([&] {
-    manager_->start();
-    manager_->run(configuration);
-  });
-  ASSERT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
-    return mentions(reports.failures, "the handler ended discovery: fixture: lost the device");
-  }));
-  std::ofstream(state) << "refuse";
+  const Configuration configuration = run_refuses_later();
+  std::ofstream(refuses_later_state()) << "refuse";
   EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
-    return mentions(reports.failures, "fixture: refuses these details now (retrying in");
+    return mentions(reports.failures, std::string(kRefusal) + " (retrying in");
   }));
-  // Retried again and again, never given up.
-  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
-    size_t retried = 0;
-    for (const auto& reason : reports.failures)
-      retried += reason.find("fixture: refuses these details now") != std::string::npos;
-    return retried >= 2 && reports.refusals.empty();
-  }));
+  EXPECT_TRUE(recorder_.wait_for(retried_refusals_only)) << "retried again and again";
 }
 
 // The same after a restart of dowserd: the first start of the new process
 // is refused, but the details were accepted by the process before.
 TEST_F(DiscoveryManagerTest, ARefusalOfDetailsAcceptedBeforeARestartIsRetried) {
-  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
-  const fs::path state = dir_ / "state";
-  Configuration configuration = echoes("");
-  configuration.handler_name = "fixtureRefusesLater";
-  configuration.discovery_properties = {{"FIXTURE_STATE_FILE", state.string(), {}, {}}};
-  on_core([&] {
-    manager_->start();
-    manager_->run(configuration);
-  });
-  ASSERT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
-    return mentions(reports.failures, "the handler ended discovery: fixture: lost the device");
-  }));
-  std::ofstream(state) << "refuse";
+  const Configuration configuration = run_refuses_later();
+  std::ofstream(refuses_later_state()) << "refuse";
   restart_manager();
   on_core([&] {
     manager_->start();
     manager_->run(configuration);
   });
-  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
-    size_t retried = 0;
-    for (const auto& reason : reports.failures)
-      retried += reason.find("fixture: refuses these details now") != std::string::npos;
-    return retried >= 2 && reports.refusals.empty();
-  }));
+  EXPECT_TRUE(recorder_.wait_for(retried_refusals_only));
 
   // Other details it never accepted are refused as before.
   Configuration changed = configuration;
   changed.discovery_details = "something else";
   on_core([&] { manager_->run(changed); });
-  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
-    return mentions(reports.refusals, "fixture: refuses these details now");
-  }));
+  EXPECT_TRUE(recorder_.wait_for(
+      [](const Recorder::Reports& reports) { return mentions(reports.refusals, kRefusal); }));
 }
 
 TEST_F(DiscoveryManagerTest, ValidateUsesTheHandlersChecks) {
