@@ -2,6 +2,7 @@
 #include "configuration.hpp"
 #include "thread_names.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -13,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <thread>
 
@@ -134,29 +134,39 @@ std::vector<fs::path> manifest_files(const fs::path& directory) {
 }
 
 std::string read_manifest(const fs::path& file, NonRegular non_regular) {
-  std::error_code error;
-  const fs::file_status status = fs::status(file, error);
-  if (error) throw ConfigurationError(file.string(), "(file)", error.message());
-  if (fs::is_directory(status))
-    throw ConfigurationError(file.string(), "(file)", "is a directory, not a manifest file");
-  if (!fs::is_regular_file(status) && non_regular == NonRegular::refused)
-    throw not_a_regular_file(file);
-  const auto too_large = [&] {
-    return ConfigurationError(file.string(), "(file)",
-                              "larger than " + std::to_string(kMaxManifestBytes) + " bytes");
+  auto problem = [&](std::string why) {
+    return ConfigurationError(file.string(), "(file)", std::move(why));
   };
-  if (fs::is_regular_file(status) && fs::file_size(file, error) > kMaxManifestBytes && !error)
-    throw too_large();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigurationError(file.string(), "(file)", system_error_text(errno));
+  // O_NONBLOCK: opening a FIFO blocks until a writer comes, and what the
+  // path is can be known for sure only once it is open (a listed file may
+  // have been swapped since).
+  FileDescriptor fd;
+  fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) throw problem(system_error_text(errno));
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) throw problem(system_error_text(errno));
+  if (S_ISDIR(info.st_mode)) throw problem("is a directory, not a manifest file");
+  const auto too_large = [&] {
+    return problem("larger than " + std::to_string(kMaxManifestBytes) + " bytes");
+  };
+  if (S_ISREG(info.st_mode)) {
+    if (static_cast<std::uintmax_t>(info.st_size) > kMaxManifestBytes) throw too_large();
+  } else if (non_regular == NonRegular::refused) {
+    throw not_a_regular_file(file);
+  } else {
+    fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC));  // a stream: wait for its writer
+    if (fd.get() < 0) throw problem(system_error_text(errno));
+  }
   std::string text;
   char buffer[64 * 1024];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
+  for (;;) {
+    const ssize_t count = ::read(fd.get(), buffer, sizeof buffer);
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) throw problem(system_error_text(errno));
+    if (count == 0) return text;
+    text.append(buffer, static_cast<size_t>(count));
     if (text.size() > kMaxManifestBytes) throw too_large();  // it grew, or is a stream
   }
-  if (in.bad()) throw ConfigurationError(file.string(), "(file)", "read failed");
-  return text;
 }
 
 struct FileConfigurationSource::Watcher {

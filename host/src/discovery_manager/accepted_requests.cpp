@@ -5,8 +5,8 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
+#include <system_error>
 
 namespace dowser::discovery {
 namespace {
@@ -16,6 +16,19 @@ constexpr size_t kDigestBytes = 16;
 void add_field(std::string& input, std::string_view field) {
   input.append(field);
   input.push_back('\0');  // no field can run into the next
+}
+
+// "<namespace>/<name> <digest>": neither part can hold a space or a second '/'.
+std::optional<std::pair<AcceptedRequests::Configuration, std::string>> parse_line(
+    const std::string& line) {
+  const size_t space = line.find(' ');
+  const size_t slash = line.find('/');
+  if (space == std::string::npos || slash == std::string::npos || slash > space ||
+      line.size() - space - 1 != 2 * kDigestBytes)
+    return std::nullopt;
+  return std::pair{AcceptedRequests::Configuration{line.substr(0, slash),
+                                                   line.substr(slash + 1, space - slash - 1)},
+                   line.substr(space + 1)};
 }
 
 }  // namespace
@@ -40,19 +53,37 @@ AcceptedRequests::AcceptedRequests(std::optional<std::filesystem::path> file)
   if (!file_) return;
   std::ifstream in(*file_);
   for (std::string line; std::getline(in, line);)
-    if (line.size() == 2 * kDigestBytes) digests_.insert(line);  // a torn last line is dropped
+    if (auto entry = parse_line(line)) digests_.insert_or_assign(entry->first, entry->second);
 }
 
-void AcceptedRequests::add(const std::string& digest) {
-  if (!digests_.insert(digest).second || !file_) return;
-  std::error_code ignored;  // the open below says what is wrong
-  std::filesystem::create_directories(file_->parent_path(), ignored);
-  std::ofstream out(*file_, std::ios::app);
-  out << digest << '\n';
-  out.flush();
-  if (out || std::exchange(write_failed_, true)) return;  // logged once
+bool AcceptedRequests::accepted(const Configuration& configuration,
+                                const std::string& digest) const {
+  auto entry = digests_.find(configuration);
+  return entry != digests_.end() && entry->second == digest;
+}
+
+void AcceptedRequests::accept(const Configuration& configuration, const std::string& digest) {
+  auto [entry, added] = digests_.try_emplace(configuration, digest);
+  if (!added && entry->second == digest) return;
+  entry->second = digest;
+  if (file_) save();
+}
+
+// A temporary file renamed over the old one: a crash leaves one or the other.
+void AcceptedRequests::save() {
+  std::error_code error;
+  std::filesystem::create_directories(file_->parent_path(), error);
+  const std::filesystem::path temporary = file_->string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    for (const auto& [configuration, digest] : digests_)
+      out << configuration.first << '/' << configuration.second << ' ' << digest << '\n';
+    if (!out.flush()) error.assign(errno != 0 ? errno : EIO, std::generic_category());
+  }
+  if (!error) std::filesystem::rename(temporary, *file_, error);
+  if (!error || std::exchange(save_failed_, true)) return;  // said once
   spdlog::warn("cannot record accepted discovery requests in {}: {}", file_->string(),
-               std::strerror(errno));
+               error.message());
 }
 
 }  // namespace dowser::discovery

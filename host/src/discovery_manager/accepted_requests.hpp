@@ -1,17 +1,20 @@
-// Which discovery requests handlers have accepted (started a session on),
-// remembered across dowserd restarts: a handler refusing
-// (DOWSER_ERR_INVALID_ARGUMENT) a request it accepted before is failing, not
-// judging the request (a device or file it checks is missing for now), and
-// must not withdraw a Configuration whose devices pods may be using. Only
-// digests are kept: requests may hold Secret values.
+// Which discovery request each Configuration's handler last accepted (started
+// a session on), remembered across dowserd restarts: a handler refusing
+// (DOWSER_ERR_INVALID_ARGUMENT) the request it accepted before for that
+// Configuration is failing, not judging the request (a device or file it
+// checks is missing for now), and must not withdraw a Configuration whose
+// devices pods may be using. Only digests are kept: requests may hold Secret
+// values. One line per Configuration, so the file stays as small as the set
+// of Configurations.
 #pragma once
 
 #include <dowser/handler.hpp>
 
 #include <filesystem>
+#include <map>
 #include <optional>
-#include <set>
 #include <string>
+#include <utility>
 
 namespace dowser::discovery {
 
@@ -20,20 +23,25 @@ std::string request_digest(const std::string& handler_name, const DiscoverReques
 
 class AcceptedRequests {
  public:
+  using Configuration = std::pair<std::string, std::string>;  // namespace, name
+
   // Reads the file, if given (a missing one is empty); without a file, what
   // is accepted is remembered for this process only.
   explicit AcceptedRequests(std::optional<std::filesystem::path> file);
 
-  bool contains(const std::string& digest) const { return digests_.count(digest) > 0; }
-  // Remembers it, appending to the file if it is new there. A file that
-  // cannot be written is logged, once: remembering is a safeguard, not a
-  // reason to stop.
-  void add(const std::string& digest);
+  // Whether the Configuration's handler last accepted this request.
+  bool accepted(const Configuration& configuration, const std::string& digest) const;
+  // Remembers it as the Configuration's, replacing the file (atomically) if
+  // that changes it. A file that cannot be written is logged, once:
+  // remembering is a safeguard, not a reason to stop.
+  void accept(const Configuration& configuration, const std::string& digest);
 
  private:
+  void save();
+
   std::optional<std::filesystem::path> file_;
-  std::set<std::string> digests_;
-  bool write_failed_ = false;
+  std::map<Configuration, std::string> digests_;
+  bool save_failed_ = false;
 };
 
 }  // namespace dowser::discovery

@@ -239,7 +239,7 @@ void DiscoveryManager::validate(const configuration::Configuration& configuratio
     if (!loaded->control->call([&] { loaded->instance->validate(request); }, kStopWait))
       throw std::runtime_error("handler " + configuration.handler_name + ": validate timed out");
   } catch (const host::HandlerCallError& e) {
-    if (!accepted_.contains(digest)) throw;
+    if (!accepted_.accepted({configuration.namespace_name, configuration.name}, digest)) throw;
     spdlog::warn(
         "Configuration {}/{}: handler {} refuses discovery details it accepted before ({}): "
         "running them all the same, as a failing discovery is retried",
@@ -313,15 +313,15 @@ void DiscoveryManager::open_session(Session& session) {
       });
   session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
   const std::string digest = request_digest(configuration.handler_name, request);
-  if (accepted_.contains(digest)) *session.accepted = true;
+  if (accepted_.accepted(key, digest)) *session.accepted = true;
   loaded->control->post([this, alive = alive_, loaded, request, sink = session.sink,
                          running = session.running, accepted = session.accepted, key, generation,
                          digest] {
     try {
       *running = loaded->instance->start(request, sink);
       *accepted = true;
-      boost::asio::post(core_, [this, alive, digest] {
-        if (*alive) accepted_.add(digest);
+      boost::asio::post(core_, [this, alive, key, digest] {
+        if (*alive) accepted_.accept(key, digest);
       });
     } catch (const host::HandlerCallError& e) {
       const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;

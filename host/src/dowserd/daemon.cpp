@@ -333,23 +333,41 @@ AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
 void Daemon::retry_failed_writes() {
   auto failed = reconciler_.take_failed_writes();
   if (failed.empty()) return;
+  if (!reapply_within(std::move(failed), rewrite_delay_)) return;  // sooner anyway
   spdlog::info("trying the Instances that could not be written again in {} ms",
                rewrite_delay_.count());
-  reapply_later(std::move(failed));
+  rewrite_delay_ = std::min(rewrite_delay_ * 2, kMaxRewriteDelay);
 }
 
-void Daemon::reapply_later(std::set<ConfigurationKey> keys) {
+bool Daemon::reapply_within(std::set<ConfigurationKey> keys, std::chrono::milliseconds delay) {
   rewrites_due_.merge(keys);
-  if (rewrite_timer_.expiry() > std::chrono::steady_clock::now()) return;  // one is set
-  rewrite_timer_.expires_after(rewrite_delay_);
-  rewrite_delay_ = std::min(rewrite_delay_ * 2, kMaxRewriteDelay);
+  const auto due = std::chrono::steady_clock::now() + delay;
+  if (rewrite_pending_ && rewrite_timer_.expiry() <= due) return false;
+  rewrite_pending_ = true;
+  rewrite_timer_.expires_at(due);  // a wait set for later ends with operation_aborted
   rewrite_timer_.async_wait([this](const boost::system::error_code& error) {
     if (error) return;
+    rewrite_pending_ = false;
     for (const auto& key : std::exchange(rewrites_due_, {})) reapply(key);
     restore_lost_claims();
     // reapply() retried each (and set the timer again for what failed again).
     if (rewrites_due_.empty()) rewrite_delay_ = kFirstRewriteDelay;
   });
+  return true;
+}
+
+std::map<uint32_t, naming::SlotUsage> Daemon::claims_taken(const store::WatchEvent& event,
+                                                           const capacity::InstanceKey& key) const {
+  const bool deleted = event.type == store::WatchEvent::Type::deleted;
+  // Only an edit that takes this node out: it joins again, and puts back its claims.
+  if (!deleted && event.object.instance.nodes.count(options_.node_name) > 0) return {};
+  auto taken = claims_here(key);
+  if (deleted || taken.empty()) return taken;
+  const auto now = capacity::InstanceSlots::decode(event.object.instance);
+  std::erase_if(taken, [&](const auto& claim) {
+    return claim.first < now.capacity && now.slots[claim.first] == claim.second;
+  });
+  return taken;
 }
 
 std::map<uint32_t, naming::SlotUsage> Daemon::claims_here(const capacity::InstanceKey& key) const {
@@ -403,9 +421,8 @@ void Daemon::schedule_expiry() {
 void Daemon::store_event(const store::WatchEvent& event) {
   const auto& instance = event.object.instance;
   capacity::InstanceKey key{instance.namespace_name, instance.name};
-  std::map<uint32_t, naming::SlotUsage> lost;
+  std::map<uint32_t, naming::SlotUsage> lost = claims_taken(event, key);
   if (event.type == store::WatchEvent::Type::deleted) {
-    lost = claims_here(key);
     capacity_.forget(key);
     mark_dirty(key);
   } else {
@@ -416,13 +433,15 @@ void Daemon::store_event(const store::WatchEvent& event) {
   // happens to report a change.
   if (auto configuration = reconciler_.stored_instance_changed(key)) {
     spdlog::warn(
-        "Instance {} was {} from outside while its device is still discovered here: writing it "
-        "again in {} ms",
+        "Instance {} was {} while its device is still discovered here: writing it again in {} "
+        "ms{}",
         key.second,
-        event.type == store::WatchEvent::Type::deleted ? "deleted" : "changed to leave this node",
-        rewrite_delay_.count());
+        event.type == store::WatchEvent::Type::deleted
+            ? "deleted from outside"
+            : "edited from outside to leave this node out",
+        kFirstRewriteDelay.count(), lost.empty() ? "" : ", with this node's claims");
     if (!lost.empty()) lost_claims_[key] = std::move(lost);
-    reapply_later({*configuration});
+    reapply_within({*configuration}, kFirstRewriteDelay);
   }
   // Its claims may have been released from outside (an edit of the store):
   // an offline device kept only for them goes now, not at a later report.
@@ -511,12 +530,17 @@ void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
     reclaimer_->granted(*held);
 }
 
-// Once per device while it stays so: another pod may be given its slot.
+// Once per device while it stays so, from its second pass on (a claim
+// taken away by a deletion is put back within a second): another pod may be
+// given its slot.
 void Daemon::warn_unclaimed(const std::vector<reclaim::DeviceRef>& devices) {
   std::set<reclaim::DeviceRef> ours;
+  std::set<reclaim::DeviceRef> warned;
   for (const auto& device : devices) {
     if (!device.first.starts_with(options_.resource_domain + "/")) continue;  // not our plugins'
     ours.insert(device);
+    if (unclaimed_before_.count(device) == 0) continue;  // once more first
+    warned.insert(device);
     if (unclaimed_warned_.count(device)) continue;
     spdlog::warn(
         "the kubelet reports device {} of {} in use, but no claim of this node's is on it: its "
@@ -524,7 +548,8 @@ void Daemon::warn_unclaimed(const std::vector<reclaim::DeviceRef>& devices) {
         "its Configuration removed while the pod runs?)",
         device.second, device.first);
   }
-  unclaimed_warned_ = std::move(ours);
+  unclaimed_before_ = std::move(ours);
+  unclaimed_warned_ = std::move(warned);
 }
 
 void Daemon::release(const reclaim::HeldSlot& slot) {

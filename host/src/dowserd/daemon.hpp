@@ -111,11 +111,14 @@ class Daemon {
   // they succeed: the device appears once the cause (a torn file, a full
   // disk) is gone, without waiting for its handler's next report.
   void retry_failed_writes();
-  // Reapplies the Configurations after the current backoff delay (one timer
-  // for all), doubling it for as long as writes keep failing.
-  void reapply_later(std::set<ConfigurationKey> keys);
-  // This node's claims on the cached Instance, by slot.
+  // Reapplies the Configurations within delay (one timer for all, moved
+  // sooner if need be); false if it was due sooner already.
+  bool reapply_within(std::set<ConfigurationKey> keys, std::chrono::milliseconds delay);
+  // This node's claims on the cached Instance, by slot; those a store event
+  // takes away (the Instance deleted, or edited to leave this node out).
   std::map<uint32_t, naming::SlotUsage> claims_here(const capacity::InstanceKey& key) const;
+  std::map<uint32_t, naming::SlotUsage> claims_taken(const store::WatchEvent& event,
+                                                     const capacity::InstanceKey& key) const;
   void restore_lost_claims();
 
   std::vector<reclaim::HeldSlot> held_slots() const;
@@ -185,8 +188,10 @@ class Daemon {
   std::unique_ptr<store::WatchSubscription> store_watch_;
   boost::asio::steady_timer expiry_timer_;
   boost::asio::steady_timer rewrite_timer_;
+  bool rewrite_pending_ = false;  // rewrite_timer_ is set
   std::set<ConfigurationKey> rewrites_due_;
-  std::set<reclaim::DeviceRef> unclaimed_warned_;  // in use without a claim, warned of
+  // In use without a claim at the last pass of the reclaimer; warned of.
+  std::set<reclaim::DeviceRef> unclaimed_before_, unclaimed_warned_;
   // This node's claims on Instances deleted from outside, by slot: put back
   // once the Instance is written again (pods here still use those slots).
   std::map<capacity::InstanceKey, std::map<uint32_t, naming::SlotUsage>> lost_claims_;

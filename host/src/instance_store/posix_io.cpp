@@ -69,18 +69,30 @@ std::string read_all(int fd, const std::filesystem::path& path) {
   }
 }
 
-// O_NONBLOCK: a FIFO given a store file's name must not hang the reader
-// (opening one blocks until a writer comes); it is refused after the open.
+namespace {
+
+[[noreturn]] void throw_not_regular(const std::filesystem::path& path) {
+  throw StoreError(StoreError::Kind::io, path.string() + ": not a regular file");
+}
+
+// A FIFO under a store file's name must not hang the store: opening one
+// blocks until the other end comes, so files are opened O_NONBLOCK (which
+// regular files ignore) and anything but a regular file is refused.
+void require_regular(int fd, const std::filesystem::path& path) {
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) throw_io_error("stat", path, errno);
+  if (!S_ISREG(status.st_mode)) throw_not_regular(path);
+}
+
+}  // namespace
+
 std::optional<std::string> read_file_if_exists(const std::filesystem::path& path) {
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
     throw_io_error("open", path, errno);
   }
-  struct stat status {};
-  if (::fstat(fd.get(), &status) != 0) throw_io_error("stat", path, errno);
-  if (!S_ISREG(status.st_mode))
-    throw StoreError(StoreError::Kind::io, path.string() + ": not a regular file");
+  require_regular(fd.get(), path);
   return read_all(fd.get(), path);
 }
 
@@ -113,7 +125,11 @@ std::optional<FileIdentity> identity_of(const std::filesystem::path& path) {
 
 void rewrite_file(const std::filesystem::path& path, std::string_view contents,
                   const std::function<void(const FileIdentity&)>& written) {
-  const UniqueFd fd = open_or_throw(path, O_WRONLY | O_CREAT, kFileMode);
+  // ENXIO: a FIFO nobody reads (a journal replay at start must fail, not hang).
+  const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, kFileMode));
+  if (!fd && errno == ENXIO) throw_not_regular(path);
+  if (!fd) throw_io_error("open", path, errno);
+  require_regular(fd.get(), path);
   write_all_at(fd.get(), contents, 0, path);
   if (::ftruncate(fd.get(), static_cast<off_t>(contents.size())) != 0) {
     throw_io_error("truncate", path, errno);

@@ -5,6 +5,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <charconv>
+
 namespace dowser::status_api {
 namespace {
 
@@ -38,6 +40,10 @@ Url parse_url(std::string_view url) {
   parsed.host = std::string(authority);
   if (parsed.host.empty() || parsed.port.empty())
     throw std::invalid_argument("'" + std::string(url) + "' has no host or port");
+  unsigned port = 0;
+  const char* end = parsed.port.data() + parsed.port.size();
+  if (std::from_chars(parsed.port.data(), end, port).ptr != end || port < 1 || port > 65535)
+    throw std::invalid_argument("'" + std::string(url) + "': the port must be 1 to 65535");
   return parsed;
 }
 

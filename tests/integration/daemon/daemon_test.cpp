@@ -608,6 +608,30 @@ TEST_F(DaemonTest, AnInstanceDeletedFromOutsideIsWrittenAgainWithItsClaims) {
       << "capacity 2: both slots are held";
 }
 
+// The same for an edit that takes this node out of the Instance, its claim
+// with it (a hand edit; with the Kubernetes store, another node's dead-node
+// cleanup of this one while it still runs).
+TEST_F(DaemonTest, AnInstanceEditedToLeaveThisNodeOutIsJoinedAgainWithItsClaims) {
+  echo_configuration("cams", {"cam0"}, 2);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const auto il = il_resources(instances(1), "cams").at(0);
+  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
+  ASSERT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok());
+  const auto before = instances(1).at(0);
+
+  auto edited = before.instance;
+  edited.nodes.clear();
+  edited.device_usage.clear();
+  store::FileInstanceStore(state_dir_ / "instances").update(edited, before.revision);
+  ASSERT_TRUE(node.wait_for_log("Instance " + before.instance.name +
+                                " was edited from outside to leave this node out"))
+      << node.log();
+  ASSERT_TRUE(node.wait_for_log("Instance " + before.instance.name + ": restored the claim"))
+      << node.log();
+  EXPECT_EQ(instances(1).at(0).instance, before.instance) << "joined again, with the pod's claim";
+}
+
 // A claim taken out of the store by hand while its pod runs: the slot may be
 // given twice. The reclaimer's list shows the pod still uses it, and says so.
 TEST_F(DaemonTest, APodUsingASlotNoClaimNamesIsWarnedOf) {

@@ -128,6 +128,9 @@ TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
   auto bad_server = ctl({"status", "--server", "nonsense"});
   EXPECT_EQ(bad_server.exit_code, 2);
   EXPECT_THAT(bad_server.err, HasSubstr("'nonsense' is not an http:// URL"));
+  auto bad_port = ctl({"status", "--server", "http://127.0.0.1:99999"});
+  EXPECT_EQ(bad_port.exit_code, 2);
+  EXPECT_THAT(bad_port.err, HasSubstr("the port must be 1 to 65535"));
 
   EXPECT_EQ(ctl({}).exit_code, 2);
   auto misspelt = ctl({"stauts"});

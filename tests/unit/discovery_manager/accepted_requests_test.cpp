@@ -1,4 +1,5 @@
-// AcceptedRequests: digests of accepted discovery requests, kept in a file.
+// AcceptedRequests: the digest of the request each Configuration's handler
+// last accepted, kept in a file.
 #include "accepted_requests.hpp"
 #include "temp_dir.hpp"
 
@@ -20,6 +21,11 @@ DiscoverRequest request(const std::string& details, dowser::Properties propertie
   return result;
 }
 
+std::string text_of(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
 TEST(RequestDigest, ChangesWithTheHandlerTheDetailsAndEachProperty) {
   const std::string base = request_digest("udev", request("a", {{"K", "v"}}));
   EXPECT_EQ(base.size(), 32u);
@@ -33,28 +39,32 @@ TEST(RequestDigest, ChangesWithTheHandlerTheDetailsAndEachProperty) {
   EXPECT_NE(request_digest("ab", request("c")), request_digest("a", request("bc")));
 }
 
-TEST(AcceptedRequests, RemembersAcrossInstancesThroughItsFileWithoutTheRequests) {
+TEST(AcceptedRequests, OnePerConfigurationRememberedThroughItsFileWithoutTheRequest) {
   const dowser::test::TempDir dir{"dowser-accepted"};
   const auto file = dir.path() / "state" / "accepted-requests";  // its directory is made
-  const std::string digest = request_digest("udev", request("secret-password"));
+  const AcceptedRequests::Configuration cams{"default", "cams"}, other{"default", "other"};
+  const std::string first = request_digest("udev", request("secret-password"));
+  const std::string second = request_digest("udev", request("changed"));
   {
     AcceptedRequests accepted(file);
-    EXPECT_FALSE(accepted.contains(digest));
-    accepted.add(digest);
-    accepted.add(digest);
-    EXPECT_TRUE(accepted.contains(digest));
+    EXPECT_FALSE(accepted.accepted(cams, first));
+    accepted.accept(cams, first);
+    EXPECT_TRUE(accepted.accepted(cams, first));
+    EXPECT_FALSE(accepted.accepted(other, first)) << "another Configuration's, not this one's";
+    accepted.accept(cams, second);
+    EXPECT_FALSE(accepted.accepted(cams, first)) << "only the last one counts";
   }
-  std::ifstream in(file);
-  const std::string text{std::istreambuf_iterator<char>(in), {}};
-  EXPECT_EQ(text, digest + "\n") << "once, and only the digest";
-  std::ofstream(file, std::ios::app) << "0123";  // a line torn by a crash
+  EXPECT_EQ(text_of(file), "default/cams " + second + "\n") << "one line, only a digest";
+  EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
+
+  std::ofstream(file, std::ios::app) << "default/torn 0123\n";  // not a line it writes
   AcceptedRequests reopened(file);
-  EXPECT_TRUE(reopened.contains(digest));
-  EXPECT_FALSE(reopened.contains("0123"));
+  EXPECT_TRUE(reopened.accepted(cams, second));
+  EXPECT_FALSE(reopened.accepted({"default", "torn"}, "0123"));
 
   AcceptedRequests in_memory(std::nullopt);
-  in_memory.add(digest);
-  EXPECT_TRUE(in_memory.contains(digest));
+  in_memory.accept(cams, first);
+  EXPECT_TRUE(in_memory.accepted(cams, first));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // writing them directly while no store is open, then opens the store as
 // dowserd does when it starts.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <nlohmann/json.hpp>
@@ -79,6 +80,26 @@ TEST_F(FileInstanceStoreRecoveryTest, ATornFileIsRedoneFromTheJournal) {
 
   FileInstanceStore reopened(directory());
   expect_stored(reopened, instance, revision);
+}
+
+// A FIFO where a file to redo should be: opening it for writing would wait
+// for a reader for ever. The store does not open, and says why.
+TEST_F(FileInstanceStoreRecoveryTest, AFifoWhereAFileIsToBeRedoneIsRefusedNotWaitedOn) {
+  Instance instance = sample_instance("cam-000001");
+  {
+    FileInstanceStore store(directory());
+    claim_next_slot(store, instance, store.create(instance));
+  }
+  std::filesystem::remove(file_of("cam-000001"));
+  ASSERT_EQ(::mkfifo(file_of("cam-000001").c_str(), 0600), 0);
+  try {
+    FileInstanceStore reopened(directory());
+    ADD_FAILURE() << "the store opened over a FIFO";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("cam-000001.json: not a regular file"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 TEST_F(FileInstanceStoreRecoveryTest, ACreationTheDirectoryLostIsRedone) {
