@@ -137,25 +137,23 @@ std::string read_manifest(const fs::path& file, NonRegular non_regular) {
   auto problem = [&](std::string why) {
     return ConfigurationError(file.string(), "(file)", std::move(why));
   };
-  // O_NONBLOCK: opening a FIFO blocks until a writer comes, and what the
-  // path is can be known for sure only once it is open (a listed file may
-  // have been swapped since).
-  FileDescriptor fd;
-  fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) throw problem(system_error_text(errno));
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) throw problem(system_error_text(errno));
-  if (S_ISDIR(info.st_mode)) throw problem("is a directory, not a manifest file");
   const auto too_large = [&] {
     return problem("larger than " + std::to_string(kMaxManifestBytes) + " bytes");
   };
-  if (S_ISREG(info.st_mode)) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) throw problem(system_error_text(errno));
+  if (S_ISDIR(info.st_mode)) throw problem("is a directory, not a manifest file");
+  const bool stream = !S_ISREG(info.st_mode);
+  if (stream && non_regular == NonRegular::refused) throw not_a_regular_file(file);
+  // A stream's open waits for its writer. A file is opened O_NONBLOCK and
+  // checked again once open: a FIFO swapped in since the stat would block.
+  FileDescriptor fd;
+  fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC | (stream ? 0 : O_NONBLOCK)));
+  if (fd.get() < 0) throw problem(system_error_text(errno));
+  if (!stream) {
+    if (::fstat(fd.get(), &info) != 0) throw problem(system_error_text(errno));
+    if (!S_ISREG(info.st_mode)) throw not_a_regular_file(file);
     if (static_cast<std::uintmax_t>(info.st_size) > kMaxManifestBytes) throw too_large();
-  } else if (non_regular == NonRegular::refused) {
-    throw not_a_regular_file(file);
-  } else {
-    fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC));  // a stream: wait for its writer
-    if (fd.get() < 0) throw problem(system_error_text(errno));
   }
   std::string text;
   char buffer[64 * 1024];
