@@ -42,12 +42,31 @@ UniqueFd open_or_throw(const std::filesystem::path& path, int flags, unsigned mo
   return fd;
 }
 
+namespace {
+
+[[noreturn]] void throw_not_regular(const std::filesystem::path& path) {
+  throw StoreError(StoreError::Kind::io, path.string() + ": not a regular file");
+}
+
+// A FIFO under a store file's name must not hang the store: opening one
+// blocks until the other end comes, so files are opened O_NONBLOCK (which
+// regular files ignore), and what a FIFO then does (EAGAIN, ESPIPE, an
+// empty read) is told as what it is. No fstat on the way of a claim.
+void require_regular(int fd, const std::filesystem::path& path) {
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) throw_io_error("stat", path, errno);
+  if (!S_ISREG(status.st_mode)) throw_not_regular(path);
+}
+
+}  // namespace
+
 void write_all_at(int fd, std::string_view data, uint64_t offset,
                   const std::filesystem::path& path) {
   while (!data.empty()) {
     const ssize_t count = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
     if (count < 0) {
       if (errno == EINTR) continue;
+      if (errno == ESPIPE) throw_not_regular(path);
       throw_io_error("write", path, errno);
     }
     data.remove_prefix(static_cast<size_t>(count));
@@ -62,6 +81,7 @@ std::string read_all(int fd, const std::filesystem::path& path) {
     const ssize_t count = ::read(fd, buffer.data(), buffer.size());
     if (count < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN) throw_not_regular(path);
       throw_io_error("read", path, errno);
     }
     if (count == 0) return contents;
@@ -69,31 +89,15 @@ std::string read_all(int fd, const std::filesystem::path& path) {
   }
 }
 
-namespace {
-
-[[noreturn]] void throw_not_regular(const std::filesystem::path& path) {
-  throw StoreError(StoreError::Kind::io, path.string() + ": not a regular file");
-}
-
-// A FIFO under a store file's name must not hang the store: opening one
-// blocks until the other end comes, so files are opened O_NONBLOCK (which
-// regular files ignore) and anything but a regular file is refused.
-void require_regular(int fd, const std::filesystem::path& path) {
-  struct stat status {};
-  if (::fstat(fd, &status) != 0) throw_io_error("stat", path, errno);
-  if (!S_ISREG(status.st_mode)) throw_not_regular(path);
-}
-
-}  // namespace
-
 std::optional<std::string> read_file_if_exists(const std::filesystem::path& path) {
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
     throw_io_error("open", path, errno);
   }
-  require_regular(fd.get(), path);
-  return read_all(fd.get(), path);
+  std::string contents = read_all(fd.get(), path);
+  if (contents.empty()) require_regular(fd.get(), path);  // a FIFO without a writer reads as empty
+  return contents;
 }
 
 FileLock::FileLock(const std::filesystem::path& path, Mode mode)
@@ -129,8 +133,7 @@ void rewrite_file(const std::filesystem::path& path, std::string_view contents,
   const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, kFileMode));
   if (!fd && errno == ENXIO) throw_not_regular(path);
   if (!fd) throw_io_error("open", path, errno);
-  require_regular(fd.get(), path);
-  write_all_at(fd.get(), contents, 0, path);
+  write_all_at(fd.get(), contents, 0, path);  // ESPIPE: a FIFO someone reads
   if (::ftruncate(fd.get(), static_cast<off_t>(contents.size())) != 0) {
     throw_io_error("truncate", path, errno);
   }
