@@ -577,21 +577,32 @@ TEST_F(DaemonTest, AnInstanceThatCouldNotBeWrittenIsWrittenOnceTheCauseIsGone) {
   EXPECT_EQ(instances(1).size(), 1u);
 }
 
+// One device of capacity 2, and pod_a holding one slot of it through its IL
+// plugin (il_): what a store edit from outside may take away.
+class SlotTakenFromOutsideTest : public DaemonTest {
+ protected:
+  Node& hold_one_slot(std::vector<std::string> extra_args = {}) {
+    echo_configuration("cams", {"cam0"}, 2);
+    Node& node = add_node("node-a", std::move(extra_args));
+    EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+    il_ = il_resources(instances(1), "cams").at(0);
+    EXPECT_TRUE(node.wait_allocatable(il_, 2)) << node.log();
+    EXPECT_TRUE(node.kubelet->allocate(il_, pod_a, "c", 1).ok());
+    EXPECT_EQ(claims(instances()), 1u);
+    return node;
+  }
+
+  std::string il_;
+};
+
 // Deleted from outside (an Instance file removed, kubectl delete akrii) while
 // its device is still discovered: its plugin stopped, and nothing brought it
 // back until the handler reported a change (debugEcho reports none); once
 // back, its slots were all free though pods here still used one. Now it is
 // written again with this node's claims, and its plugin serves again.
-TEST_F(DaemonTest, AnInstanceDeletedFromOutsideIsWrittenAgainWithItsClaims) {
-  echo_configuration("cams", {"cam0"}, 2);
-  auto& node = add_node("node-a");
-  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  const auto il = il_resources(instances(1), "cams").at(0);
-  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
-  ASSERT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok());
+TEST_F(SlotTakenFromOutsideTest, AnInstanceDeletedFromOutsideIsWrittenAgainWithItsClaims) {
+  Node& node = hold_one_slot();
   const auto before = instances(1).at(0);
-  ASSERT_EQ(claims(instances()), 1u);
-
   store::FileInstanceStore(state_dir_ / "instances")
       .remove("default", before.instance.name, before.revision);
   ASSERT_TRUE(node.wait_for_log("Instance " + before.instance.name + " was deleted from outside"))
@@ -602,24 +613,18 @@ TEST_F(DaemonTest, AnInstanceDeletedFromOutsideIsWrittenAgainWithItsClaims) {
   EXPECT_GT(after.revision, before.revision);
   EXPECT_EQ(after.instance, before.instance) << "written again, with the pod's claim";
   // The slot the pod holds is not given again; the other one is.
-  EXPECT_TRUE(node.wait_free(il, 1)) << node.log();
-  EXPECT_TRUE(node.kubelet->allocate(il, pod_b, "c", 1).ok()) << "its plugin serves";
-  EXPECT_FALSE(node.kubelet->allocate(il, {"default", "pod-c"}, "c", 1).ok())
+  EXPECT_TRUE(node.wait_free(il_, 1)) << node.log();
+  EXPECT_TRUE(node.kubelet->allocate(il_, pod_b, "c", 1).ok()) << "its plugin serves";
+  EXPECT_FALSE(node.kubelet->allocate(il_, {"default", "pod-c"}, "c", 1).ok())
       << "capacity 2: both slots are held";
 }
 
 // The same for an edit that takes this node out of the Instance, its claim
 // with it (a hand edit; with the Kubernetes store, another node's dead-node
 // cleanup of this one while it still runs).
-TEST_F(DaemonTest, AnInstanceEditedToLeaveThisNodeOutIsJoinedAgainWithItsClaims) {
-  echo_configuration("cams", {"cam0"}, 2);
-  auto& node = add_node("node-a");
-  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  const auto il = il_resources(instances(1), "cams").at(0);
-  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
-  ASSERT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok());
+TEST_F(SlotTakenFromOutsideTest, AnInstanceEditedToLeaveThisNodeOutIsJoinedAgainWithItsClaims) {
+  Node& node = hold_one_slot();
   const auto before = instances(1).at(0);
-
   auto edited = before.instance;
   edited.nodes.clear();
   edited.device_usage.clear();
@@ -634,22 +639,16 @@ TEST_F(DaemonTest, AnInstanceEditedToLeaveThisNodeOutIsJoinedAgainWithItsClaims)
 
 // A claim taken out of the store by hand while its pod runs: the slot may be
 // given twice. The reclaimer's list shows the pod still uses it, and says so.
-TEST_F(DaemonTest, APodUsingASlotNoClaimNamesIsWarnedOf) {
-  echo_configuration("cams", {"cam0"}, 2);
-  auto& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
-  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  const auto il = il_resources(instances(1), "cams").at(0);
-  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
-  ASSERT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok());
+TEST_F(SlotTakenFromOutsideTest, APodUsingASlotNoClaimNamesIsWarnedOf) {
+  Node& node = hold_one_slot({"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
   auto stored = instances(1).at(0);
-  ASSERT_EQ(stored.instance.device_usage.size(), 1u);
   const std::string slot = stored.instance.device_usage.begin()->first;
   EXPECT_FALSE(node.log().find("no claim of this node's") != std::string::npos)
       << "nothing to say while the claim is there";
 
   stored.instance.device_usage.clear();
   store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
-  EXPECT_TRUE(node.wait_for_log("the kubelet reports device " + slot + " of " + il +
+  EXPECT_TRUE(node.wait_for_log("the kubelet reports device " + slot + " of " + il_ +
                                 " in use, but no claim of this node's is on it"))
       << node.log();
 }
