@@ -10,13 +10,6 @@ std::string without_retry_note(std::string reason) {
   return reason;
 }
 
-// No accepted_requests_file: a dry run must not change what dowserd remembers.
-discovery::DiscoveryOptions options_for(const std::filesystem::path& handler_dir) {
-  discovery::DiscoveryOptions options;
-  options.handler_dir = handler_dir;
-  return options;
-}
-
 }  // namespace
 
 discovery::DiscoveryManager::Events LocalDiscovery::events() {
@@ -34,7 +27,11 @@ discovery::DiscoveryManager::Events LocalDiscovery::events() {
 }
 
 LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)
-    : manager_(io_, options_for(handler_dir), events()) {
+    // No accepted-requests file: a dry run must not change what dowserd remembers.
+    : manager_(io_,
+               discovery::DiscoveryOptions{.handler_dir = handler_dir,
+                                           .accepted_requests_file = std::nullopt},
+               events()) {
   manager_.start();  // scans the directory now; the rescan timer never runs
 }
 

@@ -188,6 +188,17 @@ class KubeTest : public DaemonTest {
     return status;
   }
 
+  // node-a, once it serves a Configuration "good" created beside the ones
+  // a test made (which the daemon has read by then).
+  Node& node_serving_good() {
+    client_->create(
+        kConfigurations, "default",
+        echo_object("good", 1, false, json::array({availability_file(root_ / "online")})));
+    Node& node = add_kube_node("node-a");
+    EXPECT_TRUE(node.wait_allocatable("akri.sh/good", 1)) << node.log();
+    return node;
+  }
+
   // Warning Events the API server holds for a Configuration, by reason.
   std::vector<json> events_for(const std::string& configuration, const std::string& reason) {
     std::vector<json> found;
@@ -405,12 +416,7 @@ TEST_F(KubeTest, AMissingSecretIsReportedAndRetriedWhenCreated) {
       "bad", 1, false,
       json::array({{{"name", "X"}, {"valueFrom", {{"secretKeyRef", {{"name", "s"}}}}}}}));
   client_->create(kConfigurations, "default", bad);
-  client_->create(
-      kConfigurations, "default",
-      echo_object("good", 1, false, json::array({availability_file(root_ / "online")})));
-  auto& a = add_kube_node("node-a");
-
-  ASSERT_TRUE(a.wait_allocatable("akri.sh/good", 1)) << a.log();
+  auto& a = node_serving_good();
   EXPECT_TRUE(a.wait_for_log(
       "default/bad: spec.discoveryHandler.discoveryProperties[0].valueFrom.secretKeyRef.key: is "
       "required"))
@@ -447,11 +453,7 @@ TEST_F(KubeTest, RefusalsByTheDaemonArePostedAsEventsOnTheConfiguration) {
   json misspelt = echo_object("misspelt", 1, false);
   misspelt["spec"]["discoveryHandler"]["name"] = "debugEcko";
   client_->create(kConfigurations, "default", misspelt);
-  client_->create(
-      kConfigurations, "default",
-      echo_object("good", 1, false, json::array({availability_file(root_ / "online")})));
-  auto& a = add_kube_node("node-a");
-  ASSERT_TRUE(a.wait_allocatable("akri.sh/good", 1)) << a.log();
+  auto& a = node_serving_good();
 
   auto one_event = [&](const std::string& configuration, const std::string& reason) {
     std::vector<json> events;

@@ -138,6 +138,16 @@ class FileSourceTest : public ::testing::Test {
     ASSERT_TRUE(log_.wait_for_event(mark, upserted(name)));
   }
 
+  // directory_ is what is followed now; `old`, where it led before, is not.
+  void expect_followed_here_not_in(const fs::path& old) {
+    const std::size_t mark = log_.size();
+    write("c.yaml", manifest("c"));
+    EXPECT_TRUE(log_.wait_for_event(mark, upserted("c"))) << "followed here";
+    std::ofstream(old / "d.yaml") << manifest("d");
+    wait_until_settled();
+    EXPECT_EQ(count(log_.since(mark), upserted("d")), 0u) << old << " is not followed";
+  }
+
   static std::size_t count(const std::vector<Event>& events,
                            const std::function<bool(const Event&)>& matches) {
     return static_cast<std::size_t>(std::count_if(events.begin(), events.end(), matches));
@@ -377,12 +387,7 @@ TEST_F(FileSourceTest, ALostDirectoryIsFollowedAgainOnceItIsBack) {
   EXPECT_TRUE(log_.wait_for_event(mark, removed("a"))) << "a.yaml is not in the new directory";
   EXPECT_TRUE(log_.wait_for_event(mark, valid_from(directory_.string())));
 
-  mark = log_.size();
-  write("c.yaml", manifest("c"));
-  EXPECT_TRUE(log_.wait_for_event(mark, upserted("c"))) << "followed again";
-  std::ofstream(moved / "d.yaml") << manifest("d");
-  wait_until_settled();
-  EXPECT_EQ(count(log_.since(mark), upserted("d")), 0u) << "the moved directory is not followed";
+  expect_followed_here_not_in(moved);
 }
 
 // A directory given as a symlink that is switched to another directory (how
@@ -408,12 +413,7 @@ TEST_F(FileSourceTest, ASymlinkSwitchedToAnotherDirectoryIsFollowedThere) {
   EXPECT_EQ(count(log_.since(mark), invalid_from(directory_.string())), 0u)
       << "nothing was ever missing";
 
-  mark = log_.size();
-  write("c.yaml", manifest("c"));
-  EXPECT_TRUE(log_.wait_for_event(mark, upserted("c"))) << "v2 is followed";
-  std::ofstream(first / "d.yaml") << manifest("d");
-  wait_until_settled();
-  EXPECT_EQ(count(log_.since(mark), upserted("d")), 0u) << "v1 is not followed any more";
+  expect_followed_here_not_in(first);
 
   // A symlink removed is a directory lost, until it is back.
   mark = log_.size();
