@@ -25,11 +25,27 @@ std::optional<store::Instance> scrub_node(const store::Instance& instance,
   return scrubbed;
 }
 
+std::set<std::string> nodes_named_in(const store::Instance& instance) {
+  std::set<std::string> nodes = instance.nodes;
+  for (const auto& [slot, value] : instance.device_usage) {
+    try {
+      naming::SlotUsage usage = naming::parse_usage(value);
+      if (!usage.is_free()) nodes.insert(std::move(usage.node));
+    } catch (const naming::UsageParseError&) {
+      // not an agent's claim: no node to judge
+    }
+  }
+  return nodes;
+}
+
 void DeadNodeTracker::listed(const std::map<std::string, bool>& ready_by_node,
                              Clock::time_point now) {
-  for (const auto& [node, known] : nodes_)
-    if (ready_by_node.count(node) == 0) deleted_.insert(node);
-  std::erase_if(nodes_, [&](const auto& entry) { return ready_by_node.count(entry.first) == 0; });
+  const auto deleted = [&](const auto& entry) {
+    return entry.second.listed && ready_by_node.count(entry.first) == 0;
+  };
+  for (const auto& entry : nodes_)
+    if (deleted(entry)) deleted_.insert(entry.first);
+  std::erase_if(nodes_, deleted);
   for (const auto& [node, ready] : ready_by_node) changed(node, ready, now);
 }
 
@@ -39,9 +55,21 @@ void DeadNodeTracker::changed(const std::string& node, bool ready, Clock::time_p
   Known& known = entry->second;
   if (ready) {
     known = Known{};
-  } else if (added || known.ready) {
-    known = Known{false, now, false};
+  } else if (added || known.ready || !known.listed) {
+    known = Known{.ready = false, .not_ready_since = now, .reported = false, .listed = true};
   }
+}
+
+std::vector<std::string> DeadNodeTracker::named_in_store(const std::set<std::string>& nodes,
+                                                         Clock::time_point now) {
+  std::vector<std::string> unknown;
+  for (const auto& node : nodes) {
+    if (deleted_.count(node) > 0) continue;
+    auto [entry, added] = nodes_.try_emplace(
+        node, Known{.ready = false, .not_ready_since = now, .reported = false, .listed = false});
+    if (added) unknown.push_back(node);
+  }
+  return unknown;
 }
 
 void DeadNodeTracker::deleted(const std::string& node) {

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace dowser::node_cleanup {
@@ -65,6 +66,7 @@ struct NodeCleaner::State {
   void listed(const std::vector<nlohmann::json>& nodes);
   void changed(const std::string& type, const nlohmann::json& node);
   void run();
+  void check_store(std::unique_lock<std::mutex>& lock);
   void scrub_pending();
 
   kube::KubeClient& client;
@@ -73,8 +75,12 @@ struct NodeCleaner::State {
 
   std::mutex mutex;
   std::condition_variable wake;
-  DeadNodeTracker tracker;        // under mutex
-  bool stopping = false;          // under mutex
+  DeadNodeTracker tracker;  // under mutex
+  bool stopping = false;    // under mutex
+  // Under mutex: when to check the Instances against the Node list, set
+  // once a listing shows this node (so that it is the cluster's whole list).
+  std::optional<Clock::time_point> store_check_at;
+  bool self_missing = false;      // under mutex: the last listing did not show this node
   std::set<std::string> pending;  // worker thread only: due, not yet scrubbed
   std::unique_ptr<kube::Reflector> reflector;
   std::thread worker;
@@ -86,17 +92,54 @@ void NodeCleaner::State::listed(const std::vector<nlohmann::json>& nodes) {
   {
     std::lock_guard lock(mutex);
     tracker.listed(ready_by_node, Clock::now());
+    // Without its own Node in the list (RBAC, or a node not registered yet)
+    // a list proves nothing about the nodes missing from it.
+    const bool was_missing = std::exchange(self_missing, ready_by_node.count(options.self) == 0);
+    if (!self_missing) {
+      store_check_at = Clock::now();
+    } else if (!was_missing) {
+      spdlog::warn(
+          "Kubernetes nodes: this node ({}) is not among the {} listed; nodes that Instances name "
+          "but that have no Node object are left alone until it shows",
+          options.self, ready_by_node.size());
+    }
   }
   wake.notify_all();
+}
+
+// The nodes Instances name that no listing showed: deleted while no agent
+// watched (or never registered). They get the NotReady grace from now.
+void NodeCleaner::State::check_store(std::unique_lock<std::mutex>& lock) {
+  store_check_at.reset();
+  std::set<std::string> named;
+  lock.unlock();
+  try {
+    for (const auto& stored : store.list()) named.merge(nodes_named_in(stored.instance));
+  } catch (const store::StoreError& error) {
+    spdlog::warn("dead-node cleanup: cannot list Instances: {} (retrying)", error.what());
+    lock.lock();
+    if (!store_check_at) store_check_at = Clock::now() + options.retry;
+    return;
+  }
+  lock.lock();
+  for (const auto& node : tracker.named_in_store(named, Clock::now())) {
+    spdlog::info(
+        "node {} is named in Instances but has no Node object: its claims are scrubbed in {} s "
+        "unless it registers",
+        node, std::chrono::duration_cast<std::chrono::seconds>(options.grace).count());
+  }
 }
 
 void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& node) {
   {
     std::lock_guard lock(mutex);
-    if (type == "DELETED")
-      tracker.deleted(name_of(node));
-    else
-      tracker.changed(name_of(node), node_ready(node), Clock::now());
+    const std::string name = name_of(node);
+    if (type == "DELETED") {
+      tracker.deleted(name);
+    } else {
+      tracker.changed(name, node_ready(node), Clock::now());
+      if (name == options.self && std::exchange(self_missing, false)) store_check_at = Clock::now();
+    }
   }
   wake.notify_all();
 }
@@ -116,6 +159,7 @@ void NodeCleaner::State::scrub_pending() {
 void NodeCleaner::State::run() {
   std::unique_lock lock(mutex);
   while (!stopping) {
+    if (store_check_at && *store_check_at <= Clock::now()) check_store(lock);
     for (auto& node : tracker.take_due(Clock::now())) {
       if (node == options.self) continue;  // alive enough to run this: it withdraws by itself
       spdlog::info("node {} is gone or NotReady past its grace: scrubbing its claims", node);
@@ -131,6 +175,7 @@ void NodeCleaner::State::run() {
       Clock::time_point retry = Clock::now() + options.retry;
       next = next ? std::min(*next, retry) : retry;
     }
+    if (store_check_at) next = next ? std::min(*next, *store_check_at) : *store_check_at;
     if (next)
       wake.wait_until(lock, *next);
     else

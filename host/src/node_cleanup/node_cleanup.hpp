@@ -34,6 +34,10 @@ bool node_ready(const nlohmann::json& node);
 // neither.
 std::optional<store::Instance> scrub_node(const store::Instance& instance, const std::string& node);
 
+// Every node an Instance names: its `nodes` entries and the holders of its
+// deviceUsage slots (values no agent could have written are skipped).
+std::set<std::string> nodes_named_in(const store::Instance& instance);
+
 // Decides when a node is dead (pure: time comes in as arguments). A node is
 // due once per outage: when deleted (at once), or when NotReady for grace
 // since first seen so; turning Ready again starts over.
@@ -41,10 +45,15 @@ class DeadNodeTracker {
  public:
   explicit DeadNodeTracker(Clock::duration grace) : grace_(grace) {}
 
-  // Every node and whether it is Ready: known nodes missing from it were deleted.
+  // Every node and whether it is Ready: listed nodes missing from it were deleted.
   void listed(const std::map<std::string, bool>& ready_by_node, Clock::time_point now);
   void changed(const std::string& node, bool ready, Clock::time_point now);
   void deleted(const std::string& node);
+  // Nodes the Instances name. One that no listing or watch event has shown
+  // (deleted while no agent watched) is treated as NotReady from now: due
+  // after the grace unless it turns up meanwhile. Returns those new to it.
+  std::vector<std::string> named_in_store(const std::set<std::string>& nodes,
+                                          Clock::time_point now);
 
   // The nodes whose time has come, each reported once.
   std::vector<std::string> take_due(Clock::time_point now);
@@ -56,6 +65,7 @@ class DeadNodeTracker {
     bool ready = true;
     Clock::time_point not_ready_since{};
     bool reported = false;
+    bool listed = true;  // false: known only from the Instances that name it
   };
 
   Clock::duration grace_;

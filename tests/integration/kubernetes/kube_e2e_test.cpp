@@ -322,6 +322,72 @@ TEST_F(KubeTest, ADeadNodesClaimsAreScrubbedAfterItsGrace) {
               nodes_[1]->wait_for_log("dead node node-c", 1s));
 }
 
+// A node deleted while no agent ran is in no listing and no watch event,
+// only in the Instances: the first agent to start scrubs it after the grace
+// (1 s here) and leaves alone the nodes that exist.
+TEST_F(KubeTest, ANodeDeletedWhileNoAgentRanIsScrubbedAfterItsGrace) {
+  client_->create(kNodes, "", node_object("node-kept", true));
+  store::Instance both;
+  both.name = "cams-abc123";
+  both.configuration_name = "cams";
+  both.capacity = 2;
+  both.shared = true;
+  both.nodes = {"node-gone", "node-kept"};
+  both.device_usage = {{"cams-abc123-0", "node-gone"}, {"cams-abc123-1", "C:cams-1:node-kept"}};
+  store_->create(both);
+  store::Instance gone_only = both;
+  gone_only.name = "cams-def456";
+  gone_only.nodes = {"node-gone"};
+  gone_only.device_usage = {{"cams-def456-1", "C:cams-0:node-gone"}};
+  store_->create(gone_only);
+
+  auto& a = add_kube_node("node-a");
+  EXPECT_TRUE(a.wait_for_log("node node-gone is named in Instances but has no Node object"))
+      << a.log();
+  EXPECT_TRUE(wait_instances([](const auto& instances) {
+    return instances.size() == 1 &&
+           instances[0].instance.nodes == std::set<std::string>{"node-kept"};
+  })) << a.log();
+  auto kept = store_->get("default", "cams-abc123");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->instance.device_usage,
+            (std::map<std::string, std::string>{{"cams-abc123-1", "C:cams-1:node-kept"}}));
+  EXPECT_FALSE(a.wait_for_log("node node-kept is named", 0ms)) << a.log();
+}
+
+// Without its own Node in the list, an agent cannot tell a deleted node from
+// a list it may not see whole: it scrubs nothing from the Instances alone.
+TEST_F(KubeTest, AnAgentWhoseNodeIsNotListedLeavesUnknownNodesAlone) {
+  store::Instance gone_only;
+  gone_only.name = "cams-def456";
+  gone_only.configuration_name = "cams";
+  gone_only.nodes = {"node-gone"};
+  gone_only.device_usage = {{"cams-def456-0", "node-gone"}};
+  const uint64_t revision = store_->create(gone_only);
+  store::Instance on_x = gone_only;
+  on_x.name = "cams-fed654";
+  on_x.nodes = {"node-x"};
+  on_x.device_usage = {{"cams-fed654-0", "node-x"}};
+  store_->create(on_x);
+  nodes_.push_back(
+      std::make_unique<Node>(root_, "node-a", state_dir_, config_dir_, handler_dir_, kube_args()));
+  auto& a = *nodes_.back();
+  ASSERT_TRUE(a.wait_for_log("this node (node-a) is not among the 0 listed")) << a.log();
+  // node-x turns up NotReady after that listing: due after its grace, so
+  // after node-gone would have been had the agent trusted that list.
+  client_->create(kNodes, "", node_object("node-x", false));
+  ASSERT_TRUE(wait_instances([](const auto& instances) { return instances.size() == 1; }))
+      << a.log();
+  auto left = store_->get("default", "cams-def456");
+  ASSERT_TRUE(left);
+  EXPECT_EQ(left->revision, revision);
+
+  client_->create(kNodes, "", node_object("node-a", true));
+  EXPECT_TRUE(a.wait_for_log("node node-gone is named in Instances but has no Node object"))
+      << "its own Node's arrival lets it check: " << a.log();
+  EXPECT_TRUE(wait_instances([](const auto& instances) { return instances.empty(); })) << a.log();
+}
+
 // node-c alone stops seeing the shared device (its own view of the
 // availability file, through a private mount namespace): it withdraws from
 // `nodes`; when the others stop seeing it too, the last one deletes it.

@@ -130,6 +130,62 @@ TEST(DeadNodeTracker, ANodeReCreatedBeforeItsCleanupIsNotDue) {
   EXPECT_TRUE(tracker.take_due(t0 + 1s).empty());
 }
 
+TEST(NodesNamedIn, NodesEntriesAndClaimHoldersButNotFreeSlotsOrForeignValues) {
+  store::Instance instance;
+  instance.nodes = {"node-a"};
+  instance.device_usage = {{"cams-abc123-0", "node-b"},
+                           {"cams-abc123-1", "C:cams-1:node-c"},
+                           {"cams-abc123-2", ""},
+                           {"cams-abc123-3", "C:::"}};
+  EXPECT_EQ(nodes_named_in(instance), (std::set<std::string>{"node-a", "node-b", "node-c"}));
+}
+
+// A node deleted while no agent watched shows up only in the Instances.
+TEST(DeadNodeTracker, ANodeOnlyInstancesNameIsDueAfterItsGrace) {
+  DeadNodeTracker tracker(5min);
+  const Clock::time_point t0{};
+  tracker.listed({{"node-a", true}}, t0);
+  EXPECT_EQ(tracker.named_in_store({"node-a", "node-gone"}, t0 + 1s),
+            std::vector<std::string>{"node-gone"});
+  EXPECT_TRUE(tracker.named_in_store({"node-gone"}, t0 + 2s).empty()) << "already known";
+  EXPECT_EQ(tracker.next_due(t0 + 2s), t0 + 1s + 5min) << "the clock runs from the first sight";
+  tracker.listed({{"node-a", true}}, t0 + 1min);
+  EXPECT_TRUE(tracker.take_due(t0 + 1min).empty())
+      << "a relist without it does not make it deleted: it never was listed";
+  EXPECT_EQ(tracker.take_due(t0 + 1s + 5min), std::vector<std::string>{"node-gone"});
+  EXPECT_TRUE(tracker.take_due(t0 + 10min).empty()) << "reported once";
+}
+
+TEST(DeadNodeTracker, ANodeOnlyInstancesNamedThatRegistersIsNotDue) {
+  DeadNodeTracker tracker(5min);
+  const Clock::time_point t0{};
+  tracker.listed({{"node-a", true}}, t0);
+  tracker.named_in_store({"node-late"}, t0);
+  tracker.changed("node-late", true, t0 + 1min);
+  EXPECT_TRUE(tracker.take_due(t0 + 10min).empty());
+  tracker.listed({{"node-a", true}}, t0 + 11min);
+  EXPECT_EQ(tracker.take_due(t0 + 11min), std::vector<std::string>{"node-late"})
+      << "once listed, missing from a relist means deleted";
+}
+
+TEST(DeadNodeTracker, ANodeOnlyInstancesNamedThatRegistersNotReadyGetsAFreshGrace) {
+  DeadNodeTracker tracker(5min);
+  const Clock::time_point t0{};
+  tracker.named_in_store({"node-late"}, t0);
+  tracker.changed("node-late", false, t0 + 4min);
+  EXPECT_TRUE(tracker.take_due(t0 + 6min).empty());
+  EXPECT_EQ(tracker.take_due(t0 + 9min), std::vector<std::string>{"node-late"});
+}
+
+TEST(DeadNodeTracker, ADeletedNodeTheInstancesStillNameIsNotCountedTwice) {
+  DeadNodeTracker tracker(5min);
+  const Clock::time_point t0{};
+  tracker.listed({{"node-a", true}}, t0);
+  tracker.deleted("node-a");
+  EXPECT_TRUE(tracker.named_in_store({"node-a"}, t0).empty());
+  EXPECT_EQ(tracker.take_due(t0), std::vector<std::string>{"node-a"});
+}
+
 class ScrubEverywhere : public ::testing::Test {
  protected:
   const test::TempDir directory_{"dowser-node-cleanup"};  // outlives the store
