@@ -136,7 +136,36 @@ std::vector<JournalRecord> StoreJournal::records() {
     record = {};
     position_.end += size;
   }
+  report_damage_at_end();
   return found;
+}
+
+// A record of this epoch where replay stopped: normally a write a crash cut
+// short, never acknowledged. Records of this epoch after it mean the disk
+// lost acknowledged writes, which must not pass in silence.
+void StoreJournal::report_damage_at_end() {
+  std::array<char, kRecordHeaderSize> bytes{};
+  if (read_at(fd_.get(), bytes.data(), bytes.size(), position_.end, path_) != bytes.size()) return;
+  const RecordHeader header = decode_header(bytes.data());
+  if (header.magic != kRecordMagic || header.epoch != position_.epoch) return;
+  uint64_t offset = position_.end + kRecordHeaderSize + header.length;
+  size_t later = 0;
+  while (const size_t size = valid_record_at(offset, nullptr, nullptr)) {
+    ++later;
+    offset += size;
+  }
+  if (later == 0) {
+    spdlog::warn(
+        "instance store: {}: replay ends at byte {}, a record a crash cut short or damaged (a "
+        "write not acknowledged, if the crash cut it)",
+        path_.string(), position_.end);
+  } else {
+    spdlog::error(
+        "instance store: {}: the record at byte {} is damaged and {} acknowledged record(s) "
+        "follow it; they are not replayed, so Instance writes made just before the last stop may "
+        "be lost: check the disk",
+        path_.string(), position_.end, later);
+  }
 }
 
 StoreJournal::Changes StoreJournal::take_changes() {

@@ -12,7 +12,8 @@
 // Layout: a header ("DOWSERJ1", epoch) in the first kHeaderSize bytes, then
 // records: magic, kind, payload length, epoch, CRC-32 of all of these and the
 // payload, then the payload. The first record that is zeros, of another epoch,
-// or fails its checksum (a torn write) ends the journal.
+// or fails its checksum (a torn write) ends the journal; records() logs a
+// record of the epoch that ends it (an error if valid records follow it).
 //
 // Not thread-safe: callers hold the store's lock, which also excludes other
 // processes sharing the journal; each instance catches up with records other
@@ -102,6 +103,8 @@ class StoreJournal {
   void catch_up(bool collect = true);
   // The size of the valid record at offset, 0 if there is none.
   size_t valid_record_at(uint64_t offset, std::string* payload, JournalRecord::Kind* kind);
+  // Logs what ended records() early, if a record of this epoch did.
+  void report_damage_at_end();
   void zero_fill_to(uint64_t size);  // right after reaches() said no
   // Whether the file is at least end bytes long. Asks the file (fstat) only
   // when known_size_ says no: on kernels with fine-grained timestamps

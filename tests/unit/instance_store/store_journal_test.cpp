@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "instance_store.hpp"
+#include "log_capture.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -110,10 +111,41 @@ TEST_F(StoreJournalTest, ATornRecordEndsTheJournalAndTheNextAppendReplacesIt) {
                                   StoreJournal::kRecordHeaderSize;
   flip_byte(path(), second_payload + 1);
 
+  const test::LogCapture log;
   StoreJournal reopened(path(), kRoomy);
   EXPECT_EQ(payloads(reopened), std::vector<std::string>{"kept"});
+  EXPECT_NE(log.text().find("[error]"), std::string::npos) << log.text();
+  EXPECT_NE(log.text().find("the record at byte 92 is damaged and 1 acknowledged record(s) follow"),
+            std::string::npos)
+      << log.text();
   ASSERT_TRUE(reopened.append(record(Kind::put, "new")));
   EXPECT_EQ(payloads(reopened), (std::vector<std::string>{"kept", "new"}));
+}
+
+TEST_F(StoreJournalTest, ATornLastRecordIsAWarningAndAnEmptyTailNothing) {
+  {
+    StoreJournal journal(path(), kRoomy);
+    for (const char* payload : {"kept", "torn"}) {
+      ASSERT_TRUE(journal.append(record(Kind::put, payload)));
+    }
+  }
+  {
+    const test::LogCapture log;
+    StoreJournal intact(path(), kRoomy);
+    EXPECT_EQ(payloads(intact), (std::vector<std::string>{"kept", "torn"}));
+    EXPECT_EQ(log.text(), "") << "zeros after the last record are no damage";
+  }
+  const uint64_t second_payload = StoreJournal::kHeaderSize + StoreJournal::kRecordHeaderSize + 4 +
+                                  StoreJournal::kRecordHeaderSize;
+  flip_byte(path(), second_payload + 3);
+
+  const test::LogCapture log;
+  StoreJournal reopened(path(), kRoomy);
+  EXPECT_EQ(payloads(reopened), std::vector<std::string>{"kept"});
+  EXPECT_EQ(log.text().find("[error]"), std::string::npos) << log.text();
+  EXPECT_NE(log.text().find("[warning]"), std::string::npos) << log.text();
+  EXPECT_NE(log.text().find(path().string() + ": replay ends at byte 92"), std::string::npos)
+      << log.text();
 }
 
 TEST_F(StoreJournalTest, AppendsWriteIntoSpaceZeroFilledAhead) {
