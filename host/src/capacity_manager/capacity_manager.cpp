@@ -299,7 +299,8 @@ const store::StoredInstance* CapacityManager::find(const InstanceKey& key) const
 
 std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& instance,
                                                              const ChooseSlot& choose,
-                                                             const SlotUsage& wanted) {
+                                                             const SlotUsage& wanted,
+                                                             SlotEvent written) {
   std::optional<Claim> result;
   int writes = 0;
   auto stored = store::update_with_retry(
@@ -319,8 +320,7 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
       },
       store::kUpdateAttempts, find(instance));
   bool claimed = stored && result && result->newly_claimed;
-  observe(claimed ? std::optional(SlotEvent::claimed) : std::nullopt, wanted,
-          claimed ? writes - 1 : writes);
+  observe(claimed ? std::optional(written) : std::nullopt, wanted, claimed ? writes - 1 : writes);
   if (!stored) return std::nullopt;
   apply(*stored);
   return result;
@@ -474,7 +474,7 @@ bool CapacityManager::restore(const InstanceKey& instance, uint32_t slot, const 
           return slot;
         return std::nullopt;
       },
-      usage);
+      usage, SlotEvent::restored);
   return got.has_value();
 }
 

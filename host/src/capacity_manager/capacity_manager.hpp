@@ -187,9 +187,9 @@ class CapacityManager {
   // Called after a cached Instance changed (claim, release, store watch);
   // not for a new revision of the same content (a staged Instance written).
   using ChangeListener = std::function<void(const store::StoredInstance& now)>;
-  // What the pool wrote, for metrics: a slot claimed or released, or a
-  // compare-and-swap lost to another writer (and retried).
-  enum class SlotEvent { claimed, released, lost_race };
+  // What the pool wrote, for metrics: a slot claimed, released, or restored
+  // (see restore), or a compare-and-swap lost to another writer (and retried).
+  enum class SlotEvent { claimed, released, restored, lost_race };
   using SlotObserver = std::function<void(SlotEvent, const naming::SlotUsage& usage)>;
   // Called for every slot an Allocate grants, newly claimed or held before
   // (a container restarted), once the whole call has succeeded.
@@ -244,10 +244,11 @@ class CapacityManager {
   };
   using ChooseSlot = std::function<std::optional<uint32_t>(const InstanceSlots&)>;
 
-  // One compare-and-swap: writes `wanted` into the slot `choose` picks.
-  // nullopt when the Instance is gone or no slot fits.
+  // One compare-and-swap: writes `wanted` into the slot `choose` picks, and
+  // reports `written` if it did. nullopt when the Instance is gone or no slot fits.
   std::optional<Claim> claim(const InstanceKey& instance, const ChooseSlot& choose,
-                             const naming::SlotUsage& wanted);
+                             const naming::SlotUsage& wanted,
+                             SlotEvent written = SlotEvent::claimed);
   std::optional<Claim> claim_for_vdev(const std::string& namespace_name, const std::string& vdev,
                                       const VirtualDeviceTable& table, std::set<std::string>& used,
                                       UniqueInstances policy);

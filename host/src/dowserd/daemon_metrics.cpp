@@ -41,6 +41,11 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& registry, const std::string& ver
                                      "Slots this node freed (rollbacks and reclaims), by plugin "
                                      "kind.",
                                      {"kind"})),
+      slot_restores(registry.counter("dowser_slot_restores_total",
+                                     "Claims of this node written back into an Instance that "
+                                     "lost them (deleted or edited from outside) while a pod "
+                                     "here used the slot, by plugin kind.",
+                                     {"kind"})),
       slot_reclaims(registry
                         .counter("dowser_slot_reclaims_total",
                                  "Claims freed because no container held them for the grace "

@@ -39,6 +39,7 @@ struct DaemonMetrics {
   metrics::Family<metrics::Histogram>& allocation_seconds;  // {kind}
   metrics::Family<metrics::Counter>& slot_claims;           // {kind}
   metrics::Family<metrics::Counter>& slot_releases;         // {kind}
+  metrics::Family<metrics::Counter>& slot_restores;         // {kind}
   metrics::Counter& slot_reclaims;
   metrics::Counter& slot_conflicts;
   metrics::Family<metrics::Counter>& registrations;  // {result}

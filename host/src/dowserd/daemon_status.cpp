@@ -86,6 +86,9 @@ void Daemon::start_observing() {
           case capacity::CapacityManager::SlotEvent::released:
             metrics_.slot_releases.with({kind_of(usage)}).inc();
             break;
+          case capacity::CapacityManager::SlotEvent::restored:
+            metrics_.slot_restores.with({kind_of(usage)}).inc();
+            break;
           case capacity::CapacityManager::SlotEvent::lost_race:
             metrics_.slot_conflicts.inc();
             break;

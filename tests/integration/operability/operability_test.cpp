@@ -217,6 +217,25 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
       << http(url_, "/metrics").body;
 }
 
+// A claim written back into an Instance deleted from outside is a restore,
+// not a new claim: the claims counter counts what pods asked for.
+TEST_F(OperabilityTest, ARestoredClaimIsCountedAsARestoreNotAClaim) {
+  auto& node = cams_node();
+  const std::string name = instances(2).at(0).instance.name;
+  ASSERT_TRUE(node.kubelet->allocate("akri.sh/" + name, {"default", "pod-a"}, "c", 1).ok());
+  EXPECT_EQ(metric(url_, "dowser_slot_claims_total{kind=\"instance\"}"), 1);
+  EXPECT_TRUE(std::isnan(metric(url_, "dowser_slot_restores_total{kind=\"instance\"}")))
+      << "nothing restored yet";
+
+  store::FileInstanceStore store(state_dir_ / "instances");
+  const auto before = store.get("default", name);
+  ASSERT_TRUE(before);
+  store.remove("default", name, before->revision);
+  ASSERT_TRUE(node.wait_for_log("Instance " + name + ": restored the claim")) << node.log();
+  EXPECT_EQ(metric(url_, "dowser_slot_restores_total{kind=\"instance\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_slot_claims_total{kind=\"instance\"}"), 1);
+}
+
 // The new Instances of one discovery report are made durable together, with
 // one fdatasync of the journal where a sync per create would take twelve.
 TEST_F(OperabilityTest, NewInstancesOfOneReportShareOneJournalSync) {
