@@ -1,6 +1,7 @@
 // dowserd: exposes the devices discovery handlers find to the kubelet.
 #include "command_line.hpp"
 #include "daemon.hpp"
+#include "log_lines.hpp"
 #include "naming.hpp"
 #include "status_api.hpp"
 
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
   }
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("dowserd"));  // logs go to stderr
+  dowser::log_lines::use_single_line_pattern(*spdlog::default_logger());
   spdlog::set_level(spdlog::level::from_str(log_level));
   gpr_set_log_function(log_grpc_line);
   options.store = stores.at(store);

@@ -423,6 +423,24 @@ TEST_F(DaemonTest, ABadManifestIsReportedAndTheOthersKeepRunning) {
   EXPECT_TRUE(node.running());
 }
 
+// A newline in what the daemon logs (here a file name) would forge a log
+// line of its own for whatever reads the log line by line: it is spelled out.
+TEST_F(DaemonTest, ANewlineInAFileNameStaysInsideItsLogLine) {
+  echo_configuration("good", {"g0"}, 1);
+  write_file(config_dir_ / "bad\n[2026-01-01 00:00:00.000] [dowserd] [info] forged.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: bad}\n"
+             "spec:\n  capacity: -3\n  discoveryHandler: {name: debugEcho}\n");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/good", 1)) << node.log();
+  EXPECT_TRUE(node.wait_for_log(
+      "bad\\n[2026-01-01 00:00:00.000] [dowserd] [info] forged.yaml: spec.capacity: must be an "
+      "integer"))
+      << node.log();
+  std::istringstream lines(node.log());
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_NE(line.rfind("[2026-01-01 00:00:00.000]", 0), 0u) << "a forged line: " << line;
+}
+
 TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
