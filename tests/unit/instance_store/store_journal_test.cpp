@@ -62,6 +62,15 @@ void flip_byte(const std::filesystem::path& path, uint64_t offset) {
 class StoreJournalTest : public ::testing::Test {
  protected:
   std::filesystem::path path() const { return temporary_.path() / ".journal"; }
+  // Appends a 4-byte-payload record per entry, then closes the journal.
+  void append_and_close(std::initializer_list<const char*> payloads) {
+    StoreJournal journal(path(), kRoomy);
+    for (const char* payload : payloads) ASSERT_TRUE(journal.append(record(Kind::put, payload)));
+  }
+  // Where the second record's payload starts, after append_and_close.
+  static constexpr uint64_t kSecondPayload = StoreJournal::kHeaderSize +
+                                             StoreJournal::kRecordHeaderSize + 4 +
+                                             StoreJournal::kRecordHeaderSize;
   TemporaryDirectory temporary_;
 };
 
@@ -101,15 +110,8 @@ TEST_F(StoreJournalTest, ResetDropsEveryRecordAndLaterOnesStartAfresh) {
 }
 
 TEST_F(StoreJournalTest, ATornRecordEndsTheJournalAndTheNextAppendReplacesIt) {
-  {
-    StoreJournal journal(path(), kRoomy);
-    for (const char* payload : {"kept", "torn", "after"}) {
-      ASSERT_TRUE(journal.append(record(Kind::put, payload)));
-    }
-  }
-  const uint64_t second_payload = StoreJournal::kHeaderSize + StoreJournal::kRecordHeaderSize + 4 +
-                                  StoreJournal::kRecordHeaderSize;
-  flip_byte(path(), second_payload + 1);
+  append_and_close({"kept", "torn", "after"});
+  flip_byte(path(), kSecondPayload + 1);
 
   const test::LogCapture log;
   StoreJournal reopened(path(), kRoomy);
@@ -123,21 +125,14 @@ TEST_F(StoreJournalTest, ATornRecordEndsTheJournalAndTheNextAppendReplacesIt) {
 }
 
 TEST_F(StoreJournalTest, ATornLastRecordIsAWarningAndAnEmptyTailNothing) {
-  {
-    StoreJournal journal(path(), kRoomy);
-    for (const char* payload : {"kept", "torn"}) {
-      ASSERT_TRUE(journal.append(record(Kind::put, payload)));
-    }
-  }
+  append_and_close({"kept", "torn"});
   {
     const test::LogCapture log;
     StoreJournal intact(path(), kRoomy);
     EXPECT_EQ(payloads(intact), (std::vector<std::string>{"kept", "torn"}));
     EXPECT_EQ(log.text(), "") << "zeros after the last record are no damage";
   }
-  const uint64_t second_payload = StoreJournal::kHeaderSize + StoreJournal::kRecordHeaderSize + 4 +
-                                  StoreJournal::kRecordHeaderSize;
-  flip_byte(path(), second_payload + 3);
+  flip_byte(path(), kSecondPayload + 3);
 
   const test::LogCapture log;
   StoreJournal reopened(path(), kRoomy);
