@@ -16,6 +16,8 @@ namespace dowser::discovery {
 namespace {
 
 constexpr auto kStopWait = std::chrono::seconds(10);
+// A call running longer than this at shutdown is worth a line in the log.
+constexpr auto kStopNotice = std::chrono::seconds(1);
 
 spdlog::level::level_enum spdlog_level(int32_t level) {
   switch (level) {
@@ -58,41 +60,32 @@ DiscoverRequest request_for(const configuration::Configuration& configuration) {
 }  // namespace
 
 // Runs one handler instance's control calls, one at a time, off the core.
+// The queue is shared with the thread, so that a thread stuck in a handler
+// can be abandoned: what it still holds (queued calls, sessions) stays with
+// it instead of being destroyed, and stopped again, by whoever gave up.
 class DiscoveryManager::ControlThread {
  public:
-  explicit ControlThread(std::string name) : name_(std::move(name)) {
-    thread_ = std::thread([this] {
-      name_this_thread("h:" + name_);
-      run();
+  explicit ControlThread(std::string name)
+      : name_(std::move(name)), queue_(std::make_shared<Queue>()) {
+    thread_ = std::thread([queue = queue_, name = name_] {
+      name_this_thread("h:" + name);
+      run(*queue);
     });
   }
-  ~ControlThread() {
-    auto done = call([] {}, kStopWait);
-    {
-      std::lock_guard lock(mutex_);
-      quitting_ = true;
-    }
-    wake_.notify_all();
-    if (done) {
-      thread_.join();
-    } else {
-      // A handler's stop hangs: do not hang the daemon with it.
-      spdlog::error("handler {}: a control call did not return within {} s; abandoning it", name_,
-                    kStopWait.count());
-      thread_.detach();
-    }
-  }
+  ~ControlThread() { finish_by(std::chrono::steady_clock::now() + kStopWait); }
+
+  const std::string& name() const { return name_; }
 
   void post(std::function<void()> task) {
     {
-      std::lock_guard lock(mutex_);
-      tasks_.push_back(std::move(task));
+      std::lock_guard lock(queue_->mutex);
+      queue_->tasks.push_back(std::move(task));
     }
-    wake_.notify_all();
+    queue_->wake.notify_all();
   }
 
   // Runs task on the thread and waits for it; false on timeout.
-  bool call(std::function<void()> task, std::chrono::seconds timeout) {
+  bool call(std::function<void()> task, std::chrono::milliseconds timeout) {
     auto finished = std::make_shared<std::promise<void>>();
     auto future = finished->get_future();
     post([task = std::move(task), finished] {
@@ -108,36 +101,120 @@ class DiscoveryManager::ControlThread {
     return true;
   }
 
+  // How long the call running now has been running (zero when idle).
+  std::chrono::steady_clock::duration busy_for() const {
+    const int64_t since = queue_->busy_since.load();
+    if (since == 0) return {};
+    return std::chrono::steady_clock::now() -
+           std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(since));
+  }
+
+  // Lets the thread end once what is queued has run. Idempotent.
+  void quit() {
+    {
+      std::lock_guard lock(queue_->mutex);
+      queue_->quitting = true;
+    }
+    queue_->wake.notify_all();
+  }
+
+  // Quits and joins the thread if it ends by deadline; else abandons it
+  // (a handler's call hangs: the daemon must not hang with it).
+  void finish_by(std::chrono::steady_clock::time_point deadline) {
+    if (!thread_.joinable()) return;
+    quit();
+    std::unique_lock lock(queue_->mutex);
+    const bool ended = queue_->ended.wait_until(lock, deadline, [this] { return queue_->done; });
+    lock.unlock();
+    if (ended) {
+      thread_.join();
+      return;
+    }
+    spdlog::error("handler {}: a control call did not return within {} s; abandoning it", name_,
+                  kStopWait.count());
+    thread_.detach();
+  }
+
  private:
-  void run() {
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::condition_variable ended;
+    std::deque<std::function<void()>> tasks;
+    bool quitting = false;
+    bool done = false;                   // the thread is about to end
+    std::atomic<int64_t> busy_since{0};  // steady clock ticks; 0 when idle
+  };
+
+  static void run(Queue& queue) {
     for (;;) {
       std::function<void()> task;
       {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [this] { return quitting_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
+        std::unique_lock lock(queue.mutex);
+        queue.wake.wait(lock, [&] { return queue.quitting || !queue.tasks.empty(); });
+        if (queue.tasks.empty()) {
+          queue.done = true;
+          queue.ended.notify_all();
+          return;
+        }
+        task = std::move(queue.tasks.front());
+        queue.tasks.pop_front();
       }
+      queue.busy_since = std::chrono::steady_clock::now().time_since_epoch().count();
       task();
+      task = nullptr;  // what it held goes on this thread too
+      queue.busy_since = 0;
     }
   }
 
   std::string name_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> tasks_;
-  bool quitting_ = false;
+  std::shared_ptr<Queue> queue_;
   std::thread thread_;
 };
 
+// A handler's instance, made (init) on its control thread when a call first
+// needs it, and touched only there: calls queued on that thread capture it,
+// so it outlives the manager if the thread is abandoned.
+class DiscoveryManager::HandlerInstanceSlot {
+ public:
+  HandlerInstanceSlot(std::shared_ptr<const host::LoadedHandler> handler, std::string name)
+      : handler_(std::move(handler)), name_(std::move(name)) {}
+  ~HandlerInstanceSlot() = default;  // on the control thread (see LoadedInstance)
+
+  // The instance, calling init first if it has not succeeded yet (so a
+  // failed init is retried with the calls that need it). Throws
+  // std::runtime_error naming the handler when init fails.
+  host::HandlerInstance& instance() {
+    if (instance_) return *instance_;
+    auto log = [name = name_](int32_t level, std::string_view message) {
+      spdlog::log(spdlog_level(level), "[{}] {}", name, message);
+    };
+    try {
+      instance_ = std::make_unique<host::HandlerInstance>(handler_, log);
+    } catch (const host::HandlerCallError& e) {
+      ++failed_inits_;
+      throw std::runtime_error("handler " + name_ + " is loaded but " + e.what());
+    }
+    if (failed_inits_ > 0)
+      spdlog::info("handler {}: init succeeded after {} failed attempt{}", name_, failed_inits_,
+                   failed_inits_ == 1 ? "" : "s");
+    return *instance_;
+  }
+
+ private:
+  std::shared_ptr<const host::LoadedHandler> handler_;
+  std::string name_;
+  std::unique_ptr<host::HandlerInstance> instance_;
+  unsigned failed_inits_ = 0;
+};
+
 struct DiscoveryManager::LoadedInstance {
-  std::shared_ptr<const host::LoadedHandler> handler;
-  std::unique_ptr<host::HandlerInstance> instance;  // created and destroyed on `control`
+  std::shared_ptr<HandlerInstanceSlot> slot;
   std::unique_ptr<ControlThread> control;
 
   ~LoadedInstance() {
-    if (control && instance) control->post([instance = instance.release()] { delete instance; });
+    // The instance goes on its thread, after the sessions stopped there.
+    if (control && slot) control->post([slot = std::move(slot)]() mutable { slot.reset(); });
   }
 };
 
@@ -169,7 +246,7 @@ DiscoveryManager::DiscoveryManager(boost::asio::io_context& core, DiscoveryOptio
       registry_(std::move(policy)),
       accepted_(options_.accepted_requests_file),
       rescan_timer_(core),
-      alive_(std::make_shared<bool>(true)) {}
+      alive_(std::make_shared<std::atomic<bool>>(true)) {}
 
 DiscoveryManager::~DiscoveryManager() { shutdown(); }
 
@@ -209,21 +286,8 @@ DiscoveryManager::LoadedInstance* DiscoveryManager::instance_for(const std::stri
   auto handler = registry_.find(handler_name);
   if (!handler) return nullptr;
   auto loaded = std::make_unique<LoadedInstance>();
-  loaded->handler = handler;
+  loaded->slot = std::make_shared<HandlerInstanceSlot>(handler, handler_name);
   loaded->control = std::make_unique<ControlThread>(handler_name);
-  auto log = [handler_name](int32_t level, std::string_view message) {
-    spdlog::log(spdlog_level(level), "[{}] {}", handler_name, message);
-  };
-  try {
-    loaded->control->call(
-        [&] { loaded->instance = std::make_unique<host::HandlerInstance>(handler, log); },
-        kStopWait);
-  } catch (const host::HandlerCallError& e) {
-    throw std::runtime_error("handler " + handler_name + " is loaded but " + e.what());
-  }
-  if (!loaded->instance) {
-    throw std::runtime_error("handler " + handler_name + " is loaded but its init did not return");
-  }
   return instances_.emplace(handler_name, std::move(loaded)).first->second.get();
 }
 
@@ -235,9 +299,21 @@ void DiscoveryManager::validate(const configuration::Configuration& configuratio
   }
   auto request = request_for(configuration);
   const std::string digest = request_digest(configuration.handler_name, request);
+  // validate runs on the core thread: a handler that does not answer may
+  // hold it up once, for validate_wait, and not at all while it stays stuck.
+  if (const auto busy = loaded->control->busy_for(); busy > options_.validate_wait) {
+    throw std::runtime_error(
+        "handler " + configuration.handler_name + ": a control call has not returned for " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(busy).count()) + " s");
+  }
   try {
-    if (!loaded->control->call([&] { loaded->instance->validate(request); }, kStopWait))
-      throw std::runtime_error("handler " + configuration.handler_name + ": validate timed out");
+    if (!loaded->control->call(
+            [slot = loaded->slot, request] { slot->instance().validate(request); },
+            options_.validate_wait)) {
+      throw std::runtime_error("handler " + configuration.handler_name +
+                               ": validate did not return within " +
+                               std::to_string(options_.validate_wait.count()) + " ms");
+    }
   } catch (const host::HandlerCallError& e) {
     if (!accepted_.accepted({configuration.namespace_name, configuration.name}, digest)) throw;
     spdlog::warn(
@@ -279,13 +355,7 @@ void DiscoveryManager::open_session(Session& session) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   const uint64_t generation = session.generation = ++last_generation_;
   session.waiting_for_handler = false;
-  LoadedInstance* loaded = nullptr;
-  try {
-    loaded = instance_for(configuration.handler_name);
-  } catch (const std::runtime_error& e) {
-    retry_later(session, e.what());  // init may succeed later (a device or file it needs)
-    return;
-  }
+  LoadedInstance* loaded = instance_for(configuration.handler_name);
   if (!loaded) {
     session.waiting_for_handler = true;
     events_.failed(key, "no discovery handler named '" + configuration.handler_name +
@@ -314,21 +384,29 @@ void DiscoveryManager::open_session(Session& session) {
   session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
   const std::string digest = request_digest(configuration.handler_name, request);
   if (accepted_.accepted(key, digest)) *session.accepted = true;
-  loaded->control->post([this, alive = alive_, loaded, request, sink = session.sink,
-                         running = session.running, accepted = session.accepted, key, generation,
-                         digest] {
+  // Only what outlives the manager is captured: this thread may be abandoned.
+  loaded->control->post([this, core = &core_, alive = alive_, slot = loaded->slot, request,
+                         sink = session.sink, running = session.running,
+                         accepted = session.accepted, key, generation, digest] {
+    const auto on_core = [&](auto work) {
+      if (*alive)
+        boost::asio::post(*core, [alive, work = std::move(work)] {
+          if (*alive) work();
+        });
+    };
     try {
-      *running = loaded->instance->start(request, sink);
+      *running = slot->instance().start(request, sink);
       *accepted = true;
-      boost::asio::post(core_, [this, alive, key, digest] {
-        if (*alive) accepted_.accept(key, digest);
-      });
+      on_core([this, key, digest] { accepted_.accept(key, digest); });
     } catch (const host::HandlerCallError& e) {
       const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
-      boost::asio::post(core_,
-                        [this, alive, key, generation, refused, reason = std::string(e.what())] {
-                          if (*alive) start_failed(key, generation, refused, reason);
-                        });
+      on_core([this, key, generation, refused, reason = std::string(e.what())] {
+        start_failed(key, generation, refused, reason);
+      });
+    } catch (const std::runtime_error& e) {  // init failed: it may succeed later
+      on_core([this, key, generation, reason = std::string(e.what())] {
+        start_failed(key, generation, false, reason);
+      });
     }
   });
 }
@@ -396,7 +474,19 @@ void DiscoveryManager::shutdown() {
   rescan_timer_.cancel();
   for (auto& [key, session] : sessions_) close_session(*session);
   sessions_.clear();
-  instances_.clear();  // each destroys its handler instance after its sessions stopped
+  // Every thread stops its sessions and instance at once; one deadline for all.
+  const auto deadline = std::chrono::steady_clock::now() + kStopWait;
+  for (auto& [name, loaded] : instances_) {
+    loaded->control->post([slot = std::move(loaded->slot)]() mutable { slot.reset(); });
+    loaded->control->quit();
+  }
+  for (auto& [name, loaded] : instances_) {
+    if (loaded->control->busy_for() > kStopNotice)
+      spdlog::info("handler {}: waiting up to {} s for its calls to return", name,
+                   kStopWait.count());
+    loaded->control->finish_by(deadline);
+  }
+  instances_.clear();
 }
 
 std::vector<HandlerInfo> DiscoveryManager::handlers() const {

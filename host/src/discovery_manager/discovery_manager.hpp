@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -42,6 +43,10 @@ struct DiscoveryOptions {
   // Where the requests handlers accepted are remembered across restarts
   // (AcceptedRequests); without it, for this process only.
   std::optional<std::filesystem::path> accepted_requests_file;
+  // How long validate() waits for the handler (on the caller's thread,
+  // dowserd's core): past it, the Configuration starts not validated, and its
+  // start says what validate would have.
+  std::chrono::milliseconds validate_wait = std::chrono::milliseconds(500);
 };
 
 class DiscoveryManager {
@@ -76,7 +81,8 @@ class DiscoveryManager {
   // host::HandlerCallError (bad details), std::invalid_argument (a request
   // this backend cannot build) or std::runtime_error (no handler loaded).
   // A refusal of a request the handler accepted before is logged, not thrown.
-  // Blocks on the handler's control thread: for load time, not hot paths.
+  // Waits for the handler's control thread (options' validate_wait at most):
+  // for load time, not hot paths.
   void validate(const configuration::Configuration& configuration);
   // Starts (or restarts, when its discovery changed) the session.
   void run(const configuration::Configuration& configuration);
@@ -90,13 +96,14 @@ class DiscoveryManager {
 
  private:
   class ControlThread;
+  class HandlerInstanceSlot;
   struct LoadedInstance;
   struct Session;
 
   void rescan();
   void schedule_rescan();
-  // The handler's instance, initialised on first use; nullptr when no handler
-  // of that name is loaded. Throws std::runtime_error when its init fails.
+  // The handler's instance and control thread; nullptr when no handler of
+  // that name is loaded. Its init runs on that thread, with the first call.
   LoadedInstance* instance_for(const std::string& handler_name);
   void open_session(Session& session);
   void close_session(Session& session);
@@ -115,7 +122,8 @@ class DiscoveryManager {
   uint64_t last_generation_ = 0;  // of any session (see Session::generation)
   AcceptedRequests accepted_;
   boost::asio::steady_timer rescan_timer_;
-  std::shared_ptr<bool> alive_;
+  // False once shut down; read by handler threads too.
+  std::shared_ptr<std::atomic<bool>> alive_;
 };
 
 }  // namespace dowser::discovery

@@ -30,7 +30,9 @@ LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)
     // No accepted-requests file: a dry run must not change what dowserd remembers.
     : manager_(io_,
                discovery::DiscoveryOptions{.handler_dir = handler_dir,
-                                           .accepted_requests_file = std::nullopt},
+                                           .accepted_requests_file = std::nullopt,
+                                           // No core thread to keep free: wait as for a stop.
+                                           .validate_wait = std::chrono::seconds(10)},
                events()) {
   manager_.start();  // scans the directory now; the rescan timer never runs
 }

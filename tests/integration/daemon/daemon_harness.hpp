@@ -121,6 +121,10 @@ class Node {
     return status;
   }
 
+  // Sends signal without waiting for dowserd to act on it.
+  void send_signal(int signal) const {
+    if (pid_ > 0) ::kill(pid_, signal);
+  }
   bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
   // Waits for dowserd to exit by itself; its exit status, or nullopt if it
   // still runs at the deadline.

@@ -671,6 +671,60 @@ TEST_F(SlotTakenFromOutsideTest, APodUsingASlotNoClaimNamesIsWarnedOf) {
       << node.log();
 }
 
+// A Configuration of the fixtureHangs handler, which hangs where its
+// discoveryDetails say (validate-hangs, stop-hangs).
+class StuckHandlerTest : public DaemonTest {
+ protected:
+  StuckHandlerTest() {
+    fs::copy_file(HANGS_ON_REQUEST_SO, handler_dir_ / "libfixture-hangs-on-request.so");
+  }
+  void hangs_configuration(const std::string& name, const std::string& details) {
+    write_file(config_dir_ / (name + ".yaml"),
+               "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata:\n  name: " + name +
+                   "\nspec:\n  discoveryHandler:\n    name: fixtureHangs\n    discoveryDetails: " +
+                   details + "\n");
+  }
+};
+
+// validate runs while the daemon's core thread waits: a handler stuck in it
+// holds the core up once, briefly, and never again. Another handler's
+// Configuration is served, and the stuck one's next is not waited for.
+TEST_F(StuckHandlerTest, AHandlerStuckInValidateHoldsUpNothingElse) {
+  hangs_configuration("stuck", "validate-hangs");
+  echo_configuration("good", {"g0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(
+      node.wait_for_log("Configuration default/stuck: not validated: handler fixtureHangs: "
+                        "validate did not return within 500 ms"))
+      << node.log();
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/good", 1)) << node.log();
+  hangs_configuration("stuck2", "validate-hangs");
+  EXPECT_TRUE(
+      node.wait_for_log("Configuration default/stuck2: not validated: handler "
+                        "fixtureHangs: a control call has not returned for"))
+      << node.log();
+  EXPECT_TRUE(node.kubelet->allocate("akri.sh/good", pod_a, "c", 1).ok()) << node.log();
+}
+
+// A stop_discovery that never returns (the session restarted for new
+// details) does not keep dowserd from exiting on SIGTERM: the handler is
+// given up on, and the log says so.
+TEST_F(StuckHandlerTest, SigtermExitsWhileAHandlersStopHangs) {
+  hangs_configuration("stuck", "stop-hangs");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_for_log("Configuration default/stuck added")) << node.log();
+  hangs_configuration("stuck", "restarted");
+  ASSERT_TRUE(node.wait_for_log("Configuration default/stuck changed")) << node.log();
+  node.send_signal(SIGTERM);
+  const auto status = node.wait_exit(30s);
+  ASSERT_TRUE(status) << "still running 30 s after SIGTERM: " << node.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << node.log();
+  EXPECT_NE(node.log().find("handler fixtureHangs: a control call did not return within 10 s; "
+                            "abandoning it"),
+            std::string::npos)
+      << node.log();
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");
