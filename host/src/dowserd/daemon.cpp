@@ -106,22 +106,17 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
           },
       .valid =
           [post, this](const std::string& source) {
-            post([this, source] { configuration_errors_.erase(source); });
+            post([this, source] {
+              configuration_errors_.erase(source);
+              if (holding_orphans_) withdraw_orphans();
+            });
           },
       .unresolved =
           [post, this](const configuration::Configuration& c, const std::string& reason) {
             post([this, c, reason] { refused(c, reason, FoundBy::source); });
           },
-      // Runs after the initial Configurations (posted before it): whatever
-      // this node holds for a Configuration that no longer exists is withdrawn.
-      .synced =
-          [post, this] {
-            post([this] {
-              std::set<ConfigurationKey> known;
-              for (const auto& [key, configuration] : configurations_) known.insert(key);
-              mark_dirty(reconciler_.withdraw_unknown(known));
-            });
-          }};
+      // Runs after the initial Configurations (posted before it).
+      .synced = [post, this] { post([this] { withdraw_orphans(); }); }};
   if (options_.config_source == ConfigSourceKind::directory) {
     return std::make_unique<configuration::FileConfigurationSource>(options_.config_dir,
                                                                     std::move(events));
@@ -194,6 +189,29 @@ void Daemon::shutdown() {
 }
 
 // ---- Configurations -----------------------------------------------------------
+
+// Whatever this node holds for a Configuration that no longer exists is
+// withdrawn, but not while a source of Configurations cannot be read: the
+// Configuration of an invalid file (or of a lost directory) is unknown, not
+// gone, and withdrawing would free the slots of its running pods. Done once
+// the last such error clears.
+void Daemon::withdraw_orphans() {
+  if (!configuration_errors_.empty()) {
+    if (!std::exchange(holding_orphans_, true)) {
+      const auto& [source, record] = *configuration_errors_.begin();
+      spdlog::warn(
+          "keeping the Instances of Configurations not found while {} source{} of Configurations "
+          "cannot be read ({}: {}); they are withdrawn once every one can",
+          configuration_errors_.size(), configuration_errors_.size() == 1 ? "" : "s", source,
+          record.error.reason());
+    }
+    return;
+  }
+  holding_orphans_ = false;
+  std::set<ConfigurationKey> known;
+  for (const auto& [key, configuration] : configurations_) known.insert(key);
+  mark_dirty(reconciler_.withdraw_unknown(known));
+}
 
 // Resource names carry no namespace: one name may serve one Configuration.
 std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(

@@ -154,6 +154,7 @@ class Daemon {
   void refused(const configuration::Configuration& configuration, const std::string& reason,
                FoundBy found_by = FoundBy::daemon);
   void configuration_error(const configuration::ConfigurationError& error);
+  void withdraw_orphans();
   std::vector<status_api::ConfigurationErrorStatus> configuration_error_statuses() const;
   void await_kubelet(const ConfigurationKey& configuration,
                      const std::set<capacity::InstanceKey>& changed,
@@ -219,6 +220,8 @@ class Daemon {
     std::chrono::system_clock::time_point since;
   };
   std::map<std::string, ConfigurationErrorRecord> configuration_errors_;
+  // withdraw_orphans() waits for configuration_errors_ to clear.
+  bool holding_orphans_ = false;
   std::map<std::string, KubeletPending> kubelet_pending_;    // by resource name
   std::unique_ptr<status_api::StatusServer> status_server_;  // last: stops first
 };

@@ -441,6 +441,41 @@ TEST_F(DaemonTest, ANewlineInAFileNameStaysInsideItsLogLine) {
     EXPECT_NE(line.rfind("[2026-01-01 00:00:00.000]", 0), 0u) << "a forged line: " << line;
 }
 
+// Restarted while a Configuration's file is invalid, dowserd does not know
+// that Configuration: unknown is not gone, so its Instances and the claims
+// of its running pods stay (they were withdrawn, and their slots handed out
+// again). Instances of a Configuration really gone go once every file reads.
+TEST_F(DaemonTest, ARestartWhileAFileIsInvalidKeepsItsClaims) {
+  echo_configuration("cams", {"cam0"}, 2);
+  echo_configuration("old", {"old0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/old", 1)) << node.log();
+  const auto il = il_resources(instances(2), "cams").at(0);
+  ASSERT_TRUE(node.wait_allocatable(il, 2)) << node.log();
+  ASSERT_TRUE(node.kubelet->allocate(il, pod_a, "c", 1).ok());
+  node.stop(SIGKILL);
+
+  std::ifstream original(config_dir_ / "cams.yaml");
+  const std::string cams(std::istreambuf_iterator<char>(original), {});
+  write_file(config_dir_ / "cams.yaml", "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: [");
+  fs::remove(config_dir_ / "old.yaml");
+  node.start();
+  ASSERT_TRUE(
+      node.wait_for_log("keeping the Instances of Configurations not found while 1 source "
+                        "of Configurations cannot be read"))
+      << node.log();
+  EXPECT_EQ(instances().size(), 2u);
+  EXPECT_EQ(claims(instances()), 1u) << "pod-a's claim is kept";
+
+  write_file(config_dir_ / "cams.yaml", cams);
+  ASSERT_TRUE(node.wait_for_log("its Configuration is gone; withdrawing")) << node.log();
+  EXPECT_EQ(instances(1).size(), 1u) << "the Instance of the Configuration gone is withdrawn";
+  ASSERT_TRUE(node.wait_free(il, 1)) << node.log();
+  EXPECT_TRUE(node.kubelet->allocate(il, pod_b, "c", 1).ok());
+  EXPECT_FALSE(node.kubelet->allocate(il, {"default", "pod-c"}, "c", 1).ok())
+      << "capacity 2: pod-a's slot was not handed out again";
+}
+
 TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
