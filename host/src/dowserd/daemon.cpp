@@ -166,7 +166,7 @@ void Daemon::start() {
       core_, options_.podresources_socket, options_.reclaim_interval, options_.reclaim_grace,
       [this] { return held_slots(); }, [this](const reclaim::HeldSlot& slot) { release(slot); });
   reclaimer_->set_unclaimed_listener(
-      [this](const std::vector<reclaim::DeviceRef>& devices) { warn_unclaimed(devices); });
+      [this](const std::vector<reclaim::DeviceRef>& devices) { unclaimed_in_use(devices); });
   reclaimer_->start();
   capacity_.set_grant_listener(
       [this](const capacity::InstanceKey& key, uint32_t slot) { granted(key, slot); });
@@ -548,16 +548,19 @@ void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
     reclaimer_->granted(*held);
 }
 
-// Once per device while it stays so, from its second pass on (a claim
-// taken away by a deletion is put back within a second): another pod may be
-// given its slot.
-void Daemon::warn_unclaimed(const std::vector<reclaim::DeviceRef>& devices) {
+// A device the kubelet reports in use with no claim on it, from its second
+// pass on (a claim taken away by a deletion is put back within a second):
+// an Instance-level slot that is free is claimed again for the pod using it;
+// otherwise (taken, or a CL device, whose slot no claim names any more)
+// warned of once while it stays so, since another pod may be given its slot.
+void Daemon::unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices) {
   std::set<reclaim::DeviceRef> ours;
   std::set<reclaim::DeviceRef> warned;
   for (const auto& device : devices) {
     if (!device.first.starts_with(options_.resource_domain + "/")) continue;  // not our plugins'
     ours.insert(device);
     if (unclaimed_before_.count(device) == 0) continue;  // once more first
+    if (claim_again_for_pod_in_use(device)) continue;
     warned.insert(device);
     if (unclaimed_warned_.count(device)) continue;
     spdlog::warn(
@@ -568,6 +571,31 @@ void Daemon::warn_unclaimed(const std::vector<reclaim::DeviceRef>& devices) {
   }
   unclaimed_before_ = std::move(ours);
   unclaimed_warned_ = std::move(warned);
+}
+
+// The IL device (resource <domain>/<instance>, id <instance>-<slot>) back
+// in this node's hands, if its slot is free; false if it is not one, or taken.
+bool Daemon::claim_again_for_pod_in_use(const reclaim::DeviceRef& device) {
+  const std::string instance = device.first.substr(options_.resource_domain.size() + 1);
+  for (const auto& [key, stored] : capacity_.instances()) {
+    if (key.second != instance) continue;
+    const auto slot = naming::slot_index(device.second, instance, stored.instance.capacity);
+    if (!slot) return false;
+    try {
+      if (!capacity_.restore(key, *slot, naming::SlotUsage::instance_level(options_.node_name)))
+        return false;
+    } catch (const store::StoreError& e) {
+      spdlog::warn("Instance {}: could not claim slot {} again: {}", instance, *slot, e.what());
+      return false;
+    }
+    spdlog::info(
+        "Instance {}: claimed slot {} again: the kubelet reports its device in use, and no claim "
+        "was on it",
+        instance, *slot);
+    mark_dirty(key);
+    return true;
+  }
+  return false;
 }
 
 void Daemon::release(const reclaim::HeldSlot& slot) {

@@ -125,7 +125,8 @@ class Daemon {
   // An Allocate granted the slot: the reclaimer's grace for it starts over.
   void granted(const capacity::InstanceKey& key, uint32_t slot);
   void release(const reclaim::HeldSlot& slot);
-  void warn_unclaimed(const std::vector<reclaim::DeviceRef>& devices);
+  void unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices);
+  bool claim_again_for_pod_in_use(const reclaim::DeviceRef& device);
 
   // ---- observability (daemon_status.cpp) ----
   // What discovery did for one Configuration, for the status API.

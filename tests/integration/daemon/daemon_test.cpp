@@ -690,20 +690,41 @@ TEST_F(SlotTakenFromOutsideTest, AnInstanceEditedToLeaveThisNodeOutIsJoinedAgain
   EXPECT_EQ(instances(1).at(0).instance, before.instance) << "joined again, with the pod's claim";
 }
 
-// A claim taken out of the store by hand while its pod runs: the slot may be
-// given twice. The reclaimer's list shows the pod still uses it, and says so.
-TEST_F(SlotTakenFromOutsideTest, APodUsingASlotNoClaimNamesIsWarnedOf) {
+// A claim taken out of the store by hand (or with its Configuration deleted
+// and made again) while its pod runs: the reclaimer's list shows the pod
+// still uses the slot. An IL slot, free, is claimed again for it.
+TEST_F(SlotTakenFromOutsideTest, AnILSlotInUseThatLostItsClaimIsClaimedAgain) {
   Node& node = hold_one_slot({"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
   auto stored = instances(1).at(0);
-  const std::string slot = stored.instance.device_usage.begin()->first;
-  EXPECT_FALSE(node.log().find("no claim of this node's") != std::string::npos)
-      << "nothing to say while the claim is there";
+  const auto [slot, usage] = *stored.instance.device_usage.begin();
+  EXPECT_FALSE(node.log().find("claimed slot") != std::string::npos)
+      << "nothing to do while the claim is there";
 
   stored.instance.device_usage.clear();
   store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
-  EXPECT_TRUE(node.wait_for_log("the kubelet reports device " + slot + " of " + il_ +
-                                " in use, but no claim of this node's is on it"))
+  EXPECT_TRUE(node.wait_for_log("Instance " + stored.instance.name + ": claimed slot " +
+                                slot.substr(slot.rfind('-') + 1) + " again"))
       << node.log();
+  EXPECT_EQ(instances(1).at(0).instance.device_usage,
+            (std::map<std::string, std::string>{{slot, usage}}));
+  EXPECT_FALSE(node.log().find("but no claim of this node's is on it") != std::string::npos);
+}
+
+// A CL device names no slot: one that lost its claim cannot be claimed
+// again for sure, and is warned of, since its slot may go to another pod.
+TEST_F(SlotTakenFromOutsideTest, ACLDeviceInUseThatLostItsClaimIsWarnedOf) {
+  echo_configuration("cams", {"cam0"}, 2);
+  Node& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  auto granted = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
+  ASSERT_TRUE(granted.ok());
+  auto stored = instances(1).at(0);
+  ASSERT_EQ(stored.instance.device_usage.size(), 1u);
+  stored.instance.device_usage.clear();
+  store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
+  EXPECT_TRUE(node.wait_for_log("of akri.sh/cams in use, but no claim of this node's is on it"))
+      << node.log();
+  EXPECT_TRUE(instances(1).at(0).instance.device_usage.empty());
 }
 
 // A Configuration of the fixtureHangs handler, which hangs where its
