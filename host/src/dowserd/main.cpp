@@ -4,6 +4,7 @@
 #include "log_lines.hpp"
 #include "naming.hpp"
 #include "status_api.hpp"
+#include "thread_names.hpp"
 
 #include <grpc/support/log.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("dowserd"));  // logs go to stderr
   dowser::log_lines::use_single_line_pattern(*spdlog::default_logger());
+  dowser::report_fatal_signals("dowserd");
   spdlog::set_level(spdlog::level::from_str(log_level));
   gpr_set_log_function(log_grpc_line);
   options.store = stores.at(store);

@@ -13,4 +13,11 @@ inline constexpr size_t kThreadNameMax = 15;
 // Names the calling thread (best effort: a failure changes nothing else).
 void name_this_thread(std::string_view name);
 
+// From now on, a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT)
+// first writes one line to standard error naming the thread it struck
+// ("[program] fatal signal SIGSEGV in thread h:NAME"), so that a crash in a
+// discovery handler's thread (named h:<handler>) says whose it was; then the
+// signal goes on to what handled it before (a core dump, a sanitizer's report).
+void report_fatal_signals(std::string_view program);
+
 }  // namespace dowser

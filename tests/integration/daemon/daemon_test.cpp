@@ -781,6 +781,23 @@ TEST_F(StuckHandlerTest, SigtermExitsWhileAHandlersStopHangs) {
       << node.log();
 }
 
+// A handler that crashes takes dowserd with it (it runs in the process);
+// the last line of the log names the thread, so the handler, it struck.
+TEST_F(DaemonTest, ACrashInAHandlerSaysWhoseThreadItWas) {
+  fs::copy_file(CRASHES_IN_START_SO, handler_dir_ / "libfixture-crashes-in-start.so");
+  write_file(config_dir_ / "crashy.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata:\n  name: crashy\nspec:\n"
+             "  discoveryHandler:\n    name: fixtureCrashesInStart\n    discoveryDetails: ''\n");
+  auto& node = add_node("node-a");
+  const auto status = node.wait_exit(30s);
+  ASSERT_TRUE(status) << node.log();
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << node.log();
+  EXPECT_NE(node.log().find("[dowserd] fatal signal SIGSEGV in thread h:fixtureCrashe (a "
+                            "discovery handler's thread)"),
+            std::string::npos)
+      << node.log();
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");
