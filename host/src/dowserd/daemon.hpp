@@ -227,23 +227,38 @@ class Daemon {
   std::unique_ptr<status_api::StatusServer> status_server_;  // last: stops first
 };
 
-// One dowserd per kubelet directory. A second one (a manual run beside the
-// service) re-registered every plugin over the first one's sockets and, once
-// stopped, left the kubelet with none while the first still said it was
-// ready. Holds an exclusive flock on <kubelet-dir>/dowserd.lock (a regular
-// file: the kubelet removes only sockets there), released when the process
-// ends, however it ends.
-class KubeletDirLock {
+// One dowserd at a time for what a lock file guards: an exclusive flock on a
+// regular file, released when the process ends, however it ends. The holder
+// writes its pid into the file, for the message of the next one.
+//
+// The kubelet directory is guarded by <kubelet-dir>/dowserd.lock (the
+// kubelet removes only sockets there). A second dowserd there (a manual run
+// beside the service) re-registered every plugin over the first one's
+// sockets and, once stopped, left the kubelet with none while the first
+// still said it was ready.
+class DaemonLock {
  public:
+  // What a lock guards, in the words of its messages.
+  struct Guarded {
+    std::filesystem::path dir;  // holds the lock file; created if missing
+    std::string dir_option;     // the option that names dir, e.g. "--kubelet-dir"
+    std::string file_name;      // the lock file, in dir
+    std::string what;           // what its holder serves, e.g. "the kubelet directory /x"
+    std::string remedy;         // what to do instead of running this one as it is
+  };
+  static Guarded kubelet_dir(const std::filesystem::path& kubelet_dir);
+
   // Creates the directory if missing, then takes the lock, waiting up to
   // wait for a dowserd that is still stopping (a rolling update). Throws
-  // std::runtime_error naming the directory and the process holding it.
-  KubeletDirLock(const std::filesystem::path& dir, std::chrono::milliseconds wait);
-  ~KubeletDirLock();
-  KubeletDirLock(const KubeletDirLock&) = delete;
-  KubeletDirLock& operator=(const KubeletDirLock&) = delete;
+  // std::runtime_error naming what is guarded and the process holding it.
+  DaemonLock(const Guarded& guarded, std::chrono::milliseconds wait);
+  ~DaemonLock();
+  DaemonLock(const DaemonLock&) = delete;
+  DaemonLock& operator=(const DaemonLock&) = delete;
 
  private:
+  void lock(const Guarded& guarded, std::chrono::milliseconds wait) const;
+
   int fd_ = -1;
 };
 

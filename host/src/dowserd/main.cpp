@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   long handler_rescan_ms = options.handler_rescan.count();
   // How long to wait for another dowserd on the same kubelet directory that
   // is still stopping (a rolling update) before giving up.
-  long kubelet_lock_wait_ms = 10'000;
+  long lock_wait_ms = 10'000;
   long dead_node_grace_seconds =
       std::chrono::duration_cast<std::chrono::seconds>(options.dead_node_grace).count();
   std::string kubeconfig;
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kubelet-dir", options.kubelet_dir, "the kubelet's device-plugin directory")
       ->capture_default_str();
-  app.add_option("--kubelet-lock-wait-ms", kubelet_lock_wait_ms,
+  app.add_option("--kubelet-lock-wait-ms", lock_wait_ms,
                  "how long to wait for another dowserd serving the same --kubelet-dir to stop")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(0, 600000, "ms"));
@@ -176,8 +176,9 @@ int main(int argc, char** argv) {
   }
   try {
     // Before anything is discovered or written: a second dowserd stops here.
-    const dowser::daemon::KubeletDirLock one_per_kubelet(
-        options.kubelet_dir, std::chrono::milliseconds(kubelet_lock_wait_ms));
+    using dowser::daemon::DaemonLock;
+    const auto lock_wait = std::chrono::milliseconds(lock_wait_ms);
+    const DaemonLock one_per_kubelet(DaemonLock::kubelet_dir(options.kubelet_dir), lock_wait);
     dowser::daemon::Daemon daemon(options);
     return daemon.run();
   } catch (const std::exception& e) {
