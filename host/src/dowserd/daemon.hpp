@@ -229,13 +229,21 @@ class Daemon {
 
 // One dowserd at a time for what a lock file guards: an exclusive flock on a
 // regular file, released when the process ends, however it ends. The holder
-// writes its pid into the file, for the message of the next one.
+// writes its pid into the file, for the message of the next one. Two guards:
 //
-// The kubelet directory is guarded by <kubelet-dir>/dowserd.lock (the
-// kubelet removes only sockets there). A second dowserd there (a manual run
-// beside the service) re-registered every plugin over the first one's
-// sockets and, once stopped, left the kubelet with none while the first
-// still said it was ready.
+// - The kubelet directory: <kubelet-dir>/dowserd.lock (the kubelet removes
+//   only sockets there). A second dowserd there (a manual run beside the
+//   service) re-registered every plugin over the first one's sockets and,
+//   once stopped, left the kubelet with none while the first still said it
+//   was ready.
+// - The node, in the state directory: <state-dir>/node-<name>.lock. A
+//   second dowserd with the first one's node name and file store but its
+//   own kubelet directory (a debug run beside the service) freed every claim
+//   of the first within seconds: its slot reclaimer asked its own kubelet,
+//   which lists none of the first one's pods. Nodes of other names may share
+//   the state directory (one file store for several nodes). With the
+//   Kubernetes store the lock guards only dowserds that share the state
+//   directory (accepted-requests is kept there with either store).
 class DaemonLock {
  public:
   // What a lock guards, in the words of its messages.
@@ -247,6 +255,8 @@ class DaemonLock {
     std::string remedy;         // what to do instead of running this one as it is
   };
   static Guarded kubelet_dir(const std::filesystem::path& kubelet_dir);
+  // node_name is valid (a DNS subdomain), so it can name a file.
+  static Guarded node(const std::filesystem::path& state_dir, const std::string& node_name);
 
   // Creates the directory if missing, then takes the lock, waiting up to
   // wait for a dowserd that is still stopping (a rolling update). Throws

@@ -1,4 +1,5 @@
-// One dowserd per kubelet directory: see DaemonLock in daemon.hpp.
+// One dowserd per kubelet directory, and per node in a state directory: see
+// DaemonLock in daemon.hpp.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -61,6 +62,17 @@ DaemonLock::Guarded DaemonLock::kubelet_dir(const std::filesystem::path& kubelet
           .file_name = "dowserd.lock",
           .what = "the kubelet directory " + kubelet_dir.string(),
           .remedy = "stop it first, or give this one its own --kubelet-dir"};
+}
+
+DaemonLock::Guarded DaemonLock::node(const std::filesystem::path& state_dir,
+                                     const std::string& node_name) {
+  return {.dir = state_dir,
+          .dir_option = "--state-dir",
+          .file_name = "node-" + node_name + ".lock",
+          .what = "node " + node_name + " with the state directory " + state_dir.string(),
+          .remedy =
+              "stop it first (a second one for the same node would free its claims), or "
+              "give this one its own --state-dir (--store=file) or another --node-name"};
 }
 
 DaemonLock::DaemonLock(const Guarded& guarded, std::chrono::milliseconds wait)

@@ -38,8 +38,9 @@ int main(int argc, char** argv) {
   long reclaim_interval_ms = options.reclaim_interval.count();
   long reclaim_grace_ms = options.reclaim_grace.count();
   long handler_rescan_ms = options.handler_rescan.count();
-  // How long to wait for another dowserd on the same kubelet directory that
-  // is still stopping (a rolling update) before giving up.
+  // How long to wait for another dowserd on the same kubelet directory, or
+  // for the same node in the same state directory, that is still stopping (a
+  // rolling update) before giving up: for each of the two locks.
   long lock_wait_ms = 10'000;
   long dead_node_grace_seconds =
       std::chrono::duration_cast<std::chrono::seconds>(options.dead_node_grace).count();
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
   app.add_option("--kubelet-dir", options.kubelet_dir, "the kubelet's device-plugin directory")
       ->capture_default_str();
   app.add_option("--kubelet-lock-wait-ms", lock_wait_ms,
-                 "how long to wait for another dowserd serving the same --kubelet-dir to stop")
+                 "how long to wait for another dowserd serving the same --kubelet-dir, or the "
+                 "same --node-name with the same --state-dir, to stop")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(0, 600000, "ms"));
   app.add_option("--podresources-socket", options.podresources_socket,
@@ -176,9 +178,13 @@ int main(int argc, char** argv) {
   }
   try {
     // Before anything is discovered or written: a second dowserd stops here.
+    // Always in this order, so that two starting at once cannot each hold
+    // the lock the other waits for.
     using dowser::daemon::DaemonLock;
     const auto lock_wait = std::chrono::milliseconds(lock_wait_ms);
     const DaemonLock one_per_kubelet(DaemonLock::kubelet_dir(options.kubelet_dir), lock_wait);
+    const DaemonLock one_per_node(DaemonLock::node(options.state_dir, options.node_name),
+                                  lock_wait);
     dowser::daemon::Daemon daemon(options);
     return daemon.run();
   } catch (const std::exception& e) {

@@ -126,6 +126,7 @@ class Node {
     if (pid_ > 0) ::kill(pid_, signal);
   }
   bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  pid_t pid() const { return pid_; }
   // Waits for dowserd to exit by itself; its exit status, or nullopt if it
   // still runs at the deadline.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout = 10s) {

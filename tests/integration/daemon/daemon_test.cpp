@@ -610,6 +610,61 @@ TEST_F(DaemonTest, ADaemonWaitsForTheOneStoppingOnItsKubeletDirectory) {
   EXPECT_TRUE(new_one.running());
 }
 
+// A second dowserd for the same node on the same file store, with its own
+// kubelet directory (a debug run beside the service), freed every claim of
+// the first within seconds: its reclaimer asked its own kubelet, which lists
+// none of the first one's pods.
+TEST_F(DaemonTest, ASecondDaemonForTheSameNodeAndStateDirectoryRefusesToStart) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& first = add_node("node-a");
+  ASSERT_TRUE(first.wait_allocatable("akri.sh/cams", 1)) << first.log();
+  ASSERT_TRUE(first.kubelet->allocate("akri.sh/cams", pod_a, "c", 1).ok());
+  ASSERT_EQ(claims(instances()), 1u);
+  // Its own kubelet directory; the later --node-name wins. Reclaiming at
+  // once, it would free the first one's claim on its first pass.
+  auto& second = add_node("debug", {"--node-name=node-a", "--kubelet-lock-wait-ms=200",
+                                    "--reclaim-interval-ms=10", "--reclaim-grace-ms=0"});
+  auto status = second.wait_exit();
+  ASSERT_TRUE(status.has_value()) << "still running: " << second.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << second.log();
+  EXPECT_NE(second.log().find("another dowserd (pid " + std::to_string(first.pid()) +
+                              ") serves node node-a with the state directory " +
+                              state_dir_.string() + "; stop it first"),
+            std::string::npos)
+      << second.log();
+  EXPECT_EQ(claims(instances()), 1u) << "the first one's claim is intact";
+  EXPECT_TRUE(first.running());
+  EXPECT_TRUE(first.wait_free("akri.sh/cams", 0)) << "its slot is still taken\n" << first.log();
+}
+
+// A rolling update whose new dowserd has its own kubelet directory: it
+// waits for the old one to stop, then serves the node.
+TEST_F(DaemonTest, ADaemonWaitsForTheOneStoppingThatServesItsNode) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& old_one = add_node("node-a");
+  ASSERT_TRUE(old_one.wait_allocatable("akri.sh/cams", 1)) << old_one.log();
+  auto& new_one = add_node("new", {"--node-name=node-a"});
+  ASSERT_TRUE(new_one.wait_for_log("serves node node-a with the state directory " +
+                                   state_dir_.string() + "; waiting up to 10000 ms for it to stop"))
+      << new_one.log();
+  EXPECT_EQ(new_one.kubelet->status().resource("akri.sh/cams"), nullptr) << "nothing served yet";
+  old_one.stop(SIGTERM);
+  EXPECT_TRUE(new_one.wait_allocatable("akri.sh/cams", 1)) << new_one.log();
+  EXPECT_TRUE(new_one.running());
+}
+
+// Several nodes may share one file store: the lock is per node name.
+TEST_F(DaemonTest, DaemonsOfDifferentNodesShareOneStateDirectory) {
+  echo_configuration("cams", {"cam0"}, 1, true);
+  auto& a = add_node("node-a");
+  auto& b = add_node("node-b");
+  EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
+  EXPECT_TRUE(b.wait_allocatable("akri.sh/cams", 1)) << b.log();
+  EXPECT_TRUE(a.running() && b.running());
+  EXPECT_TRUE(fs::is_regular_file(state_dir_ / "node-node-a.lock"));
+  EXPECT_TRUE(fs::is_regular_file(state_dir_ / "node-node-b.lock"));
+}
+
 // A torn Instance file (a crash mid-write, before the journal existed, or a
 // bad hand edit) made its device's write fail once, and nothing tried again:
 // the device stayed away until a restart, though deleting the file is the
