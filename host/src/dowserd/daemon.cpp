@@ -39,7 +39,7 @@ void log_report(const std::pair<std::string, std::string>& key, const host::Devi
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       metrics_(metrics_registry_, options_.version),
-      signals_(core_, SIGTERM, SIGINT),
+      signals_(core_, SIGTERM, SIGINT, SIGHUP),
       kubernetes_(options_.kubernetes),
       store_(make_store()),
       capacity_(*store_, options_.node_name),
@@ -68,14 +68,25 @@ Daemon::~Daemon() { shutdown(); }
 
 int Daemon::run() {
   start();
+  await_signal();
+  core_.run();
+  return 0;
+}
+
+void Daemon::await_signal() {
   signals_.async_wait([this](const boost::system::error_code& error, int signal) {
     if (error) return;
+    if (signal == SIGHUP) {
+      spdlog::info(
+          "SIGHUP received and ignored: dowserd has nothing to reload, it follows its "
+          "Configurations and its handler directory as they change");
+      await_signal();
+      return;
+    }
     spdlog::info("signal {}: stopping", signal);
     shutdown();
     core_.stop();
   });
-  core_.run();
-  return 0;
 }
 
 std::unique_ptr<store::InstanceStore> Daemon::make_store() {

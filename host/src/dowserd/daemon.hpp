@@ -71,12 +71,14 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   // Runs until SIGTERM or SIGINT; then stops cleanly (sockets removed).
+  // SIGHUP is logged and ignored.
   int run();
 
  private:
   using ConfigurationKey = std::pair<std::string, std::string>;
 
   void start();
+  void await_signal();
   void shutdown();
   std::unique_ptr<store::InstanceStore> make_store();
   std::unique_ptr<configuration::ConfigurationSource> make_configuration_source();

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <map>
 #include <string_view>
 
@@ -176,6 +177,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Until the daemon takes it over (to log it), SIGHUP must not end dowserd
+  // (while it waits for a lock, say): killed by it, it would leave no log line
+  // and systemd would count a clean exit, not restarting it.
+  std::signal(SIGHUP, SIG_IGN);
   try {
     // Before anything is discovered or written: a second dowserd stops here.
     // Always in this order, so that two starting at once cannot each hold

@@ -648,6 +648,8 @@ TEST_F(DaemonTest, ADaemonWaitsForTheOneStoppingThatServesItsNode) {
                                    state_dir_.string() + "; waiting up to 10000 ms for it to stop"))
       << new_one.log();
   EXPECT_EQ(new_one.kubelet->status().resource("akri.sh/cams"), nullptr) << "nothing served yet";
+  // Not yet able to log it, it ignores SIGHUP all the same (it used to end it).
+  ASSERT_EQ(::kill(new_one.pid(), SIGHUP), 0);
   old_one.stop(SIGTERM);
   EXPECT_TRUE(new_one.wait_allocatable("akri.sh/cams", 1)) << new_one.log();
   EXPECT_TRUE(new_one.running());
@@ -853,18 +855,42 @@ TEST_F(DaemonTest, ACrashInAHandlerSaysWhoseThreadItWas) {
       << node.log();
 }
 
+// Stops the node with SIGTERM and expects a clean exit: status 0, and no
+// plugin socket left in its kubelet directory (only the kubelet's own).
+void expect_sigterm_stops_cleanly(Node& node) {
+  int status = node.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << node.log();
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(node.plugin_dir()))
+    if (entry.is_socket() && entry.path().filename() != "kubelet.sock")
+      left.push_back(entry.path().filename());
+  EXPECT_TRUE(left.empty()) << "sockets left behind: " << left.size();
+}
+
 TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   echo_configuration("cams", {"cam0", "cam1"}, 1);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
-  int status = node.stop(SIGTERM);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << node.log();
-  std::vector<std::string> left;
-  for (const auto& entry : fs::directory_iterator(root_ / "node-a" / "dp"))
-    if (entry.is_socket() && entry.path().filename() != "kubelet.sock")
-      left.push_back(entry.path().filename());
-  EXPECT_TRUE(left.empty()) << "sockets left behind: " << left.size();
+  expect_sigterm_stops_cleanly(node);
   EXPECT_EQ(instances().size(), 2u) << "Instances stay for the next start";
+}
+
+// SIGHUP killed dowserd with no log line and left its plugin sockets behind,
+// and systemd counted that a clean exit. There is nothing to reload (the
+// configuration and handler directories are followed live): it is logged and
+// ignored.
+TEST_F(DaemonTest, SighupIsLoggedAndIgnored) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  ASSERT_EQ(::kill(node.pid(), SIGHUP), 0);
+  ASSERT_TRUE(
+      node.wait_for_log("[info] SIGHUP received and ignored: dowserd has nothing to reload"))
+      << node.log();
+  EXPECT_TRUE(node.running());
+  auto granted = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
+  EXPECT_TRUE(granted.ok()) << "still serving: " << granted.status.error_message();
+  expect_sigterm_stops_cleanly(node);
 }
 
 // So that an operator can tell, in top -H or a profile, which part of the
