@@ -121,10 +121,9 @@ class Node {
     return status;
   }
 
-  // Sends signal without waiting for dowserd to act on it.
-  void send_signal(int signal) const {
-    if (pid_ > 0) ::kill(pid_, signal);
-  }
+  // Sends signal without waiting for dowserd to act on it; false if it
+  // could not be sent (no dowserd running).
+  bool send_signal(int signal) const { return pid_ > 0 && ::kill(pid_, signal) == 0; }
   bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
   pid_t pid() const { return pid_; }
   // Waits for dowserd to exit by itself; its exit status, or nullopt if it

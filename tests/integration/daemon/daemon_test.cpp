@@ -649,7 +649,7 @@ TEST_F(DaemonTest, ADaemonWaitsForTheOneStoppingThatServesItsNode) {
       << new_one.log();
   EXPECT_EQ(new_one.kubelet->status().resource("akri.sh/cams"), nullptr) << "nothing served yet";
   // Not yet able to log it, it ignores SIGHUP all the same (it used to end it).
-  ASSERT_EQ(::kill(new_one.pid(), SIGHUP), 0);
+  ASSERT_TRUE(new_one.send_signal(SIGHUP));
   old_one.stop(SIGTERM);
   EXPECT_TRUE(new_one.wait_allocatable("akri.sh/cams", 1)) << new_one.log();
   EXPECT_TRUE(new_one.running());
@@ -828,7 +828,7 @@ TEST_F(StuckHandlerTest, SigtermExitsWhileAHandlersStopHangs) {
   ASSERT_TRUE(node.wait_for_log("Configuration default/stuck added")) << node.log();
   hangs_configuration("stuck", "restarted");
   ASSERT_TRUE(node.wait_for_log("Configuration default/stuck changed")) << node.log();
-  node.send_signal(SIGTERM);
+  ASSERT_TRUE(node.send_signal(SIGTERM));
   const auto status = node.wait_exit(30s);
   ASSERT_TRUE(status) << "still running 30 s after SIGTERM: " << node.log();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << node.log();
@@ -883,7 +883,7 @@ TEST_F(DaemonTest, SighupIsLoggedAndIgnored) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  ASSERT_EQ(::kill(node.pid(), SIGHUP), 0);
+  ASSERT_TRUE(node.send_signal(SIGHUP));
   ASSERT_TRUE(
       node.wait_for_log("[info] SIGHUP received and ignored: dowserd has nothing to reload"))
       << node.log();
