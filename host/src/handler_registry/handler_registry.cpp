@@ -24,9 +24,17 @@ namespace {
 // Where a handler writes why a call failed (rule O5). A handler that leaves
 // out the NUL must not make the host read past the buffer.
 struct ErrorBuffer {
+  // Of a message with no NUL, this much is shown (the rest is the same junk).
+  static constexpr size_t kShownWithoutNul = 200;
+
   char text[DOWSER_MAX_ERRLEN] = {};
   // The handler's message; empty when it wrote none (what() says so).
-  std::string message() const { return {text, ::strnlen(text, sizeof text)}; }
+  std::string message() const {
+    const size_t length = ::strnlen(text, sizeof text);
+    if (length < sizeof text) return {text, length};
+    return std::string(text, kShownWithoutNul) + "... (the handler filled all " +
+           std::to_string(sizeof text) + " bytes of the error buffer with no NUL, against rule O5)";
+  }
 };
 
 // Why a call that threw failed: a C++ exception crossed the C ABI, against
@@ -451,7 +459,7 @@ HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::
                          "): " + (message.empty() ? "(no message)" : message)),
       call_(std::move(call)),
       status_(status),
-      message_(std::move(message)) {}
+      message_(message.empty() ? "(no message)" : std::move(message)) {}
 
 // ---- loading ---------------------------------------------------------------
 

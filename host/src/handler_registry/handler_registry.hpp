@@ -50,6 +50,7 @@ class HandlerCallError : public std::runtime_error {
   HandlerCallError(std::string call, dowser_status status, std::string message);
   const std::string& call() const noexcept { return call_; }
   dowser_status status() const noexcept { return status_; }
+  // The handler's message, "(no message)" when it wrote none.
   const std::string& message() const noexcept { return message_; }
 
  private:
