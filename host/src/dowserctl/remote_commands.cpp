@@ -168,9 +168,10 @@ int show_configurations(const Remote& remote, const Output& output) {
     auto errors =
         items<status_api::ConfigurationErrorStatus>(fetch(remote, "/api/v1/configuration-errors"));
     const auto configurations = items<status_api::ConfigurationStatus>(body);
-    // A manifest that does not parse, or a Configuration the daemon refused.
-    const bool refused = std::any_of(configurations.begin(), configurations.end(),
-                                     [](const auto& c) { return c.state == "refused"; });
+    // A manifest that does not parse, or a Configuration (or a change) the daemon refused.
+    const bool refused =
+        std::any_of(configurations.begin(), configurations.end(),
+                    [](const auto& c) { return c.state == "refused" || c.change_refused; });
     const int code = errors.empty() && !refused ? kOk : kProblems;
     if (output.format == Format::json) {
       print_json(body);
@@ -179,7 +180,9 @@ int show_configurations(const Remote& remote, const Output& output) {
     Table table({"NAMESPACE", "NAME", "HANDLER", "STATE", "DEVICES", "INSTANCES", "CAPACITY",
                  "LAST ERROR"});
     for (const auto& c : configurations)
-      table.add({c.namespace_name, c.name, c.handler, Cell(c.state, state_colour(c.state)),
+      table.add({c.namespace_name, c.name, c.handler,
+                 c.change_refused ? Cell(c.state + " (change refused)", Colour::red)
+                                  : Cell(c.state, state_colour(c.state)),
                  std::to_string(c.devices), std::to_string(c.instances), std::to_string(c.capacity),
                  last_error_cell(c)});
     table.print(std::cout, output.colour);

@@ -5,7 +5,7 @@ namespace dowser::daemon {
 DaemonMetrics::DaemonMetrics(metrics::Registry& registry, const std::string& version)
     : configurations(registry.gauge("dowser_configurations",
                                     "Configurations by state (starting, discovering, failing, "
-                                    "refused).",
+                                    "refused, change_refused: an earlier version runs).",
                                     {"state"})),
       instances(registry.gauge("dowser_instances",
                                "Instances of a Configuration visible on this node.",

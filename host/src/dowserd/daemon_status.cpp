@@ -277,8 +277,10 @@ std::vector<status_api::ConfigurationStatus> Daemon::configuration_statuses() co
   for (const auto& [key, configuration] : configurations_) {
     result.push_back(describe(configuration));
     // A change the handler refused: the previous version keeps running.
-    if (auto refusal = refused_.find(key); refusal != refused_.end())
+    if (auto refusal = refused_.find(key); refusal != refused_.end()) {
       refused_now(result.back(), refusal->second.second);
+      result.back().change_refused = true;
+    }
   }
   for (const auto& [key, refusal] : refused_) {
     if (configurations_.count(key)) continue;
@@ -413,7 +415,8 @@ status_api::Readiness Daemon::readiness() {
 
 void Daemon::refresh_metrics() {
   std::map<std::string, double> by_state;
-  for (const auto& configuration : configuration_statuses()) ++by_state[configuration.state];
+  for (const auto& configuration : configuration_statuses())
+    ++by_state[configuration.change_refused ? "change_refused" : configuration.state];
   std::vector<std::pair<metrics::LabelValues, double>> values;
   values.reserve(by_state.size());
   for (const auto& [state, count] : by_state) values.push_back({{state}, count});

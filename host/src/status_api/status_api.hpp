@@ -64,6 +64,8 @@ struct ConfigurationStatus {
   // 3339 UTC; empty for a refusal).
   bool last_error_current = false;
   std::string last_error_at;
+  // A newer version was refused (last_error says why): this one keeps running.
+  bool change_refused = false;
   uint64_t snapshots = 0;     // snapshots received
   uint64_t errors = 0;        // discovery errors
   uint64_t devices = 0;       // devices in the last snapshot

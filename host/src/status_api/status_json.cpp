@@ -40,6 +40,7 @@ auto fields_of<ConfigurationStatus>() {
                     Field{"last_error", &T::last_error},
                     Field{"last_error_current", &T::last_error_current},
                     Field{"last_error_at", &T::last_error_at},
+                    Field{"change_refused", &T::change_refused},
                     Field{"snapshots", &T::snapshots},
                     Field{"errors", &T::errors},
                     Field{"devices", &T::devices},

@@ -197,6 +197,27 @@ TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
   ASSERT_TRUE(eventually([&] { return remote({"configs"}).exit_code == 0; })) << node.log();
 }
 
+// A change the handler refuses leaves the previous version running: a
+// problem to fix all the same, in the exit code, the table and the metric.
+TEST_F(DowserctlTest, ARefusedChangeIsAProblemWhileThePreviousVersionRuns) {
+  auto& node = cams_node();
+  ASSERT_EQ(remote({"configs"}).exit_code, 0) << node.log();
+  echo_configuration("cams", {"cam0", "\"\""}, 2);  // debugEcho refuses an empty description
+  ASSERT_TRUE(node.wait_for_log("Configuration default/cams: refused by handler debugEcho"))
+      << node.log();
+  auto configs = remote({"configs"});
+  EXPECT_EQ(configs.exit_code, 1) << configs.out;
+  EXPECT_THAT(configs.out, HasSubstr("discovering (change refused)"));
+  const auto cams = api(url_, "/api/v1/configurations")["items"].at(0);
+  EXPECT_EQ(cams["state"], "discovering");
+  EXPECT_EQ(cams["change_refused"], true);
+  EXPECT_EQ(metric(url_, "dowser_configurations{state=\"change_refused\"}"), 1);
+  EXPECT_TRUE(std::isnan(metric(url_, "dowser_configurations{state=\"discovering\"}")));
+
+  echo_configuration("cams", {"cam0", "cam1"}, 2);  // taken back
+  ASSERT_TRUE(eventually([&] { return remote({"configs"}).exit_code == 0; })) << node.log();
+}
+
 // An error discovery has recovered from stays visible, but says so.
 TEST_F(DowserctlTest, ConfigsSaysWhenDiscoveryHasRecovered) {
   const auto ghost = config_dir_ / "ghost.yaml";
