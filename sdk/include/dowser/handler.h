@@ -22,6 +22,11 @@
  *      zeroed copy, so members the sender did not know read as 0 / NULL.
  *      Arrays of records are read with a stride of the first element's
  *      struct_size; all elements of one array MUST have the same struct_size.
+ *      A struct_size smaller than the record's 1.0 members need (up to the
+ *      end of its last 1.0 member) is an error, never read as zeros: the
+ *      receiver refuses that record (the host leaves such a device out of its
+ *      snapshot) or, when it is the first element and so the stride, the whole
+ *      array. A larger struct_size (a newer minor) is accepted.
  *  V4. A handler built with minor M that wants to use a host member added in
  *      minor K > 0 MUST first check host->abi_minor >= K.
  *  V5. Members are never removed or reordered within a major. A replaced
@@ -63,6 +68,29 @@
  *  T6. No exception, longjmp or signal crosses the boundary. A handler MUST
  *      NOT call exit(), install signal handlers, change the working directory
  *      or umask, or fork without exec.
+ *
+ * DEVICES (what report_devices accepts; the limits are the DOWSER_MAX_*
+ * macros below, in bytes)
+ *  D1. A device id is 1 to DOWSER_MAX_DEVICE_ID_LEN bytes of UTF-8 with no
+ *      control character, and unique within one snapshot.
+ *  D2. A property key is an environment variable name as Kubernetes defines
+ *      one ([-._a-zA-Z][-._a-zA-Z0-9]*), at most DOWSER_MAX_PROPERTY_KEY_LEN
+ *      bytes, and unique within its device. A value is UTF-8 with no NUL byte,
+ *      at most DOWSER_MAX_PROPERTY_VALUE_LEN bytes.
+ *  D3. Mount paths and device-node container paths are absolute; a
+ *      device-node host path is absolute or empty (then the container path
+ *      is used). Paths are UTF-8 with no NUL byte, at most DOWSER_MAX_PATH_LEN
+ *      bytes. Device-node permissions are a non-empty subset of "rwm".
+ *  D4. sharing is one of the DOWSER_SHARING_* values.
+ *  D5. A device has at most DOWSER_MAX_DEVICE_ENTRIES properties, as many
+ *      mounts and as many device nodes, and at most DOWSER_MAX_DEVICE_LEN
+ *      bytes of strings in all (id, keys, values, paths, permissions).
+ *  D6. The host leaves a device that breaks D1-D5, V3 or O4 out of the
+ *      snapshot, takes the other devices, and says why once. A snapshot with
+ *      a duplicate id, or an array it cannot read, is refused whole
+ *      (DOWSER_ERR_INVALID_ARGUMENT).
+ *  The limits keep an Instance far below Kubernetes' 1.5 MB object limit, and
+ *  a kubelet Allocate response below gRPC's 4 MiB default message size.
  */
 #ifndef DOWSER_HANDLER_H
 #define DOWSER_HANDLER_H
@@ -79,6 +107,14 @@ extern "C" {
 
 /* Advisory size for error buffers. */
 #define DOWSER_MAX_ERRLEN 1024
+
+/* Limits of a reported device (rules D1-D5), in bytes or entries. */
+#define DOWSER_MAX_DEVICE_ID_LEN 1024
+#define DOWSER_MAX_PROPERTY_KEY_LEN 256
+#define DOWSER_MAX_PROPERTY_VALUE_LEN 65536
+#define DOWSER_MAX_PATH_LEN 4096
+#define DOWSER_MAX_DEVICE_ENTRIES 1024 /* each of properties, mounts, device nodes */
+#define DOWSER_MAX_DEVICE_LEN 131072   /* all strings of one device together */
 
 /* Status codes. Fixed width, never a C enum inside a struct. */
 typedef int32_t dowser_status;
@@ -125,7 +161,7 @@ typedef struct dowser_device_node {
   uint32_t struct_size;
   dowser_str container_path;
   dowser_str host_path;
-  dowser_str permissions; /* any of "r", "w", "m" */
+  dowser_str permissions; /* a non-empty subset of "rwm" */
 } dowser_device_node;
 
 /* Values of dowser_device.sharing. */
