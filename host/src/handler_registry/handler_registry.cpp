@@ -340,11 +340,11 @@ void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
                           message.data == nullptr ? 0 : message.len));
 }
 
-std::string duplicate_id(const Snapshot& snapshot) {
+std::optional<std::string> duplicate_id(const Snapshot& snapshot) {
   std::set<std::string_view> seen;
   for (const auto& device : snapshot)
     if (!seen.insert(device.id).second) return device.id;
-  return {};
+  return std::nullopt;
 }
 
 void resolve_sharing(Snapshot& snapshot, bool handler_shares) {
@@ -374,13 +374,14 @@ dowser_status host_report_devices(dowser_session_host* session, const dowser_dev
                                   size_t devices_len) {
   return with_running_session(session, "report_devices", [&](SessionEntry& entry) {
     try {
-      Snapshot snapshot = abi::read_devices(devices, devices_len);
-      if (auto id = duplicate_id(snapshot); !id.empty()) {
-        entry.sink->on_bad_report("device id '" + id + "' appears twice in one snapshot");
+      CheckedReport report = check_report(devices, devices_len);
+      if (auto id = duplicate_id(report.devices)) {
+        entry.sink->on_bad_report("device id '" + *id + "' appears twice in one snapshot");
         return DOWSER_ERR_INVALID_ARGUMENT;
       }
-      resolve_sharing(snapshot, entry.shared);
-      entry.sink->on_snapshot(std::move(snapshot));
+      resolve_sharing(report.devices, entry.shared);
+      entry.sink->on_invalid_devices(report.invalid);
+      entry.sink->on_snapshot(std::move(report.devices));
       return DOWSER_OK;
     } catch (const std::bad_alloc&) {
       return DOWSER_ERR_NO_MEMORY;
@@ -603,6 +604,22 @@ void CoalescingSink::on_bad_report(const std::string& reason) {
     if (std::exchange(last_bad_report_, reason) == reason) return;  // once per reason in a row
   }
   problem_("report refused: " + reason);
+}
+
+void CoalescingSink::on_invalid_devices(const std::vector<InvalidDevice>& devices) {
+  if (!problem_) return;
+  std::vector<const InvalidDevice*> untold;
+  {
+    std::lock_guard lock(report_mutex_);
+    std::set<std::vector<std::string>> told;
+    for (const auto& device : devices) {
+      if (!told_invalid_.count(device.problems)) untold.push_back(&device);
+      told.insert(device.problems);
+    }
+    told_invalid_ = std::move(told);  // a device valid again, or gone, is news when it is back
+  }
+  for (const auto* device : untold)
+    problem_("device left out of the snapshot: " + joined_problems(*device));
 }
 
 std::shared_ptr<SessionSink> CoalescingSink::late_call_sink() const {

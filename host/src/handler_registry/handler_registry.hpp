@@ -9,6 +9,8 @@
 #include <dowser/handler.h>
 #include <dowser/handler.hpp>
 
+#include "device_rules.hpp"
+
 #include <sys/types.h>
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -131,8 +134,12 @@ class SessionSink {
  public:
   virtual ~SessionSink() = default;
   // A deep copy of a reported snapshot, with each device's sharing resolved
-  // to local or shared.
+  // to local or shared. Devices that break the device rules are not in it.
   virtual void on_snapshot(Snapshot snapshot) = 0;
+  // The devices left out of a snapshot because they break the device rules
+  // (device_rules.hpp), with why: called for every snapshot, just before its
+  // on_snapshot, and with none when none was left out.
+  virtual void on_invalid_devices(const std::vector<InvalidDevice>& devices) { (void)devices; }
   virtual void on_error(dowser_status code, std::string message) = 0;
   // A report or error that arrived after stop_discovery returned (rule T4).
   virtual void on_late_call(std::string_view what) { (void)what; }
@@ -171,10 +178,13 @@ class CoalescingSink : public SessionSink {
  public:
   // notify: new changes or an error to take (called on handler threads).
   // problem, if set: why a report was refused, once per distinct reason in a
-  // row, and each late call (rule T4), also after the session is gone.
+  // row; why a device was left out of a snapshot, once until it is reported
+  // valid, or with other problems, or not at all; and each late call (rule
+  // T4), also after the session is gone.
   explicit CoalescingSink(std::function<void()> notify,
                           std::function<void(const std::string&)> problem = {});
   void on_snapshot(Snapshot snapshot) override;
+  void on_invalid_devices(const std::vector<InvalidDevice>& devices) override;
   void on_error(dowser_status code, std::string message) override;
   void on_late_call(std::string_view what) override;
   void on_bad_report(const std::string& reason) override;
@@ -200,6 +210,9 @@ class CoalescingSink : public SessionSink {
   std::mutex report_mutex_;      // one report at a time: each is diffed against the one before
   Snapshot last_reported_;       // sorted by id; guarded by report_mutex_
   bool first_report_ = true;     // guarded by report_mutex_
+  // The problems of each device the last report left out, as told; guarded
+  // by report_mutex_.
+  std::set<std::vector<std::string>> told_invalid_;
   mutable std::mutex mutex_;
   std::optional<Pending> pending_;
   std::optional<std::pair<dowser_status, std::string>> error_;

@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -56,6 +58,9 @@ class RecordingSink : public SessionSink {
   void on_bad_report(const std::string& reason) override {
     update([&] { bad_reports.push_back(reason); });
   }
+  void on_invalid_devices(const std::vector<InvalidDevice>& devices) override {
+    update([&] { invalid_devices.push_back(devices); });
+  }
 
   template <typename Predicate>
   bool wait_until(Predicate predicate, std::chrono::milliseconds timeout = 5s) {
@@ -68,6 +73,7 @@ class RecordingSink : public SessionSink {
   std::vector<Snapshot> snapshots;
   std::vector<std::pair<dowser_status, std::string>> errors;
   std::vector<std::string> bad_reports;
+  std::vector<std::vector<InvalidDevice>> invalid_devices;  // one entry per snapshot
   int late_calls = 0;
 
  private:
@@ -457,6 +463,103 @@ TEST(DiscoverySession, ReportsAfterStopAreDroppedAndNoticed) {
   EXPECT_EQ(sink->snapshots.size(), delivered) << "no snapshot may be delivered after stop";
 }
 
+// A real handler library that reports, with a valid device, devices that
+// break the device rules, the same snapshot over and over, into the sink
+// dowserd uses. Devices are followed by their changes; what the sink tells
+// is kept in order.
+class BadDevicesSession {
+ public:
+  BadDevicesSession()
+      : sink_(std::make_shared<CoalescingSink>(
+            [this] { changed(); },
+            [this](const std::string& problem) { changed([&] { told_.push_back(problem); }); })),
+        instance_(load_handler(FIXTURE_REPORTS_BAD_DEVICES), ignore_log),
+        session_(instance_.start({"", {{"FIXTURE_STATE_FILE", state_file().string()}}}, sink_)) {}
+
+  // Makes the fixture report its device "cam-utf8" valid, or not.
+  void fix_cam_utf8(bool fixed) {
+    std::ofstream(dir_.path() / "state.new") << (fixed ? "fixed" : "bad");
+    fs::rename(dir_.path() / "state.new", state_file());
+  }
+
+  bool devices_become(const std::set<std::string>& expected) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 5s, [&] {
+      while (auto changes = sink_->take_changes()) {
+        if (changes->complete) devices_.clear();
+        for (const auto& device : changes->gone) devices_.erase(device.id);
+        for (const auto& device : changes->reported) devices_.insert(device.id);
+      }
+      return devices_ == expected;
+    });
+  }
+
+  std::vector<std::string> told() {
+    std::lock_guard lock(mutex_);
+    return told_;
+  }
+
+  void stop() { session_->stop(); }
+
+ private:
+  fs::path state_file() const { return dir_.path() / "state"; }
+
+  template <typename Change>
+  void changed(Change change) {
+    {
+      std::lock_guard lock(mutex_);
+      change();
+    }
+    changed_.notify_all();
+  }
+  void changed() {
+    changed([] {});
+  }
+
+  TempDir dir_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::string> told_;
+  std::set<std::string> devices_;
+  std::shared_ptr<CoalescingSink> sink_;
+  HandlerInstance instance_;
+  std::unique_ptr<DiscoverySession> session_;
+};
+
+TEST(DiscoverySession, DevicesThatBreakTheRulesAreLeftOutAndToldOncePerProblemSet) {
+  BadDevicesSession session;
+  ASSERT_TRUE(session.devices_become({"good"}));
+  const std::string left_out = "device left out of the snapshot: ";
+  const std::string bad_utf8 =
+      left_out + "device \"cam-utf8\": property \"NAME\": value is not valid UTF-8 (byte 4)";
+  // The fixture reported twice before its start returned, and goes on.
+  EXPECT_EQ(
+      session.told(),
+      (std::vector<std::string>{
+          bad_utf8,
+          left_out + "device 3: struct_size 4 is smaller than the 1.0 device record (76 "
+                     "bytes): rule V3",
+          left_out + "device \"cam-env\": property \"A=B\": not a valid environment variable "
+                     "name; device \"cam-env\": property \"NUL\": value contains a NUL byte "
+                     "(byte 1); device \"cam-env\": mount 1: container path \"data\" is not "
+                     "absolute; device \"cam-env\": mount 1: host path \"../etc\" is not "
+                     "absolute; device \"cam-env\": device node 1: permissions \"xyz\" must be "
+                     "a non-empty subset of \"rwm\"",
+          left_out + "device 5: id is empty; device 5: property 1: key is empty",
+      }));
+
+  session.fix_cam_utf8(true);
+  ASSERT_TRUE(session.devices_become({"cam-utf8", "good"})) << "valid again: accepted";
+  EXPECT_EQ(session.told().size(), 4u) << "the others are still told only once";
+
+  session.fix_cam_utf8(false);
+  ASSERT_TRUE(session.devices_become({"good"}));
+  auto told = session.told();
+  ASSERT_EQ(told.size(), 5u);
+  EXPECT_EQ(told.back(), bad_utf8) << "bad again: news again";
+  session.stop();
+}
+
 TEST(DiscoverySession, ACrashInStartTakesDownOnlyTheProcessThatRanIt) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   auto handler = load_handler(FIXTURE_CRASHES_IN_START);  // loading is harmless
@@ -504,6 +607,44 @@ TEST(HostTable, RefusedReportsAndReportsAfterTheSessionEndedAreTold) {
   EXPECT_EQ(problems,
             (std::vector<std::string>{
                 twice, twice, "report_devices after stop_discovery returned (rule T4): dropped"}));
+}
+
+// The device rules (device_rules.hpp): a device that breaks them is left
+// out, the rest of the report is taken.
+TEST(HostTable, LeavesOutADeviceThatBreaksTheDeviceRulesAndTakesTheRest) {
+  ProbeSession probe;
+  dowser::Device bad = device("b");
+  bad.properties = {{"A=B", "x"}};
+  EXPECT_EQ(report({device("a"), bad, device("c")}), DOWSER_OK);
+  ASSERT_EQ(probe.sink->snapshots.size(), 1u);
+  ASSERT_EQ(probe.sink->snapshots[0].size(), 2u);
+  EXPECT_EQ(probe.sink->snapshots[0][0].id, "a");
+  EXPECT_EQ(probe.sink->snapshots[0][1].id, "c");
+  ASSERT_EQ(probe.sink->invalid_devices.size(), 1u);
+  EXPECT_EQ(probe.sink->invalid_devices[0],
+            (std::vector<InvalidDevice>{
+                {"device \"b\"",
+                 {"device \"b\": property \"A=B\": not a valid environment variable name"}}}));
+
+  EXPECT_EQ(report({device("a")}), DOWSER_OK);
+  ASSERT_EQ(probe.sink->invalid_devices.size(), 2u) << "told with every snapshot";
+  EXPECT_TRUE(probe.sink->invalid_devices[1].empty());
+}
+
+// Its first struct_size is the array's stride: too small, no device in the
+// array can be found, and none may be read as an empty one.
+TEST(HostTable, RefusesAReportWhoseFirstRecordIsTooSmallToBeTheStride) {
+  ProbeSession probe;
+  dowser_device raw[2] = {};
+  raw[0].struct_size = raw[1].struct_size = 4;
+  EXPECT_EQ(host_api().report_devices(probe_session, raw, 2), DOWSER_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(probe.sink->snapshots.empty());
+  ASSERT_EQ(probe.sink->bad_reports.size(), 1u);
+  EXPECT_EQ(
+      probe.sink->bad_reports[0].rfind(
+          "device 1: struct_size 4 is smaller than the 1.0 device record (76 bytes): rule V3", 0),
+      0u)
+      << probe.sink->bad_reports[0];
 }
 
 TEST(HostTable, StopsAcceptingAfterAnErrorAndAfterStop) {
@@ -713,6 +854,34 @@ TEST(CoalescingSink, ASharingChangeFoldsAsTwoDevices) {
   ASSERT_EQ(changes->gone.size(), 2u) << "the taker may know either";
   EXPECT_EQ(changes->gone[0].sharing, dowser::Sharing::local);
   EXPECT_EQ(changes->gone[1].sharing, dowser::Sharing::shared);
+}
+
+// The same report repeats (handlers poll): a device left out is told once,
+// until its problems change, or it is valid (or gone) and then bad again.
+TEST(CoalescingSink, TellsOfADeviceLeftOutOnceUntilItsProblemsChange) {
+  std::vector<std::string> told;
+  CoalescingSink sink([] {}, [&](const std::string& problem) { told.push_back(problem); });
+  const InvalidDevice utf8{"device \"a\"",
+                           {"device \"a\": property \"K\": value is not valid UTF-8 (byte 4)"}};
+  InvalidDevice worse = utf8;
+  worse.problems.push_back("device \"a\": mount 1: host path \"x\" is not absolute");
+  const InvalidDevice other{"device 2", {"device 2: id is empty"}};
+
+  sink.on_invalid_devices({utf8});
+  sink.on_invalid_devices({utf8});
+  sink.on_invalid_devices({other, utf8});
+  sink.on_invalid_devices({worse, other});
+  sink.on_invalid_devices({});  // both valid again
+  sink.on_invalid_devices({worse});
+  sink.on_invalid_devices({worse});
+
+  const std::string left_out = "device left out of the snapshot: ";
+  EXPECT_EQ(told, (std::vector<std::string>{
+                      left_out + utf8.problems[0],
+                      left_out + other.problems[0],
+                      left_out + utf8.problems[0] + "; " + worse.problems[1],
+                      left_out + utf8.problems[0] + "; " + worse.problems[1],
+                  }));
 }
 
 TEST(CoalescingSink, ErrorsAreKeptAndNotified) {
