@@ -70,6 +70,17 @@ class RecordingSink final : public host::SessionSink {
     });
   }
 
+  void on_invalid_devices(const std::vector<host::InvalidDevice>& devices) override {
+    if (devices.empty()) return;
+    recorder_->update(session_, [&](SessionRecord& record) {
+      if (record.stopped) return;  // on_snapshot tells of the late call
+      for (const auto& device : devices)
+        recorder_->add_violation(session_,
+                                 "device left out of a snapshot: " + host::joined_problems(device));
+      record.left_out.push_back(devices);
+    });
+  }
+
   void on_late_call(std::string_view what) override {
     recorder_->update(session_, [&](SessionRecord& record) { note_late(record, what); });
   }

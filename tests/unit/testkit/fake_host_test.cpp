@@ -313,6 +313,33 @@ TEST(FakeHostWithLinkedInHandler, AMalformedReportIsAViolation) {
   EXPECT_EQ(host.violations().size(), 1u);
 }
 
+// What dowserd would leave out of the snapshot FakeHost leaves out too, and
+// says why, in the host's words.
+TEST(FakeHostWithLinkedInHandler, ADeviceThatBreaksTheDeviceRulesIsLeftOutAndAViolation) {
+  FakeHost host(&probe::api, quiet());
+  auto session = host.start({});
+  dowser_device devices[2] = {};
+  devices[0].struct_size = devices[1].struct_size = sizeof devices[0];
+  devices[0].id = dowser::abi::view("good");
+  devices[1].id = dowser::abi::view("bad");
+  devices[1].sharing = 99;  // no such value
+  EXPECT_EQ(probe::calls.host->report_devices(probe::calls.last_session, devices, 2), DOWSER_OK);
+  host.stop(session);
+
+  const SessionRecord record = host.record(session);
+  ASSERT_EQ(record.snapshots.size(), 1u);
+  EXPECT_EQ(ids_of(record.snapshots[0]), std::vector<std::string>{"good"});
+  ASSERT_EQ(record.left_out.size(), 1u);
+  ASSERT_EQ(record.left_out[0].size(), 1u);
+  EXPECT_EQ(record.left_out[0][0].problems,
+            std::vector<std::string>{
+                "device \"bad\": sharing 99 is not 0 (handler default), 1 (local) or 2 (shared)"});
+  ASSERT_EQ(host.violations().size(), 1u);
+  EXPECT_NE(host.violations()[0].find("device left out of a snapshot: device \"bad\": sharing 99"),
+            std::string::npos)
+      << host.violations()[0];
+}
+
 TEST(FakeHostWithLinkedInHandler, DestructorStopsEverySessionStillRunning) {
   int stops_before = probe::calls.stops;
   {

@@ -283,6 +283,28 @@ TEST(CheckLog, WhatTheHandlerLoggedBeforeACrashIsShown) {
       << run.out;
 }
 
+// Devices are judged by the host's own rules (host/src/device_rules), and a
+// failure says what dowserd logs: every device left out of the snapshot.
+TEST(CheckDevices, DevicesThatBreakTheDeviceRulesFailDiscoverInTheHostsWords) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-reports-bad-devices.so";
+  CheckRun run = run_check({file, "--duration", "0.2"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto failures = lines_starting_with(run.out, "FAIL discover: ");
+  ASSERT_EQ(failures.size(), 1u) << run.out;
+  EXPECT_EQ(failures[0],
+            "FAIL discover: devices left out of a snapshot: "
+            "device \"cam-utf8\": property \"NAME\": value is not valid UTF-8 (byte 4); "
+            "device 3: struct_size 4 is smaller than the 1.0 device record (76 bytes): rule V3; "
+            "device \"cam-env\": property \"A=B\": not a valid environment variable name; "
+            "device \"cam-env\": property \"NUL\": value contains a NUL byte (byte 1); "
+            "device \"cam-env\": mount 1: container path \"data\" is not absolute; "
+            "device \"cam-env\": mount 1: host path \"../etc\" is not absolute; "
+            "device \"cam-env\": device node 1: permissions \"xyz\" must be a non-empty "
+            "subset of \"rwm\"; "
+            "device 5: id is empty; device 5: property 1: key is empty");
+  EXPECT_EQ(lines_starting_with(run.out, "FAIL concurrent-reports: ").size(), 1u) << run.out;
+}
+
 struct FixtureCase {
   std::string fixture;       // libfixture-<fixture>.so
   std::string check;         // the check that must fail

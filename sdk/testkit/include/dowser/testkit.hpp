@@ -4,8 +4,9 @@
 // and the same host function table), initialises one instance of it, and
 // records everything the handler sends back: every snapshot of every session,
 // in order, errors, log lines, and contract violations (a report after
-// stop_discovery returned, a malformed report). It does not depend on any test
-// framework; with GoogleTest:
+// stop_discovery returned, a malformed report, a device left out of a
+// snapshot because it breaks the device rules of handler.h). It does not
+// depend on any test framework; with GoogleTest:
 //
 //   dowser::testkit::FakeHost host("path/to/libmy-handler.so");
 //   auto session = host.start({"descriptions: [a]", {}});
@@ -59,8 +60,11 @@ struct SessionRecord {
   std::vector<Snapshot> snapshots;
   std::vector<SessionError> errors;
   std::vector<std::string> bad_reports;  // reports the host refused (malformed)
-  std::vector<std::string> late_calls;   // calls after stop_discovery returned
-  bool stopped = false;                  // stop() has returned
+  // For each snapshot that left devices out (they break the device rules,
+  // host/src/device_rules), those devices and why, in arrival order.
+  std::vector<std::vector<host::InvalidDevice>> left_out;
+  std::vector<std::string> late_calls;  // calls after stop_discovery returned
+  bool stopped = false;                 // stop() has returned
 };
 
 namespace detail {
@@ -112,7 +116,8 @@ class FakeHost {
   std::vector<SessionError> errors(SessionId session) const;
   std::vector<LogLine> logs() const;
   // One line per contract violation of any session, e.g.
-  // "session 2 of echo: report_devices after stop_discovery returned".
+  // "session 2 of echo: report_devices after stop_discovery returned", or
+  // "session 0 of echo: device left out of a snapshot: device "a": id ...".
   std::vector<std::string> violations() const;
 
   // Wait until the predicate holds or the timeout expires; return whether it

@@ -160,15 +160,12 @@ Clock::duration stop_session(FakeHost& host, SessionId session, const Settings& 
   return Clock::now() - started;
 }
 
-// What the loader lets through but no Instance could be made of. (It
-// refuses duplicate ids and bad records itself: those arrive as bad reports.)
-std::optional<std::string> snapshot_problem(const testkit::Snapshot& snapshot) {
-  for (const auto& device : snapshot) {
-    if (device.id.empty()) return "a device has an empty id";
-    if (device.properties.count("") != 0)
-      return "device \"" + device.id + "\" has a property with an empty name";
-  }
-  return std::nullopt;
+// The problems of every device the host left out of one snapshot.
+std::string left_out_problems(const std::vector<host::InvalidDevice>& devices) {
+  std::string text;
+  for (const auto& device : devices)
+    text += (text.empty() ? "" : "; ") + host::joined_problems(device);
+  return text;
 }
 
 // The first thing wrong with what a session sent, if any.
@@ -176,14 +173,13 @@ std::optional<std::string> session_problem(const SessionRecord& record) {
   if (!record.late_calls.empty())
     return record.late_calls.front() + " after stop_discovery returned";
   if (!record.bad_reports.empty()) return "malformed report: " + record.bad_reports.front();
+  // The host's own wording (device_rules), as dowserd logs it.
+  if (!record.left_out.empty())
+    return "devices left out of a snapshot: " + left_out_problems(record.left_out.front());
   if (!record.errors.empty()) {
     const auto& error = record.errors.front();
     return "handler reported error " + describe_status(error.code) + ": " +
            quoted_message(error.message);
-  }
-  for (size_t i = 0; i < record.snapshots.size(); ++i) {
-    if (auto problem = snapshot_problem(record.snapshots[i]))
-      return "snapshot " + std::to_string(i + 1) + ": " + *problem;
   }
   return std::nullopt;
 }
@@ -193,7 +189,8 @@ void require_clean(const FakeHost& host, SessionId session, const std::string& c
 }
 
 bool has_trouble(const SessionRecord& record) {
-  return !record.errors.empty() || !record.bad_reports.empty() || !record.late_calls.empty();
+  return !record.errors.empty() || !record.bad_reports.empty() || !record.late_calls.empty() ||
+         !record.left_out.empty();
 }
 
 // --- the checks ----------------------------------------------------------------
