@@ -256,6 +256,34 @@ spec:
             "C:" + result.device_ids.at(0) + ":node-a");
 }
 
+// A handler reports, every millisecond, a valid device with devices that
+// break the device rules of handler.h. Each of those is left out with one
+// warning (not one per report) naming the handler, the Configuration and
+// the problems; no Instance write fails; the valid device is served as usual.
+TEST_F(DaemonTest, DevicesThatBreakTheDeviceRulesAreLeftOutWithOneWarningEach) {
+  fs::copy_file(FIXTURE_REPORTS_BAD_DEVICES_SO, handler_dir_ / "libfixture-reports-bad-devices.so");
+  write_file(config_dir_ / "mixed.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: mixed}\n"
+             "spec:\n  capacity: 1\n  discoveryHandler: {name: fixtureReportsBadDevices}\n");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/mixed", 1)) << node.log();
+  auto result = node.kubelet->allocate("akri.sh/mixed", pod_a, "c", 1);
+  ASSERT_TRUE(result.ok()) << result.status.error_message();
+  EXPECT_EQ(instances().size(), 1u) << "only the valid device has an Instance";
+
+  const std::string warning =
+      "Configuration default/mixed: handler fixtureReportsBadDevices: device left out of the "
+      "snapshot: device \"cam-utf8\": property \"NAME\": value is not valid UTF-8 (byte 4)";
+  ASSERT_TRUE(node.wait_for_log(warning)) << node.log();
+  const std::string log = node.log();
+  EXPECT_EQ(log.find(warning), log.rfind(warning)) << "told once, not once per report: " << log;
+  EXPECT_NE(log.find("device 3: struct_size 4 is smaller than the 1.0 device record (76 bytes): "
+                     "rule V3"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("cannot write Instance"), std::string::npos) << log;
+}
+
 TEST_F(DaemonTest, KillNineDuringAllocationsLosesAndDuplicatesNothing) {
   echo_configuration("cams", {"cam0", "cam1", "cam2", "cam3"}, 3);
   auto& node = add_node("node-a");
