@@ -2,6 +2,8 @@
 // field so that every problem is reported with its source, field path and reason.
 #include "configuration.hpp"
 
+#include "device_rules.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -206,10 +208,6 @@ bool is_name_of(std::string_view text, std::string_view punctuation) {
 
 bool is_c_identifier(std::string_view text) { return is_name_of(text, "_"); }
 
-// A name Kubernetes accepts for a container's environment variable (what
-// brokerProperties become in every Allocate answer).
-bool is_env_var_name(std::string_view text) { return is_name_of(text, "_-."); }
-
 void check_namespace(const std::string& value, const std::string& path,
                      const ErrorContext& errors) {
   if (!is_dns_label(value)) {
@@ -363,7 +361,9 @@ std::map<std::string, std::string> parse_broker_properties(const YAML::Node& nod
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) errors.fail(path, "keys must be strings");
     const std::string& key = entry.first.Scalar();
-    if (!is_env_var_name(key)) {
+    // What brokerProperties become in every Allocate answer, as device
+    // properties do: the same rule.
+    if (!host::is_environment_variable_name(key)) {
       errors.fail(path, "'" + key +
                             "' is not an environment variable name (^[-._a-zA-Z][-._a-zA-Z0-9]*$): "
                             "containers get each property as one");

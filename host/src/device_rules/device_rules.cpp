@@ -1,7 +1,6 @@
 #include "device_rules.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -112,12 +111,17 @@ std::string_view view_of(dowser_str text) {
   return text.len == 0 ? std::string_view() : std::string_view(text.data, text.len);
 }
 
+// The problem of a string, named `name`, that cannot be read (rule O4).
+std::optional<std::string> unreadable_problem(std::string_view name, dowser_str text) {
+  if (readable(text)) return std::nullopt;
+  return std::string(name) + ": data is NULL but len is " + to_string(text.len) + ": rule O4";
+}
+
 // What is wrong with a string of a device, named `name`: unreadable, longer
 // than limit, or not UTF-8 without the bytes `banned` refuses.
 std::optional<std::string> string_problem(std::string_view name, dowser_str text, size_t limit,
                                           bool (*banned)(unsigned char)) {
-  if (!readable(text))
-    return std::string(name) + ": data is NULL but len is " + to_string(text.len) + ": rule O4";
+  if (auto problem = unreadable_problem(name, text)) return problem;
   if (text.len > limit) return too_long(name, text.len, limit);
   if (auto problem = encoding_problem(view_of(text), banned))
     return std::string(name) + " " + *problem;
@@ -126,25 +130,14 @@ std::optional<std::string> string_problem(std::string_view name, dowser_str text
 
 // ---- names -------------------------------------------------------------------
 
-// Kubernetes' rule for a container's environment variable names.
-bool is_environment_variable_name(std::string_view name) {
-  auto allowed = [](char c, bool first) {
-    const auto u = static_cast<unsigned char>(c);
-    return std::isalpha(u) != 0 || c == '_' || c == '-' || c == '.' ||
-           (!first && std::isdigit(u) != 0);
-  };
-  if (name.empty() || !allowed(name.front(), true)) return false;
-  for (char c : name.substr(1))
-    if (!allowed(c, false)) return false;
-  return true;
-}
+constexpr std::string_view kAllPermissions = "rwm";
 
+// A non-empty subset of kAllPermissions, each letter at most once.
 bool is_permission_set(std::string_view permissions) {
-  if (permissions.empty() || permissions.size() > 3) return false;
+  if (permissions.empty() || permissions.size() > kAllPermissions.size()) return false;
   for (size_t i = 0; i < permissions.size(); ++i) {
-    const char c = permissions[i];
-    if (c != 'r' && c != 'w' && c != 'm') return false;
-    if (permissions.find(c, i + 1) != std::string_view::npos) return false;
+    if (kAllPermissions.find(permissions[i]) == std::string_view::npos) return false;
+    if (permissions.find(permissions[i], i + 1) != std::string_view::npos) return false;
   }
   return true;
 }
@@ -237,7 +230,7 @@ std::string property_name(const dowser_property& property, size_t number) {
 }
 
 std::optional<std::string> key_problem(dowser_str key) {
-  if (!readable(key)) return "key: data is NULL but len is " + to_string(key.len) + ": rule O4";
+  if (auto problem = unreadable_problem("key", key)) return problem;
   if (key.len == 0) return "key is empty";
   if (key.len > DOWSER_MAX_PROPERTY_KEY_LEN)
     return too_long("key", key.len, DOWSER_MAX_PROPERTY_KEY_LEN);
@@ -282,14 +275,13 @@ void check_mount(DeviceProblems& problems, const dowser_mount& mount, size_t num
 void check_device_node(DeviceProblems& problems, const dowser_device_node& node, size_t number) {
   const std::string owner = "device node " + to_string(number);
   check_path(problems, owner, "container path", node.container_path);
-  check_path(problems, owner, "host path", node.host_path, true);
-  problems.count(node.permissions, 3);
-  if (!readable(node.permissions)) {
-    problems.add(owner + ": permissions: data is NULL but len is " +
-                 to_string(node.permissions.len) + ": rule O4");
+  check_path(problems, owner, "host path", node.host_path, /*may_be_empty=*/true);
+  problems.count(node.permissions, kAllPermissions.size());
+  if (auto problem = unreadable_problem("permissions", node.permissions)) {
+    problems.add(owner + ": " + *problem);
   } else if (!is_permission_set(view_of(node.permissions))) {
     problems.add(owner + ": permissions " + quoted(view_of(node.permissions)) +
-                 " must be a non-empty subset of \"rwm\"");
+                 " must be a non-empty subset of " + quoted(kAllPermissions));
   }
 }
 
@@ -355,6 +347,14 @@ InvalidDevice check_device(const dowser_device* record, size_t position,
 }
 
 }  // namespace
+
+bool is_environment_variable_name(std::string_view name) {
+  auto is_letter = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
+  auto may_start = [&](char c) { return is_letter(c) || c == '_' || c == '-' || c == '.'; };
+  auto may_follow = [&](char c) { return may_start(c) || (c >= '0' && c <= '9'); };
+  return !name.empty() && may_start(name.front()) &&
+         std::all_of(name.begin() + 1, name.end(), may_follow);
+}
 
 std::vector<std::string> device_problems(const dowser_device* record, size_t position,
                                          uint32_t array_struct_size) {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dowser::host {
@@ -66,6 +67,10 @@ struct CheckedReport {
 // length, or a first struct_size too small to be its stride (rule V3).
 // Duplicate ids are the caller's to find, among the devices kept.
 CheckedReport check_report(const dowser_device* devices, size_t count);
+
+// Whether name is a container environment variable name as Kubernetes
+// defines one: [-._a-zA-Z][-._a-zA-Z0-9]* (rule D2; brokerProperties too).
+bool is_environment_variable_name(std::string_view name);
 
 // A device's problems on one line: "; " between them.
 std::string joined_problems(const InvalidDevice& device);

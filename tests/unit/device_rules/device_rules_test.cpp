@@ -150,6 +150,13 @@ TEST(DeviceRules, APropertyKeyIsAnEnvironmentVariableName) {
                      "\"...: key is 257 bytes, more than the 256 allowed"});
 }
 
+TEST(DeviceRules, EnvironmentVariableNamesAreKubernetesOnes) {
+  for (std::string_view name : {"A", "_", "-x", ".x", "a.b-c_D9", "UDEV_DEVNODE_0"})
+    EXPECT_TRUE(dowser::host::is_environment_variable_name(name)) << name;
+  for (std::string_view name : {"", "9", "0A", "A=B", "A B", "A:B", "CAF\xc3\x89"})
+    EXPECT_FALSE(dowser::host::is_environment_variable_name(name)) << name;
+}
+
 TEST(DeviceRules, AKeyGivenTwiceIsSaidOnce) {
   EXPECT_EQ(problems_of(RawDevice().property("K", "1").property("K", "2").property("K", "3")),
             Problems{"device \"cam-1\": property \"K\": given more than once"});
@@ -237,6 +244,17 @@ TEST(DeviceRules, PermissionsAreANonEmptySubsetOfRwm) {
                        "\" must be a non-empty subset of \"rwm\""})
         << bad;
   }
+}
+
+TEST(DeviceRules, AKeyOrPermissionsWithoutDataAreProblemsNotEmptyStrings) {
+  RawDevice device;
+  device.property("K").node("/dev/a", "", "rw");
+  device.properties[0].key = {nullptr, 2};
+  device.nodes[0].permissions = {nullptr, 2};
+  EXPECT_EQ(device.problems(),
+            (Problems{"device \"cam-1\": property 1: key: data is NULL but len is 2: rule O4",
+                      "device \"cam-1\": device node 1: permissions: data is NULL but len is 2: "
+                      "rule O4"}));
 }
 
 // ---- sharing (D4) ------------------------------------------------------------------
