@@ -95,7 +95,7 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
   try {
     handlers.validate(configuration);
   } catch (const host::HandlerCallError& e) {
-    std::cerr << "dowserctl: refused by handler " << options.handler << ": " << e.message() << "\n";
+    std::cerr << "dowserctl: refused by handler " << options.handler << ": " << e.reason() << "\n";
     return kProblems;
   } catch (const std::runtime_error& e) {
     std::cerr << "dowserctl: " << e.what() << " (handler directory " << setup.handler_dir.string()

@@ -86,7 +86,7 @@ class Validator {
       } catch (const host::HandlerCallError& e) {
         return problem(
             file, id,
-            where + "refused by handler " + configuration.handler_name + ": " + e.message());
+            where + "refused by handler " + configuration.handler_name + ": " + e.reason());
       } catch (const std::invalid_argument& e) {  // what dowserd would refuse before the handler
         return problem(file, id, where + e.what());
       } catch (const std::runtime_error& e) {

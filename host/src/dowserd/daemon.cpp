@@ -245,7 +245,7 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
     }
     discovery_.validate(configuration);
   } catch (const host::HandlerCallError& e) {
-    refused(configuration, "refused by handler " + configuration.handler_name + ": " + e.message());
+    refused(configuration, "refused by handler " + configuration.handler_name + ": " + e.reason());
     return;
   } catch (const std::invalid_argument& e) {
     refused(configuration, e.what());

@@ -24,18 +24,23 @@ namespace {
 // Where a handler writes why a call failed (rule O5). A handler that leaves
 // out the NUL must not make the host read past the buffer.
 struct ErrorBuffer {
-  // Of a message with no NUL, this much is shown (the rest is the same junk).
-  static constexpr size_t kShownWithoutNul = 200;
-
   char text[DOWSER_MAX_ERRLEN] = {};
   // The handler's message; empty when it wrote none (what() says so).
-  std::string message() const {
-    const size_t length = ::strnlen(text, sizeof text);
-    if (length < sizeof text) return {text, length};
-    return std::string(text, kShownWithoutNul) + "... (the handler filled all " +
-           std::to_string(sizeof text) + " bytes of the error buffer with no NUL, against rule O5)";
-  }
+  std::string message() const { return {text, ::strnlen(text, sizeof text)}; }
 };
+
+// Of a message with no NUL, this much is shown (the rest is the same junk).
+constexpr size_t kShownWithoutNul = 200;
+
+// A handler's error message as logs show it: never nothing, never a buffer
+// of junk.
+std::string shown_message(const std::string& message) {
+  if (message.empty()) return "(no message)";
+  if (message.size() < DOWSER_MAX_ERRLEN) return message;
+  return message.substr(0, kShownWithoutNul) + "... (the handler filled all " +
+         std::to_string(DOWSER_MAX_ERRLEN) +
+         " bytes of the error buffer with no NUL, against rule O5)";
+}
 
 // Why a call that threw failed: a C++ exception crossed the C ABI, against
 // rule T6 (a hand-written table without the SDK's trampolines). It is stopped
@@ -457,10 +462,11 @@ HandlerLoadError::HandlerLoadError(std::filesystem::path file, std::string stage
 
 HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::string message)
     : std::runtime_error(call + " failed (status " + std::to_string(status) +
-                         "): " + (message.empty() ? "(no message)" : message)),
+                         "): " + shown_message(message)),
       call_(std::move(call)),
       status_(status),
-      message_(message.empty() ? "(no message)" : std::move(message)) {}
+      message_(std::move(message)),
+      reason_(shown_message(message_)) {}
 
 // ---- loading ---------------------------------------------------------------
 

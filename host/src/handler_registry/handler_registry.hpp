@@ -53,13 +53,17 @@ class HandlerCallError : public std::runtime_error {
   HandlerCallError(std::string call, dowser_status status, std::string message);
   const std::string& call() const noexcept { return call_; }
   dowser_status status() const noexcept { return status_; }
-  // The handler's message, "(no message)" when it wrote none.
+  // What the handler wrote (empty, or a whole buffer with no NUL, if so).
   const std::string& message() const noexcept { return message_; }
+  // The message as logs show it: "(no message)" when there is none, the
+  // start of one with no NUL and a note of rule O5.
+  const std::string& reason() const noexcept { return reason_; }
 
  private:
   std::string call_;
   dowser_status status_;
   std::string message_;
+  std::string reason_;
 };
 
 // Who may own a handler file: root and the daemon's own user by default.

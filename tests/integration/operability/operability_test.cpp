@@ -222,6 +222,7 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
 TEST_F(OperabilityTest, ARestoredClaimIsCountedAsARestoreNotAClaim) {
   auto& node = cams_node();
   const std::string name = instances(2).at(0).instance.name;
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/" + name, 2)) << node.log();
   ASSERT_TRUE(node.kubelet->allocate("akri.sh/" + name, {"default", "pod-a"}, "c", 1).ok());
   EXPECT_EQ(metric(url_, "dowser_slot_claims_total{kind=\"instance\"}"), 1);
   EXPECT_TRUE(std::isnan(metric(url_, "dowser_slot_restores_total{kind=\"instance\"}")))

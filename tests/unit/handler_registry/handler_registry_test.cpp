@@ -384,9 +384,10 @@ TEST(HandlerInstance, AnExceptionInStartBecomesAnError) {
 // What dowserd logs of a refusal is the message: never nothing.
 TEST(HandlerCallError, AnEmptyMessageSaysThereWasNone) {
   const HandlerCallError silent("validate_request", DOWSER_ERR_INVALID_ARGUMENT, "");
-  EXPECT_EQ(silent.message(), "(no message)");
+  EXPECT_EQ(silent.message(), "");
+  EXPECT_EQ(silent.reason(), "(no message)");
   EXPECT_EQ(std::string(silent.what()), "validate_request failed (status 2): (no message)");
-  EXPECT_EQ(HandlerCallError("init", DOWSER_ERR_GENERIC, "why").message(), "why");
+  EXPECT_EQ(HandlerCallError("init", DOWSER_ERR_GENERIC, "why").reason(), "why");
 }
 
 TEST(HandlerInstance, AnErrorWithoutItsNulIsReadNoFurtherThanTheBuffer) {
@@ -396,9 +397,10 @@ TEST(HandlerInstance, AnErrorWithoutItsNulIsReadNoFurtherThanTheBuffer) {
     FAIL() << "start should have failed";
   } catch (const HandlerCallError& e) {
     EXPECT_EQ(e.status(), DOWSER_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(e.message(), std::string(200, 'A') + "... (the handler filled all " +
-                               std::to_string(DOWSER_MAX_ERRLEN) +
-                               " bytes of the error buffer with no NUL, against rule O5)");
+    EXPECT_EQ(e.message(), std::string(DOWSER_MAX_ERRLEN, 'A'));
+    EXPECT_EQ(e.reason(), std::string(200, 'A') + "... (the handler filled all " +
+                              std::to_string(DOWSER_MAX_ERRLEN) +
+                              " bytes of the error buffer with no NUL, against rule O5)");
   }
 }
 
