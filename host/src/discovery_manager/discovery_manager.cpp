@@ -74,8 +74,6 @@ class DiscoveryManager::ControlThread {
   }
   ~ControlThread() { finish_by(std::chrono::steady_clock::now() + kStopWait); }
 
-  const std::string& name() const { return name_; }
-
   void post(std::function<void()> task) {
     {
       std::lock_guard lock(queue_->mutex);
