@@ -869,6 +869,8 @@ TEST_F(StuckHandlerTest, SigtermExitsWhileAHandlersStopHangs) {
 // A handler that crashes takes dowserd with it (it runs in the process);
 // the last line of the log names the thread, so the handler, it struck.
 TEST_F(DaemonTest, ACrashInAHandlerSaysWhoseThreadItWas) {
+  if (DOWSER_SANITIZED)  // UBSan stops the null store itself: no signal is ever raised
+    GTEST_SKIP() << "a sanitizer ends the process before the fault";
   fs::copy_file(CRASHES_IN_START_SO, handler_dir_ / "libfixture-crashes-in-start.so");
   write_file(config_dir_ / "crashy.yaml",
              "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata:\n  name: crashy\nspec:\n"
