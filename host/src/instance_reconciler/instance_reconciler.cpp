@@ -10,17 +10,19 @@ namespace {
 
 bool is_shared(const Device& device) { return device.sharing == Sharing::shared; }
 
-// Keeps claims that fit the capacity; a shrunk capacity drops the rest.
-void fit_claims_to_capacity(store::Instance& instance) {
+// Keeps claims that fit the capacity; a shrunk capacity drops the rest,
+// which are returned (slot -> usage) for the caller to log once written.
+std::map<std::string, std::string> fit_claims_to_capacity(store::Instance& instance) {
+  std::map<std::string, std::string> dropped;
   for (auto it = instance.device_usage.begin(); it != instance.device_usage.end();) {
     if (naming::slot_index(it->first, instance.name, instance.capacity)) {
       ++it;
     } else {
-      spdlog::warn("{}: dropping claim {}={} beyond capacity {}", instance.name, it->first,
-                   it->second, instance.capacity);
+      dropped.insert(*it);
       it = instance.device_usage.erase(it);
     }
   }
+  return dropped;
 }
 
 }  // namespace
@@ -325,6 +327,7 @@ void InstanceReconciler::adopt_stored(const ConfigurationKey& configuration) {
 }
 
 void InstanceReconciler::join(const store::Instance& wanted) {
+  std::map<std::string, std::string> dropped;  // by the decision that was written
   auto decide = [&](const store::Instance& current) -> std::optional<store::Instance> {
     store::Instance next = current;
     next.configuration_name = wanted.configuration_name;
@@ -333,7 +336,7 @@ void InstanceReconciler::join(const store::Instance& wanted) {
     next.shared = wanted.shared;
     next.broker_properties = wanted.broker_properties;
     next.nodes.insert(node_);
-    fit_claims_to_capacity(next);
+    dropped = fit_claims_to_capacity(next);
     if (next == current) return std::nullopt;
     return next;
   };
@@ -347,6 +350,9 @@ void InstanceReconciler::join(const store::Instance& wanted) {
     if (auto stored =
             store::update_with_retry(store_, wanted.namespace_name, wanted.name, decide,
                                      store::kUpdateAttempts, attempt == 0 ? cached : nullptr)) {
+      for (const auto& [slot, usage] : dropped)
+        spdlog::warn("{}: dropping claim {}={} beyond capacity {}", wanted.name, slot, usage,
+                     wanted.capacity);
       capacity_.apply(*stored);
       return;
     }

@@ -2,6 +2,7 @@
 // temp dir: Instances created, left alone, withdrawn, kept offline for a
 // shared device's grace. Time is the `now` argument, never a sleep.
 #include "instance_reconciler.hpp"
+#include "log_capture.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -153,6 +154,28 @@ TEST_F(InstanceReconcilerTest, ChangedCapacityRewritesTheInstance) {
   config.capacity = 5;
   reconciler_->reconcile(config, {dev}, start_);
   EXPECT_EQ(stored(kShared)->instance.capacity, 5u);
+}
+
+// A shrunk capacity drops the claims beyond it, and says so once per claim
+// (the decision is made on the cached copy, then again on the stored one).
+TEST_F(InstanceReconcilerTest, AShrunkCapacityDropsTheClaimsBeyondItAndSaysSoOnce) {
+  auto config = configuration("cams", 3);
+  auto dev = device("dev_1", Sharing::shared);
+  reconciler_->reconcile(config, {dev}, start_);
+  auto claimed = *stored(kShared);
+  claimed.instance.device_usage = {{"cams-cb2ad7-0", "node-a"}, {"cams-cb2ad7-2", "node-b"}};
+  claimed.revision = store_->update(claimed.instance, claimed.revision);
+  capacity_->apply(claimed);
+
+  const dowser::test::LogCapture log;
+  config.capacity = 2;
+  reconciler_->reconcile(config, {dev}, start_);
+  EXPECT_EQ(stored(kShared)->instance.device_usage,
+            (std::map<std::string, std::string>{{"cams-cb2ad7-0", "node-a"}}));
+  const std::string line = "cams-cb2ad7: dropping claim cams-cb2ad7-2=node-b beyond capacity 2";
+  const std::string text = log.text();
+  ASSERT_NE(text.find(line), std::string::npos) << text;
+  EXPECT_EQ(text.find(line, text.find(line) + 1), std::string::npos) << "said twice: " << text;
 }
 
 TEST_F(InstanceReconcilerTest, VanishedLocalDeviceIsWithdrawnAtOnce) {
