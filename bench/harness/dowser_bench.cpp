@@ -172,43 +172,62 @@ class BaselinePlugin : public v1beta1::DevicePlugin::CallbackService {
   Stream* stream = nullptr;
 };
 
-std::pair<Latency, Latency> grpc_baseline(const fs::path& dir, int samples) {
-  fs::path socket = dir / "baseline.sock";
-  BaselinePlugin service;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket.string(), grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  auto stub = v1beta1::DevicePlugin::NewStub(
-      grpc::CreateChannel("unix:" + socket.string(), grpc::InsecureChannelCredentials()));
+// A BaselinePlugin served on a unix socket, with a client connected to it.
+class BaselineServer {
+ public:
+  explicit BaselineServer(const fs::path& socket) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket.string(), grpc::InsecureServerCredentials());
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    stub_ = v1beta1::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix:" + socket.string(), grpc::InsecureChannelCredentials()));
+  }
+  ~BaselineServer() { server_->Shutdown(std::chrono::system_clock::now()); }
 
-  std::vector<double> unary;
-  for (int i = 0; i < samples + 100; ++i) {
+  // One minimal unary call, in microseconds.
+  double timed_unary_call() {
     grpc::ClientContext context;
     v1beta1::Empty empty;
     v1beta1::DevicePluginOptions options;
     auto start = Clock::now();
-    stub->GetDevicePluginOptions(&context, empty, &options);
-    if (i >= 100) unary.push_back(micros_since(start));  // first 100 warm up
+    stub_->GetDevicePluginOptions(&context, empty, &options);
+    return micros_since(start);
   }
 
-  grpc::ClientContext context;
-  auto reader = stub->ListAndWatch(&context, v1beta1::Empty());
-  {
-    std::unique_lock lock(service.mutex);
-    service.opened.wait(lock, [&] { return service.stream != nullptr; });
+  // One message on a server stream, timed until its reader has it.
+  std::vector<double> timed_stream_messages(int samples) {
+    grpc::ClientContext context;
+    auto reader = stub_->ListAndWatch(&context, v1beta1::Empty());
+    {
+      std::unique_lock lock(service_.mutex);
+      service_.opened.wait(lock, [&] { return service_.stream != nullptr; });
+    }
+    std::vector<double> times;
+    v1beta1::ListAndWatchResponse message;
+    for (int i = 0; i < samples; ++i) {
+      auto start = Clock::now();
+      service_.stream->send();
+      reader->Read(&message);
+      times.push_back(micros_since(start));
+    }
+    context.TryCancel();
+    return times;
   }
-  std::vector<double> stream;
-  v1beta1::ListAndWatchResponse message;
-  for (int i = 0; i < samples; ++i) {
-    auto start = Clock::now();
-    service.stream->send();
-    reader->Read(&message);
-    stream.push_back(micros_since(start));
+
+ private:
+  BaselinePlugin service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1beta1::DevicePlugin::Stub> stub_;
+};
+
+std::pair<Latency, Latency> grpc_baseline(BaselineServer& baseline, int samples) {
+  std::vector<double> unary;
+  for (int i = 0; i < samples + 100; ++i) {
+    double us = baseline.timed_unary_call();
+    if (i >= 100) unary.push_back(us);  // first 100 warm up
   }
-  context.TryCancel();
-  server->Shutdown(std::chrono::system_clock::now());
-  return {summarize(unary), summarize(stream)};
+  return {summarize(unary), summarize(baseline.timed_stream_messages(samples))};
 }
 
 // The other physical limit of a claim: one durable Instance update in the
@@ -525,6 +544,13 @@ struct AllocateFigures {
   Latency cl;                   // each call once the lists the previous one changed have arrived
   Latency cl_back_to_back;      // each call right after the previous reply, as its lists go out
   Latency il_during_discovery;  // while a new device comes every kChurnPeriod
+  // The baseline's unary call, made right before each IL call and each CL
+  // call with its lists up to date: what is left of the previous call's
+  // after-work in dowserd (store watch, lists) slows it.
+  Latency unary_between;
+  // The same call with every plugin registered and streaming, before any
+  // Allocate: what holding the kubelet's connections costs a call by itself.
+  Latency unary_connected;
   size_t reports_during_discovery = 0;
   std::optional<PartTimes> il_in_dowserd, cl_in_dowserd,
       il_during_discovery_in_dowserd;  // with --allocate-split
@@ -593,7 +619,8 @@ constexpr auto kChurnPeriod = 5ms;
 // Allocate RPCs straight to the plugins (what the kubelet's Allocate costs),
 // with `instances` Instances of capacity 4 in one Configuration.
 AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
-                                 const fs::path& handlers, int instances, int calls, bool split) {
+                                 const fs::path& handlers, BaselineServer& baseline, int instances,
+                                 int calls, bool split) {
   Node node(root, dowserd, handlers);
   if (split) node.log_level = "debug";
   fs::path socket = root / "bench.sock";
@@ -611,7 +638,9 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
     throw std::runtime_error("not every plugin registered for the Allocate benchmark");
   auto status = node.kubelet->status();
   fs::path dp = root / "dp";
-  std::vector<double> cl_settled, cl_back_to_back, il;
+  std::vector<double> unary_connected;
+  for (int i = 0; i < 2 * calls; ++i) unary_connected.push_back(baseline.timed_unary_call());
+  std::vector<double> cl_settled, cl_back_to_back, il, unary_between;
   // CL: each call takes a placeholder. Calls alternate between the two ways
   // a kubelet may call: with its view of the lists up to date (a pod now and
   // then), or at once after the previous reply while the lists that reply
@@ -626,6 +655,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
     // Odd calls come once the lists the call before changed have arrived,
     // even ones right after the previous reply.
     bool settled = i % 2 == 1;
+    if (settled) unary_between.push_back(baseline.timed_unary_call());
     auto allocated = timed_allocate(*cl_stub, id);
     if (allocated) (settled ? cl_settled : cl_back_to_back).push_back(allocated->us);
     if (settled) continue;
@@ -648,8 +678,10 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
     if (name == "akri.sh/alloc" || il_stubs.size() >= static_cast<size_t>(calls)) continue;
     il_stubs.emplace_back(name.substr(name.find('/') + 1), plugin_stub(dp, status, name));
   }
-  for (const auto& [instance, stub] : il_stubs)
+  for (const auto& [instance, stub] : il_stubs) {
+    unary_between.push_back(baseline.timed_unary_call());
     if (auto allocated = timed_allocate(*stub, instance + "-3")) il.push_back(allocated->us);
+  }
   // IL again, slot 2 of the same Instances, while new devices keep coming.
   std::vector<double> il_during_discovery;
   size_t reports = 0;
@@ -670,6 +702,8 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   figures.cl_back_to_back = summarize(cl_back_to_back);
   figures.il_during_discovery = summarize(il_during_discovery);
   figures.reports_during_discovery = reports;
+  figures.unary_between = summarize(unary_between);
+  figures.unary_connected = summarize(unary_connected);
   if (split) {
     node.stop();  // every line written
     auto logged = allocate_times_logged(node.log_file(), "akri.sh/alloc", il.size());
@@ -822,14 +856,15 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   // sockets and servers were still being released, it took 74 to 190 ms
   // instead of about 50.
   report["startup"] = startup(stage("startup"), dowserd, handlers);
-  auto [unary, stream] = grpc_baseline(stage("baseline"), 2000);
+  BaselineServer baseline(stage("baseline") / "baseline.sock");
+  auto [unary, stream] = grpc_baseline(baseline, 2000);
   fs::path store_dir = (Node::state_base.empty() ? root : Node::state_base) / "baseline-store";
   auto store_update = store_update_baseline(store_dir, 500);
   fs::remove_all(store_dir);
   auto [il_discovery, cl_discovery, discovery_in_dowserd] =
       discovery_latency(stage("discovery"), dowserd, handlers, events, background, discovery_split);
-  auto allocate = allocate_latency(stage("allocate"), dowserd, handlers, allocate_instances, calls,
-                                   allocate_split);
+  auto allocate = allocate_latency(stage("allocate"), dowserd, handlers, baseline,
+                                   allocate_instances, calls, allocate_split);
   const auto& il_allocate = allocate.il;
   const auto& cl_allocate = allocate.cl;
   const auto& cl_burst = allocate.cl_back_to_back;
@@ -866,10 +901,18 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
                        " ms",
                    allocate.il_during_discovery, unary.p99)
             << "\n"
+            << row("baseline: gRPC unary call, plugins connected", allocate.unary_connected,
+                   allocate.unary_connected.p99)
+            << "\n"
+            << row("baseline: gRPC unary call, between Allocate calls", allocate.unary_between,
+                   allocate.unary_between.p99)
+            << "\n"
             << std::fixed << std::setprecision(1)
             << "Allocate p99 / (unary p99 + store update p99): IL "
             << il_allocate.p99 / allocate_floor << ", CL " << cl_allocate.p99 / allocate_floor
             << "\n";
+  report["allocate"]["unary_between"] = to_json(allocate.unary_between);
+  report["allocate"]["unary_connected"] = to_json(allocate.unary_connected);
   report["allocate"]["il_over_floor"] = il_allocate.p99 / allocate_floor;
   report["allocate"]["cl_over_floor"] = cl_allocate.p99 / allocate_floor;
   if (allocate.il_in_dowserd)
