@@ -3,7 +3,9 @@
 # handler (docs/examples/plain-c-handler) against that installed copy only, as
 # a third party would: with CMake (find_package + conformance test), by hand
 # with pkg-config, and with a GoogleTest test of their own that drives the
-# handler through the installed test kit's FakeHost.
+# handler through the installed test kit's FakeHost. Then builds and tests the
+# C++ file-list handler of docs/handler-authors.md from the guide's own code
+# blocks, so the guide cannot drift from what compiles and passes.
 #
 # usage: sdk_out_of_tree_test.sh <build-dir> <source-dir>
 set -euo pipefail
@@ -103,7 +105,7 @@ CPP
 sanitize=()
 if grep -q '^DOWSER_SANITIZE:BOOL=ON$' "$build_dir/CMakeCache.txt"; then
   flags="-fsanitize=address,undefined"
-  sanitize=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags")
+  sanitize=("-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_MODULE_LINKER_FLAGS=$flags")
 fi
 run "configuring a GoogleTest project against the installed test kit" \
   cmake -S "$testkit_user" -B "$testkit_user/build" -G Ninja \
@@ -128,5 +130,33 @@ run "compiling example_handler.c with cc -std=c99 $cflags" \
   -o "$work/libexample-by-hand.so" "$example_dir/example_handler.c"
 grep -qw dowser_get_handler_api <<<"$(nm -D --defined-only "$work/libexample-by-hand.so")" ||
   fail "the hand-built handler does not export dowser_get_handler_api"
+
+step "build and test the C++ handler of docs/handler-authors.md, as the guide shows it"
+guide="$source_dir/docs/handler-authors.md"
+guide_project="$work/file-list"
+mkdir -p "$guide_project"
+# Each fenced block after a "<!-- file: NAME -->" line goes to NAME (appended
+# when NAME comes again), so the guide's code is what gets built.
+awk -v dir="$guide_project" '
+  /^<!-- file: [^ ]+ -->$/ { name = dir "/" $3; next }
+  name != "" && !inside && /^```/ { inside = 1; next }
+  inside && /^```$/ { inside = 0; close(name); name = ""; next }
+  inside { print >> name }
+' "$guide"
+for file in file_list.cpp file_list_test.cpp CMakeLists.txt; do
+  [[ -s "$guide_project/$file" ]] || fail "$guide has no block marked <!-- file: $file -->"
+done
+# The conformance test's details, with the newline an editor leaves.
+printf 'guide-device-1\nguide-device-2\n' >"$guide_project/list.txt"
+printf '%s\n' "$guide_project/list.txt" >"$guide_project/details.txt"
+run "configuring the guide's file-list project against the installed SDK" \
+  cmake -S "$guide_project" -B "$guide_project/build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "${sanitize[@]}"
+run "building the guide's file-list project" cmake --build "$guide_project/build"
+run "the guide's tests (conformance and FakeHost)" \
+  ctest --test-dir "$guide_project/build" --output-on-failure --no-tests=error
+tests_run=$(ctest --test-dir "$guide_project/build" -N | sed -n 's/^Total Tests: //p')
+[[ "$tests_run" -ge 3 ]] ||
+  fail "the guide's project registered $tests_run tests, expected the conformance test and 2 FakeHost tests"
 
 echo "sdk_out_of_tree_test: passed"
