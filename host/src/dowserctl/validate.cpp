@@ -73,11 +73,19 @@ class Validator {
     if (auto [other, fresh] = defined_in_.emplace(id, file); !fresh)
       return problem(file, id,
                      where + "also defined in " + other->second + " (dowserd keeps the first)");
+    std::string resource;
     try {
-      naming::resource_name(setup_.resource_domain, configuration.name);
+      resource = naming::resource_name(setup_.resource_domain, configuration.name);
     } catch (const std::invalid_argument& e) {
       return problem(file, id, where + e.what());
     }
+    // Resource names carry no namespace: dowserd refuses the second of two.
+    if (auto [holder, fresh] = resource_holders_.try_emplace(resource, id + " in " + file); !fresh)
+      return problem(file, id,
+                     where + "its resource name " + resource + " is taken by Configuration " +
+                         holder->second +
+                         " (resource names carry no namespace; dowserd refuses whichever comes "
+                         "second)");
     if (!skip_handlers_) {
       // Loaded for the first Configuration: files with none need no handler.
       if (!handlers_) handlers_ = std::make_unique<LocalDiscovery>(setup_.handler_dir);
@@ -106,8 +114,9 @@ class Validator {
   const HandlerSetup& setup_;
   const bool skip_handlers_;
   std::unique_ptr<LocalDiscovery> handlers_;
-  std::map<std::string, std::string> defined_in_;  // namespace/name -> file
-  std::set<std::filesystem::path> checked_;        // files read, as canonical paths
+  std::map<std::string, std::string> defined_in_;        // namespace/name -> file
+  std::map<std::string, std::string> resource_holders_;  // resource -> "namespace/name in file"
+  std::set<std::filesystem::path> checked_;              // files read, as canonical paths
   std::vector<Finding> findings_;
 };
 

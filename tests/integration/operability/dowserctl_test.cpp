@@ -303,6 +303,10 @@ TEST_F(DowserctlTest, ValidateCatchesWhatTheDaemonRefuses) {
                         "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: good}\n"
                         "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
                         "'descriptions: [x]'}\n");
+  auto elsewhere = manifest(
+      "elsewhere.yaml",
+      "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: good, namespace: site-b}\n"
+      "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: 'descriptions: [y]'}\n");
   auto ghost = manifest("ghost.yaml",
                         "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: ghost}\n"
                         "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
@@ -335,6 +339,15 @@ TEST_F(DowserctlTest, ValidateCatchesWhatTheDaemonRefuses) {
   EXPECT_THAT(all.out, HasSubstr(ghost + ": Configuration default/ghost: no discovery handler "
                                          "named 'nope' is loaded"));
   EXPECT_THAT(all.out, HasSubstr("4 problems in 5 files"));
+
+  // The same name in another namespace would ask for the same resource name.
+  auto clash = ctl({"validate", "--skip-handlers", good, elsewhere});
+  EXPECT_EQ(clash.exit_code, 1) << clash.out;
+  EXPECT_THAT(clash.out, HasSubstr(elsewhere +
+                                   ": Configuration site-b/good: its resource name "
+                                   "akri.sh/good is taken by Configuration "
+                                   "default/good in " +
+                                   good));
 
   // Without the handlers, only the manifests are checked.
   auto manifests_only = ctl({"validate", "--skip-handlers", good, refused, ghost});
