@@ -129,6 +129,22 @@ void VirtualDeviceTable::set_policy(UniqueInstances policy) {
   settle_placeholders();
 }
 
+void VirtualDeviceTable::set_held_without_claim(const std::set<std::string>& vdevs) {
+  std::set<std::string, VdevOrder> held;
+  for (const auto& vdev : vdevs)
+    if (!claimed_.count(vdev)) held.insert(vdev);
+  for (const auto& vdev : held_without_claim_)
+    if (!held.count(vdev)) release_id(vdev);  // neither claimed nor a placeholder
+  for (const auto& vdev : held) {
+    if (placeholders_.erase(vdev))
+      sync_listed(vdev);  // withdrawn; its id stays taken
+    else
+      take_id(vdev);
+  }
+  held_without_claim_ = std::move(held);
+  settle_placeholders();
+}
+
 std::vector<std::string> VirtualDeviceTable::instance_names() const {
   std::vector<std::string> names;
   names.reserve(instances_.size());
@@ -146,8 +162,10 @@ void VirtualDeviceTable::add(const InstanceSlots& instance) {
   for (uint32_t i = 0; i < instance.capacity; ++i) {
     const auto& usage = instance.slots[i];
     if (usage.kind != SlotUsage::Kind::configuration || usage.node != node_) continue;
-    // A consumed placeholder's id is already taken.
-    if (!placeholders_.erase(usage.vdev)) take_id(usage.vdev);
+    // A consumed placeholder's id is already taken, as is one held without
+    // a claim until now (the claim takes it over).
+    if (!placeholders_.erase(usage.vdev) && !held_without_claim_.erase(usage.vdev))
+      take_id(usage.vdev);
     claimed_[usage.vdev] = {instance.name, i};
     if (instance.offline) offline_claims_.insert(usage.vdev);
   }

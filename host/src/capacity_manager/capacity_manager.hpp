@@ -103,6 +103,12 @@ class VirtualDeviceTable {
   void remove(const std::string& instance);
   void set_policy(UniqueInstances policy);
   UniqueInstances policy() const { return policy_; }
+  // Ids the kubelet reports in use by a container though no claim of this
+  // node is on them (a claim removed from outside, or dropped by a smaller
+  // capacity). The kubelet still counts them as allocated, so none may be
+  // offered as a free placeholder: their ids stay taken, and a placeholder
+  // that has one is withdrawn and replaced under a fresh id.
+  void set_held_without_claim(const std::set<std::string>& vdevs);
 
   // Every vdev, in VdevOrder: claimed ones (Unhealthy when their device is
   // offline) and placeholders.
@@ -139,10 +145,12 @@ class VirtualDeviceTable {
   std::map<std::string, ClaimedSlot, VdevOrder> claimed_;
   std::set<std::string> offline_claims_;  // claimed vdevs whose device is offline
   std::set<std::string, VdevOrder> placeholders_;
+  std::set<std::string, VdevOrder> held_without_claim_;
   std::set<Candidate, CandidateOrder> candidates_;
   size_t wanted_ = 0;  // placeholders to advertise
   std::shared_ptr<std::vector<PluginDevice>> list_ = std::make_shared<std::vector<PluginDevice>>();
-  // The numbers of the decimal ids in claimed_ or placeholders_, sorted, so
+  // The numbers of the decimal ids in claimed_, placeholders_ or
+  // held_without_claim_, sorted, so
   // the smallest unused one is a binary search away.
   std::vector<uint64_t> numbers_taken_;
 };

@@ -184,6 +184,9 @@ class ConfigurationPluginBackend : public PluginBackend {
   // These Instances (of any Configuration) may have changed: claims, offline
   // state, visibility, gone. Read again before the table is next used.
   void instances_changed(const std::set<capacity::InstanceKey>& instances);
+  // The vdev ids the kubelet reports in use with no claim on them (see
+  // VirtualDeviceTable::set_held_without_claim).
+  void set_held_without_claim(const std::set<std::string>& vdevs);
   DeviceList devices() override;
   void allocate(const v1beta1::AllocateRequest& request,
                 v1beta1::AllocateResponse& response) override;

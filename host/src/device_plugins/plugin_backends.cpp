@@ -191,6 +191,11 @@ void ConfigurationPluginBackend::refresh() {
   for (const auto& name : std::exchange(stale_, {})) reread(name);
 }
 
+void ConfigurationPluginBackend::set_held_without_claim(const std::set<std::string>& vdevs) {
+  refresh();
+  table_.set_held_without_claim(vdevs);
+}
+
 DeviceList ConfigurationPluginBackend::devices() {
   refresh();
   return table_.shared_devices();

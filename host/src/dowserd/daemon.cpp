@@ -563,7 +563,8 @@ void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
 // pass on (a claim taken away by a deletion is put back within a second):
 // an Instance-level slot that is free is claimed again for the pod using it;
 // otherwise (taken, or a CL device, whose slot no claim names any more)
-// warned of once while it stays so, since another pod may be given its slot.
+// warned of once while it stays so, since another pod may be given its slot;
+// a CL device's id is not offered as a free placeholder meanwhile.
 void Daemon::unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices) {
   std::set<reclaim::DeviceRef> ours;
   std::set<reclaim::DeviceRef> warned;
@@ -581,7 +582,19 @@ void Daemon::unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices) {
         device.second, device.first);
   }
   unclaimed_before_ = std::move(ours);
+  hold_configuration_devices(warned);
   unclaimed_warned_ = std::move(warned);
+}
+
+void Daemon::hold_configuration_devices(const std::set<reclaim::DeviceRef>& unclaimed) {
+  for (const auto& [key, backend] : configuration_backends_) {
+    const std::string resource = options_.resource_domain + "/" + key.second;
+    std::set<std::string> held;
+    for (const auto& [held_resource, id] : unclaimed)
+      if (held_resource == resource) held.insert(id);
+    backend->set_held_without_claim(held);
+    plugins_.changed(resource);  // sent only if the list changed
+  }
 }
 
 // The IL device (resource <domain>/<instance>, id <instance>-<slot>) back

@@ -129,6 +129,8 @@ class Daemon {
   void release(const reclaim::HeldSlot& slot);
   void unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices);
   bool claim_again_for_pod_in_use(const reclaim::DeviceRef& device);
+  // Tells every CL plugin which of its ids the kubelet holds without a claim.
+  void hold_configuration_devices(const std::set<reclaim::DeviceRef>& unclaimed);
 
   // ---- observability (daemon_status.cpp) ----
   // What discovery did for one Configuration, for the status API.

@@ -812,6 +812,33 @@ TEST_F(SlotTakenFromOutsideTest, ACLDeviceInUseThatLostItsClaimIsWarnedOf) {
   EXPECT_TRUE(instances(1).at(0).instance.device_usage.empty());
 }
 
+// Nor is its id offered as free while the pod holds it: with one slot per
+// device, the freed slot's placeholder would take the smallest unused id,
+// the very one the kubelet counts as the pod's.
+TEST_F(SlotTakenFromOutsideTest, ACLDeviceInUseThatLostItsClaimIsNotOfferedAsFree) {
+  echo_configuration("cams", {"cam0", "cam1"}, 1);
+  Node& node = add_node("node-a", {"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+  auto granted = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
+  ASSERT_TRUE(granted.ok());
+  const std::string held = granted.device_ids.at(0);
+  for (auto stored : instances(2)) {
+    if (stored.instance.device_usage.empty()) continue;
+    stored.instance.device_usage.clear();
+    store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
+  }
+  ASSERT_TRUE(node.wait_for_log("device " + held + " of akri.sh/cams in use, but no claim"))
+      << node.log();
+  // Both devices free, under ids the pod does not hold.
+  EXPECT_TRUE(node.wait([&](const testkit::SimulatorStatus& status) {
+    const auto* cams = status.resource("akri.sh/cams");
+    if (!cams) return false;
+    auto ids = cams->healthy_ids();
+    return ids.size() == 2 && std::find(ids.begin(), ids.end(), held) == ids.end();
+  })) << node.log();
+  EXPECT_TRUE(node.kubelet->allocate("akri.sh/cams", pod_b, "c", 2).ok()) << node.log();
+}
+
 // A Configuration of the fixtureHangs handler, which hangs where its
 // discoveryDetails say (validate-hangs, stop-hangs).
 class StuckHandlerTest : public DaemonTest {

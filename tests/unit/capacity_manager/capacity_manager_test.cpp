@@ -143,6 +143,36 @@ TEST(VirtualDeviceTable, NewPlaceholdersTakeTheSmallestUnusedId) {
   EXPECT_EQ(table.devices().size(), 3u);
 }
 
+// A claim gone while a pod still holds its vdev (taken out of the store, or
+// dropped by a smaller capacity): the kubelet counts the id as allocated, so
+// it must not come back as a free placeholder.
+TEST(VirtualDeviceTable, IdsTheKubeletHoldsWithoutAClaimAreNotOfferedAsPlaceholders) {
+  VirtualDeviceTable table("node-a", UniqueInstances::required);
+  auto cam1 = instance("cam-1", 1, {{"cam-1-0", "C:0:node-a"}});
+  table.put(InstanceSlots::decode(cam1));
+  table.put(InstanceSlots::decode(instance("cam-2", 1)));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}}));
+  cam1.device_usage.clear();
+  table.put(InstanceSlots::decode(cam1));
+  EXPECT_TRUE(table.is_placeholder("0")) << "the freed slot takes the smallest unused id";
+
+  // The kubelet reports "0" in use: withdrawn, and replaced under a fresh id.
+  table.set_held_without_claim({"0"});
+  EXPECT_EQ(table.devices(), devices({{"1", true}, {"2", true}}));
+  table.put(InstanceSlots::decode(instance("cam-3", 1)));
+  EXPECT_EQ(table.devices(), devices({{"1", true}, {"2", true}, {"3", true}}))
+      << "new placeholders skip it too";
+
+  // A claim on a held id (the pod's vdev claimed again) takes the id over.
+  table.put(InstanceSlots::decode(instance("cam-4", 2, {{"cam-4-0", "C:0:node-a"}})));
+  table.set_held_without_claim({});
+  EXPECT_EQ(table.claimed().at("0"), (ClaimedSlot{"cam-4", 0}));
+  table.remove("cam-4");
+  table.put(InstanceSlots::decode(instance("cam-5", 1)));
+  EXPECT_EQ(table.devices(), devices({{"0", true}, {"1", true}, {"2", true}, {"3", true}}))
+      << "once neither holds it, the id is free again";
+}
+
 TEST(VirtualDeviceTable, OfflineInstancesKeepTheirClaimsUnhealthyAndOfferNothing) {
   VirtualDeviceTable table("node-a", UniqueInstances::required);
   auto cam = instance("cam-1", 3, {{"cam-1-0", "C:0:node-a"}});
