@@ -330,6 +330,16 @@ Handle* handle_of(uint64_t id) {
   return reinterpret_cast<Handle*>(static_cast<uintptr_t>(id));
 }
 
+// A level that is none of DOWSER_LOG_* says nothing of how bad the news is,
+// only that the handler got the call wrong: shown as a warning, like the
+// host's other complaints about a handler, with the level it gave.
+constexpr int32_t kInvalidLogLevelShownAs = DOWSER_LOG_WARN;
+
+std::string invalid_level_line(int32_t level, std::string_view text) {
+  return std::string(text) + " (logged with invalid level " + std::to_string(level) +
+         ", not one of DOWSER_LOG_TRACE..DOWSER_LOG_ERROR)";
+}
+
 void log_to(uint64_t log_id, int32_t level, std::string_view message) noexcept {
   if (auto sink = log_table().find(log_id)) {
     try {
@@ -340,9 +350,16 @@ void log_to(uint64_t log_id, int32_t level, std::string_view message) noexcept {
 }
 
 void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
-  log_to(id_of(ctx), level,
-         std::string_view(message.data == nullptr ? "" : message.data,
-                          message.data == nullptr ? 0 : message.len));
+  const std::string_view text(message.data == nullptr ? "" : message.data,
+                              message.data == nullptr ? 0 : message.len);
+  if (level >= DOWSER_LOG_TRACE && level <= DOWSER_LOG_ERROR) {
+    log_to(id_of(ctx), level, text);
+    return;
+  }
+  try {
+    log_to(id_of(ctx), kInvalidLogLevelShownAs, invalid_level_line(level, text));
+  } catch (...) {  // out of memory: the line is lost, the handler goes on
+  }
 }
 
 std::optional<std::string> duplicate_id(const Snapshot& snapshot) {

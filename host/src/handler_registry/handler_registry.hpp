@@ -222,7 +222,9 @@ class CoalescingSink : public SessionSink {
   std::optional<std::pair<dowser_status, std::string>> error_;
 };
 
-// Log lines a handler writes through the host table.
+// Log lines a handler writes through the host table. level is always one of
+// DOWSER_LOG_*: a line the handler logged with any other level comes as
+// DOWSER_LOG_WARN, its text followed by a note of the invalid level.
 using HandlerLogSink = std::function<void(int32_t level, std::string_view message)>;
 
 class DiscoverySession;

@@ -89,11 +89,13 @@ class RecordingSink : public SessionSink {
 
 // ---- the probe handler -------------------------------------------------------
 
+std::atomic<dowser_host_ctx*> probe_context{nullptr};
 std::atomic<dowser_session_host*> probe_session{nullptr};
 std::atomic<bool> report_during_stop_refused{false};
 
-dowser_status probe_init(const dowser_host_api*, dowser_host_ctx*, dowser_str, dowser_handler** out,
-                         char*, size_t) {
+dowser_status probe_init(const dowser_host_api*, dowser_host_ctx* context, dowser_str,
+                         dowser_handler** out, char*, size_t) {
+  probe_context = context;
   static int instance;
   *out = reinterpret_cast<dowser_handler*>(&instance);
   return DOWSER_OK;
@@ -571,6 +573,26 @@ TEST(DiscoverySession, ACrashInStartTakesDownOnlyTheProcessThatRanIt) {
         instance.start({}, std::make_shared<RecordingSink>());
       },
       "");
+}
+
+// A level none of DOWSER_LOG_* names says only that the handler got the call
+// wrong: the line is a warning that says so, not an error.
+TEST(HostTable, ALineWithAnInvalidLogLevelIsAWarningThatNamesTheLevel) {
+  std::vector<std::pair<int32_t, std::string>> logged;
+  const dowser_handler_api api = probe_api(0);
+  HandlerInstance instance(adopt_handler("probe", &api), [&](int32_t level, std::string_view text) {
+    logged.emplace_back(level, text);
+  });
+  for (int32_t level : {99, -1, DOWSER_LOG_ERROR, DOWSER_LOG_TRACE})
+    host_api().log(probe_context, level, dowser::abi::view("line"));
+  const auto invalid = [](int32_t level) {
+    return std::pair<int32_t, std::string>(
+        DOWSER_LOG_WARN, "line (logged with invalid level " + std::to_string(level) +
+                             ", not one of DOWSER_LOG_TRACE..DOWSER_LOG_ERROR)");
+  };
+  EXPECT_EQ(logged,
+            (std::vector<std::pair<int32_t, std::string>>{
+                invalid(99), invalid(-1), {DOWSER_LOG_ERROR, "line"}, {DOWSER_LOG_TRACE, "line"}}));
 }
 
 TEST(HostTable, ResolvesSharingFromTheHandlerFlagUnlessTheDeviceSaysOtherwise) {

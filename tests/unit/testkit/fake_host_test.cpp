@@ -281,6 +281,17 @@ TEST(FakeHostWithLinkedInHandler, PassesEachLogLineOnAsItArrives) {
   EXPECT_EQ(host.logs().size(), 2u);  // recorded as well
 }
 
+// The host's rule (handler_registry), so the same as in dowserd.
+TEST(FakeHostWithLinkedInHandler, RecordsALineWithAnInvalidLevelAsAWarningThatSaysSo) {
+  FakeHost host(&probe::api);
+  probe::calls.host->log(probe::calls.context, 99, dowser::abi::view("odd"));
+  auto logs = host.logs();
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_EQ(logs[0].level, DOWSER_LOG_WARN);
+  EXPECT_EQ(logs[0].text,
+            "odd (logged with invalid level 99, not one of DOWSER_LOG_TRACE..DOWSER_LOG_ERROR)");
+}
+
 TEST(FakeHostWithLinkedInHandler, AReportAfterStopIsALoudViolation) {
   FakeHost host(&probe::api);
   auto session = host.start({});
