@@ -437,6 +437,15 @@ dowser_status host_report_error(dowser_session_host* session, dowser_status code
   return DOWSER_OK;
 }
 
+void tell_stop_failed(uint64_t id, const std::string& failure) noexcept {
+  if (auto entry = session_table().find(id)) {
+    try {
+      entry->sink->on_stop_failed(failure);
+    } catch (...) {  // the failure is logged already
+    }
+  }
+}
+
 void set_state(uint64_t id, SessionState state) {
   if (auto entry = session_table().find(id)) {
     std::unique_lock lock(entry->mutex);
@@ -456,13 +465,17 @@ auto call_handler(const char* call, Call&& body) {
 }
 
 // The same for calls that cannot fail (stop_discovery, destroy): logged as
-// the handler's own error.
+// the handler's own error. Returns what went wrong, if anything.
 template <typename Call>
-void call_handler_noexcept(const char* call, uint64_t log_id, Call&& body) noexcept {
+std::optional<std::string> call_handler_noexcept(const char* call, uint64_t log_id,
+                                                 Call&& body) noexcept {
   try {
     body();
+    return std::nullopt;
   } catch (...) {
-    log_to(log_id, DOWSER_LOG_ERROR, std::string(call) + " " + thrown_across_abi());
+    std::string failure = std::string(call) + " " + thrown_across_abi();
+    log_to(log_id, DOWSER_LOG_ERROR, failure);
+    return failure;
   }
 }
 
@@ -818,9 +831,10 @@ void DiscoverySession::stop() {
   if (stopped_) return;
   stopped_ = true;
   set_state(id_, SessionState::stopping);
-  call_handler_noexcept("stop_discovery", log_id_,
-                        [this] { api_.stop_discovery(instance_, session_); });
+  auto failure = call_handler_noexcept("stop_discovery", log_id_,
+                                       [this] { api_.stop_discovery(instance_, session_); });
   set_state(id_, SessionState::stopped);
+  if (failure) tell_stop_failed(id_, *failure);
 }
 
 }  // namespace dowser::host

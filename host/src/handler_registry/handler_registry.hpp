@@ -149,6 +149,11 @@ class SessionSink {
   virtual void on_late_call(std::string_view what) { (void)what; }
   // A report the host refused (malformed arrays, unknown sharing value).
   virtual void on_bad_report(const std::string& reason) { (void)reason; }
+  // stop_discovery failed (it let a C++ exception out, against rule T6),
+  // e.g. "stop_discovery threw a C++ exception across the C ABI (rule T6):
+  // why". It is logged through the instance's log sink as well; called once
+  // stop_discovery has returned, on the thread that called stop().
+  virtual void on_stop_failed(const std::string& reason) { (void)reason; }
   // What hears of late calls once the session is gone: the host keeps it for
   // a while after the session (not the sink itself, which may hold a big
   // snapshot). Null: late calls are dropped without a word.

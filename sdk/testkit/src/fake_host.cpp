@@ -85,6 +85,13 @@ class RecordingSink final : public host::SessionSink {
     recorder_->update(session_, [&](SessionRecord& record) { note_late(record, what); });
   }
 
+  void on_stop_failed(const std::string& reason) override {
+    recorder_->update(session_, [&](SessionRecord& record) {
+      recorder_->add_violation(session_, reason);
+      record.stop_failure = reason;
+    });
+  }
+
   void on_bad_report(const std::string& reason) override {
     recorder_->update(session_, [&](SessionRecord& record) {
       recorder_->add_violation(session_, "malformed report: " + reason);

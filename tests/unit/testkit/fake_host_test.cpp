@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -290,6 +291,21 @@ TEST(FakeHostWithLinkedInHandler, RecordsALineWithAnInvalidLevelAsAWarningThatSa
   EXPECT_EQ(logs[0].level, DOWSER_LOG_WARN);
   EXPECT_EQ(logs[0].text,
             "odd (logged with invalid level 99, not one of DOWSER_LOG_TRACE..DOWSER_LOG_ERROR)");
+}
+
+// A hand-written table whose stop lets an exception out breaks rule T6.
+TEST(FakeHostWithLinkedInHandler, AStopThatThrowsIsAViolation) {
+  dowser_handler_api throwing = probe::api;
+  throwing.stop_discovery = [](dowser_handler*, dowser_session*) {
+    throw std::runtime_error("stop went wrong");
+  };
+  FakeHost host(&throwing, quiet());
+  auto session = host.start({});
+  host.stop(session);
+  const std::string why =
+      "stop_discovery threw a C++ exception across the C ABI (rule T6): stop went wrong";
+  EXPECT_EQ(host.record(session).stop_failure, why);
+  EXPECT_EQ(host.violations(), std::vector<std::string>{"session 0 of probe: " + why});
 }
 
 TEST(FakeHostWithLinkedInHandler, AReportAfterStopIsALoudViolation) {

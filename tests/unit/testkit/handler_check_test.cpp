@@ -372,6 +372,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "start_discovery failed: status 1 (DOWSER_ERR_GENERIC): \"threw a C++ "
                     "exception across the C ABI (rule T6): fixture: start throws past the ABI\"",
                     "throw"},
+        // Without "throw", start succeeds and stop throws: the first stop fails it.
+        FixtureCase{"raw-table-throws", "start-stop-100",
+                    "cycle 1: stop_discovery threw a C++ exception across the C ABI (rule T6): "
+                    "fixture: stop throws past the ABI"},
         FixtureCase{"crashes-in-start", "discover",
                     "start_discovery crashed: child killed by signal 4 (SIGILL)"}),
     [](const ::testing::TestParamInfo<FixtureCase>& info) {

@@ -5,7 +5,8 @@
 // records everything the handler sends back: every snapshot of every session,
 // in order, errors, log lines, and contract violations (a report after
 // stop_discovery returned, a malformed report, a device left out of a
-// snapshot because it breaks the device rules of handler.h). It does not
+// snapshot because it breaks the device rules of handler.h, a stop_discovery
+// that threw). It does not
 // depend on any test framework; with GoogleTest:
 //
 //   dowser::testkit::FakeHost host("path/to/libmy-handler.so");
@@ -64,7 +65,9 @@ struct SessionRecord {
   // host/src/device_rules), those devices and why, in arrival order.
   std::vector<std::vector<host::InvalidDevice>> left_out;
   std::vector<std::string> late_calls;  // calls after stop_discovery returned
-  bool stopped = false;                 // stop() has returned
+  // Why stop_discovery failed (it threw across the C ABI), if it did.
+  std::optional<std::string> stop_failure;
+  bool stopped = false;  // stop() has returned
 };
 
 namespace detail {

@@ -170,6 +170,7 @@ std::string left_out_problems(const std::vector<host::InvalidDevice>& devices) {
 
 // The first thing wrong with what a session sent, if any.
 std::optional<std::string> session_problem(const SessionRecord& record) {
+  if (record.stop_failure) return *record.stop_failure;
   if (!record.late_calls.empty())
     return record.late_calls.front() + " after stop_discovery returned";
   if (!record.bad_reports.empty()) return "malformed report: " + record.bad_reports.front();
