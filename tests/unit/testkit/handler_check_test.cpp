@@ -305,6 +305,33 @@ TEST(CheckDevices, DevicesThatBreakTheDeviceRulesFailDiscoverInTheHostsWords) {
   EXPECT_EQ(lines_starting_with(run.out, "FAIL concurrent-reports: ").size(), 1u) << run.out;
 }
 
+// One long id must not pad every row of the table; the JSON keeps it whole.
+TEST(CheckTable, LongTextIsCutWithItsLengthNoted) {
+  const std::string long_id = "cam-" + std::string(996, 'x');
+  TempDir dir;
+  std::ofstream(dir.path() / "details.yaml")
+      << "devices:\n  - id: " << long_id << "\n    properties: {DATA: " << std::string(5000, 'v')
+      << "}\n  - id: cam-2\n";
+  const std::vector<std::string> args = {
+      TEST_DEVICES_SO, "--details", (dir.path() / "details.yaml").string(), "--duration", "0.2"};
+  CheckRun run = run_check(args);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto long_row = lines_starting_with(run.out, "cam-xxx");
+  ASSERT_EQ(long_row.size(), 1u) << run.out;
+  EXPECT_NE(long_row[0].find("xxx... (1000 bytes)  local"), std::string::npos) << long_row[0];
+  EXPECT_NE(long_row[0].find("DATA=" + std::string(64, 'v') + "... (5000 bytes)"),
+            std::string::npos)
+      << long_row[0];
+  auto short_row = lines_starting_with(run.out, "cam-2 ");
+  ASSERT_EQ(short_row.size(), 1u) << run.out;
+  EXPECT_LT(short_row[0].size(), 120u) << short_row[0];
+
+  auto with_json = args;
+  with_json.push_back("--json");
+  const json report = json::parse(run_check(with_json).out);
+  EXPECT_EQ(report["devices"][0]["id"], long_id);
+}
+
 struct FixtureCase {
   std::string fixture;       // libfixture-<fixture>.so
   std::string check;         // the check that must fail

@@ -1,5 +1,6 @@
 #include "output.hpp"
 
+#include "describe.hpp"
 #include "isolation.hpp"
 
 #include <algorithm>
@@ -30,8 +31,13 @@ std::string printable(const std::string& text) {
   return out;
 }
 
+// Longer handler text is cut in the text report (the JSON has it whole), so
+// that one long id cannot pad every row of the device table.
+constexpr size_t kMaxShownBytes = 64;
+
 std::string text_of(const json& value) {
-  return value.is_string() ? printable(value.get<std::string>()) : printable(dump_json(value));
+  const std::string text = value.is_string() ? value.get<std::string>() : dump_json(value);
+  return printable(shortened(text, kMaxShownBytes));
 }
 
 // The lines shown for one device, after its id and sharing.
@@ -39,7 +45,7 @@ std::vector<std::string> device_lines(const json& device) {
   std::vector<std::string> lines;
   const json properties = device.value("properties", json::object());
   for (const auto& [key, value] : properties.items())
-    lines.push_back(printable(key) + (value.is_null() ? " (no value)" : "=" + text_of(value)));
+    lines.push_back(text_of(key) + (value.is_null() ? " (no value)" : "=" + text_of(value)));
   const json mounts = device.value("mounts", json::array());
   for (const auto& mount : mounts)
     lines.push_back("mount " + text_of(mount["host_path"]) + " -> " +
