@@ -97,12 +97,45 @@ void check_directory_of(const std::filesystem::path& file, const std::filesystem
   check_owner_and_mode(file, info, "its directory " + directory.string() + ": ", policy);
 }
 
+// Where the symbolic link link points, as written and, when that is
+// relative, as resolved from the link's directory.
+std::string link_target_text(const std::filesystem::path& link, std::error_code& error) {
+  const auto target = std::filesystem::read_symlink(link, error);
+  if (target.is_absolute()) return target.string();
+  return target.string() + " (" + (link.parent_path() / target).lexically_normal().string() + ")";
+}
+
+// Follows a chain of links to the first one whose target is missing.
+std::optional<std::filesystem::path> dangling_link(std::filesystem::path path) {
+  constexpr int kMaxLinks = 40;  // as the kernel's ELOOP limit
+  std::error_code error;
+  for (int hop = 0; hop < kMaxLinks && std::filesystem::is_symlink(path, error); ++hop) {
+    const auto target = std::filesystem::read_symlink(path, error);
+    if (error) return std::nullopt;
+    const auto next = target.is_absolute() ? target : path.parent_path() / target;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(next, error))) return path;
+    path = next;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string missing_file_reason(const std::filesystem::path& file) {
+  const auto link = dangling_link(file);
+  std::error_code error;
+  const std::string target = link ? link_target_text(*link, error) : "";
+  if (!link || error) return std::strerror(ENOENT);
+  const std::string through = *link == file ? "" : " (through " + link->string() + ")";
+  return "a symbolic link" + through + " to " + target + ", which does not exist";
+}
 
 void check_handler_file(const std::filesystem::path& file, const LoadPolicy& policy) {
   struct stat info {};
-  if (::stat(file.c_str(), &info) != 0)
-    throw HandlerLoadError(file, "permissions", std::strerror(errno));
+  if (::stat(file.c_str(), &info) != 0) {
+    throw HandlerLoadError(file, "permissions",
+                           errno == ENOENT ? missing_file_reason(file) : std::strerror(errno));
+  }
   if (!S_ISREG(info.st_mode)) throw HandlerLoadError(file, "permissions", "not a regular file");
   check_owner_and_mode(file, info, "", policy);
   // Whoever may write the directory may swap the file between this check

@@ -91,6 +91,11 @@ class LoadedHandler {
   std::string version_;
 };
 
+// Why file is not there: "a symbolic link to <target>, which does not exist"
+// when it is a link whose target is missing (through any chain of links),
+// else "No such file or directory".
+std::string missing_file_reason(const std::filesystem::path& file);
+
 // Refuses (HandlerLoadError, stage "permissions") a file the loader will not
 // open: not a regular file, or it or its directory owned by someone not
 // trusted or writable by group or others.

@@ -243,6 +243,25 @@ TEST(HandlerLoader, RefusesALibraryWithoutTheEntrySymbol) {
   EXPECT_NE(error.reason().find(DOWSER_ENTRY_SYMBOL), std::string::npos);
 }
 
+// A link left behind by an uninstall: the message names what it points to.
+TEST(HandlerLoader, ADanglingSymlinkIsNamedWithItsMissingTarget) {
+  TempDir dir;
+  fs::create_symlink(dir.path() / "gone.so", dir.path() / "libdangling.so");
+  fs::create_symlink("libdangling.so", dir.path() / "libchain.so");
+  auto error = load_error(dir.path() / "libdangling.so");
+  EXPECT_EQ(error.stage(), "permissions");
+  EXPECT_EQ(error.reason(),
+            "a symbolic link to " + (dir.path() / "gone.so").string() + ", which does not exist");
+  EXPECT_EQ(load_error(dir.path() / "libchain.so").reason(),
+            "a symbolic link (through " + (dir.path() / "libdangling.so").string() + ") to " +
+                (dir.path() / "gone.so").string() + ", which does not exist");
+  fs::create_symlink("../gone.so", dir.path() / "librelative.so");
+  EXPECT_EQ(missing_file_reason(dir.path() / "librelative.so"),
+            "a symbolic link to ../gone.so (" + (dir.path().parent_path() / "gone.so").string() +
+                "), which does not exist");
+  EXPECT_EQ(missing_file_reason(dir.path() / "libnothing.so"), "No such file or directory");
+}
+
 TEST(HandlerLoader, RefusesAnotherMajor) {
   auto error = load_error(FIXTURE_WRONG_MAJOR);
   EXPECT_EQ(error.stage(), "negotiate");

@@ -175,6 +175,20 @@ TEST(CheckUsage, ABareFileNameIsTheFileInTheWorkingDirectory) {
   EXPECT_EQ(lines_starting_with(run.out, "PASS negotiate: ").size(), 1u) << run.out;
 }
 
+// A link left behind by an uninstall: the link and where it points.
+TEST(CheckUsage, ADanglingSymlinkIsAUsageErrorNamingItsTarget) {
+  TempDir dir;
+  const auto link = dir.path() / "libhandler.so";
+  std::filesystem::create_symlink(dir.path() / "gone" / "libhandler.so", link);
+  CheckRun run = run_check({link.string()});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(
+      run.err.find(link.string() + ": a symbolic link to " +
+                   (dir.path() / "gone" / "libhandler.so").string() + ", which does not exist"),
+      std::string::npos)
+      << run.err;
+}
+
 TEST(CheckUsage, ADurationOverADayIsAUsageError) {
   CheckRun run = run_check({DEBUG_ECHO_SO, "--duration", "1e10"});
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;

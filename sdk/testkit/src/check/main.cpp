@@ -6,6 +6,8 @@
 #include "command_line.hpp"
 #include "output.hpp"
 
+#include <handler_registry.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
@@ -47,10 +49,24 @@ struct CommandLine {
 // millisecond watchdogs.
 constexpr double kMaxDurationSeconds = 24 * 3600;
 
+// CLI::ExistingFile, but a dangling symbolic link is named with its missing
+// target, in the loader's words.
+CLI::Validator existing_handler_file() {
+  return CLI::Validator(
+      [](const std::string& file) -> std::string {
+        std::error_code error;
+        const auto status = std::filesystem::status(file, error);
+        if (std::filesystem::is_directory(status)) return file + " is a directory";
+        if (std::filesystem::exists(status)) return {};
+        return file + ": " + dowser::host::missing_file_reason(file);
+      },
+      "FILE");
+}
+
 void describe_options(CLI::App& app, CommandLine& line) {
   app.add_option("handler", line.handler_file, "the handler shared object (.so) to check")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_handler_file());
   app.add_option("--details", line.details_file,
                  "file whose text is the discovery details (YAML), as in a Configuration");
   app.add_option("--property", line.properties,
