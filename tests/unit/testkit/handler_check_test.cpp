@@ -384,16 +384,23 @@ INSTANTIATE_TEST_SUITE_P(
                     "libfixture-no-entry.so: resolve entry: no exported symbol "
                     "dowser_get_handler_api"},
         FixtureCase{"no-entry", "negotiate", "no symbol dowser_get_handler_api"},
+        // The loader's words, not a table of ABI 0.0 read from zeros.
+        FixtureCase{"table-size-zero", "load", "check table: struct_size 0 is smaller than the "},
+        FixtureCase{"table-size-zero", "negotiate",
+                    "host ABI " + kHostAbi + ": check table: struct_size 0 is smaller than the "},
         FixtureCase{"wrong-major", "load",
                     "libfixture-wrong-major.so: negotiate: handler ABI " +
                         abi(DOWSER_ABI_VERSION_MAJOR + 1, DOWSER_ABI_VERSION_MINOR) +
                         ", host ABI " + kHostAbi + " (major differs)"},
-        FixtureCase{"wrong-major", "negotiate", "(major differs)"},
+        FixtureCase{"wrong-major", "negotiate",
+                    "host ABI " + kHostAbi + ": negotiate: handler ABI " +
+                        abi(DOWSER_ABI_VERSION_MAJOR + 1, DOWSER_ABI_VERSION_MINOR) +
+                        ", host ABI " + kHostAbi + " (major differs)"},
         FixtureCase{"newer-minor", "load",
                     "libfixture-newer-minor.so: negotiate: handler ABI " +
                         abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR + 1) +
                         ", host ABI " + kHostAbi},
-        FixtureCase{"newer-minor", "negotiate", "(newer minor)"},
+        FixtureCase{"newer-minor", "negotiate", "(handler is newer than this host)"},
         FixtureCase{"init-fails", "init",
                     "init failed: status 1 (DOWSER_ERR_GENERIC): \"fixture: init always fails\""},
         FixtureCase{"throws-in-start", "discover",

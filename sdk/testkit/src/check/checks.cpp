@@ -220,13 +220,18 @@ Offer offer(dowser_get_handler_api_fn entry, uint16_t major, uint16_t minor, Pro
   return {table, std::string(error, strnlen(error, sizeof error))};
 }
 
-// A host of major.minor was offered table: it must be one that host can use.
-void require_usable(const dowser_handler_api* table, uint16_t major, uint16_t minor) {
-  auto header = abi::read_record<dowser_handler_api>(table);
-  std::string seen = "host ABI " + abi_text(major, minor) + ": handler returned a table of ABI " +
-                     abi_text(header.abi_major, header.abi_minor);
-  if (header.abi_major != major) throw CheckFailed(seen + " (major differs)");
-  if (header.abi_minor > minor) throw CheckFailed(seen + " (newer minor)");
+// A host of major.minor was offered table: it must be one that host can use,
+// by the loader's own checks (size, version, contents) as that host.
+void require_usable(const std::filesystem::path& file, const dowser_handler_api* table,
+                    uint16_t major, uint16_t minor) {
+  host::LoadPolicy as_that_host;
+  as_that_host.host_abi_major = major;
+  as_that_host.host_abi_minor = minor;
+  try {
+    host::adopt_handler(file, table, as_that_host);
+  } catch (const host::HandlerLoadError& e) {
+    throw CheckFailed("host ABI " + abi_text(major, minor) + ": " + e.stage() + ": " + e.reason());
+  }
 }
 
 // Calls the entry function directly for hosts of every older minor and of the
@@ -247,7 +252,7 @@ Passed check_negotiate(const Settings& settings, Progress& progress) {
   for (uint16_t minor = 0; minor <= DOWSER_ABI_VERSION_MINOR; ++minor) {
     Offer answer = offer(entry, kMajor, minor, progress);
     if (answer.table != nullptr) {
-      require_usable(answer.table, kMajor, minor);
+      require_usable(settings.handler_file, answer.table, kMajor, minor);
     } else if (minor == DOWSER_ABI_VERSION_MINOR) {
       throw CheckFailed("host ABI " + abi_text(kMajor, minor) +
                         " (this header's) refused: " + quoted_message(answer.error));
