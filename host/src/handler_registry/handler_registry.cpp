@@ -187,9 +187,7 @@ dowser_get_handler_api_fn open_entry(const std::filesystem::path& file) {
     throw HandlerLoadError(file, "open", with_hint(dlopen_reason(e.what())));
   }
   if (!library.has(DOWSER_ENTRY_SYMBOL)) {
-    throw HandlerLoadError(file, "resolve entry",
-                           std::string("no exported symbol ") + DOWSER_ENTRY_SYMBOL +
-                               ": not a dowser handler, or built without the SDK's export");
+    throw HandlerLoadError(file, "resolve entry", missing_entry_reason(file));
   }
   auto entry = library.get<const dowser_handler_api*(uint16_t, uint16_t, char*, size_t)>(
       DOWSER_ENTRY_SYMBOL);

@@ -101,6 +101,20 @@ std::string missing_file_reason(const std::filesystem::path& file);
 // trusted or writable by group or others.
 void check_handler_file(const std::filesystem::path& file, const LoadPolicy& policy = {});
 
+// The dynamic symbols file exports (defined, global or weak, default or
+// protected visibility), read from its ELF tables without running any of it.
+// Throws std::runtime_error naming the file when it cannot be read as an ELF
+// shared object of this machine's class.
+std::vector<std::string> exported_symbols(const std::filesystem::path& file);
+
+// Why file has no entry symbol, with a hint when it exports the entry under a
+// C++ (mangled) name.
+std::string missing_entry_reason(const std::filesystem::path& file);
+
+// A symbol as C++ source spells it ("ns::f(int)"); name itself when it is not
+// a C++ name.
+std::string demangled_symbol(const std::string& name);
+
 // Loads one handler file (check_handler_file first). Throws HandlerLoadError.
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
                                                   const LoadPolicy& policy = {});

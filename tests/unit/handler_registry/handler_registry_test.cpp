@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -241,6 +242,35 @@ TEST(HandlerLoader, RefusesALibraryWithoutTheEntrySymbol) {
   auto error = load_error(FIXTURE_NO_ENTRY);
   EXPECT_EQ(error.stage(), "resolve entry");
   EXPECT_NE(error.reason().find(DOWSER_ENTRY_SYMBOL), std::string::npos);
+}
+
+// The usual slip of a C++ author: the entry is there, under its mangled name.
+TEST(HandlerLoader, AnEntryWithoutExternCIsNamedWithTheFix) {
+  auto error = load_error(FIXTURE_MANGLED_ENTRY);
+  EXPECT_EQ(error.stage(), "resolve entry");
+  EXPECT_EQ(error.reason(),
+            "no exported symbol dowser_get_handler_api: not a dowser handler, or built without "
+            "the SDK's export; it exports _Z22dowser_get_handler_apittPcm, which is C++ for "
+            "dowser_get_handler_api(unsigned short, unsigned short, char*, unsigned long): "
+            "declare the entry extern \"C\" (in C++, or use the SDK's DOWSER_HANDLER macro)");
+  EXPECT_EQ(load_error(FIXTURE_NO_ENTRY).reason().find("extern"), std::string::npos)
+      << "no hint without a mangled entry";
+}
+
+// Read from the file (no code runs): what the dynamic loader can bind to.
+TEST(ExportedSymbols, ListsWhatTheFileExportsAndNothingHidden) {
+  EXPECT_EQ(exported_symbols(DEBUG_ECHO_SO), std::vector<std::string>{DOWSER_ENTRY_SYMBOL});
+  auto extra = exported_symbols(FIXTURE_EXPORTS_EXTRA);
+  std::sort(extra.begin(), extra.end());
+  EXPECT_EQ(extra, (std::vector<std::string>{"dowser_get_handler_api", "parse_config", "verbose"}));
+  TempDir dir;
+  { std::ofstream(dir.path() / "libtext.so") << "not an ELF file"; }
+  try {
+    exported_symbols(dir.path() / "libtext.so");
+    FAIL() << "a text file has no symbol table";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), (dir.path() / "libtext.so").string() + ": not an ELF file");
+  }
 }
 
 // A link left behind by an uninstall: the message names what it points to.

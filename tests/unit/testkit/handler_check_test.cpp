@@ -137,6 +137,7 @@ TEST_F(CheckOnDebugEcho, PrintsATableOfDevicesAndOneLinePerCheck) {
   EXPECT_NE(foo1[0].find("DEBUG_ECHO_DESCRIPTION=foo1"), std::string::npos) << foo1[0];
   EXPECT_EQ(lines_starting_with(run.out, "PASS ").size(), 9u) << run.out;
   EXPECT_TRUE(lines_starting_with(run.out, "FAIL ").empty()) << run.out;
+  EXPECT_TRUE(lines_starting_with(run.out, "WARN ").empty()) << "it exports only its entry";
 }
 
 TEST_F(CheckOnDebugEcho, ShowsAnEmptyDeviceListWhenOffline) {
@@ -319,6 +320,18 @@ TEST(CheckDevices, DevicesThatBreakTheDeviceRulesFailDiscoverInTheHostsWords) {
   EXPECT_EQ(lines_starting_with(run.out, "FAIL concurrent-reports: ").size(), 1u) << run.out;
 }
 
+// Names other libraries may use too: a warning with the fix, not a failure.
+TEST(CheckExports, SymbolsBesidesTheEntryAreAWarningThatNamesThem) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-exports-extra.so";
+  CheckRun run = run_check({file, "--duration", "0.2"});
+  EXPECT_EQ(lines_starting_with(run.out, "PASS load: ").size(), 1u) << run.out << run.err;
+  auto warnings = lines_starting_with(run.out, "WARN load: exports ");
+  ASSERT_EQ(warnings.size(), 1u) << run.out;
+  for (const auto* part : {" symbol(s) besides dowser_get_handler_api: ", "parse_config", "verbose",
+                           "-fvisibility=hidden", "dowser-handler.map"})
+    EXPECT_NE(warnings[0].find(part), std::string::npos) << part << " in " << warnings[0];
+}
+
 // One long id must not pad every row of the table; the JSON keeps it whole.
 TEST(CheckTable, LongTextIsCutWithItsLengthNoted) {
   const std::string long_id = "cam-" + std::string(996, 'x');
@@ -383,7 +396,14 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"no-entry", "load",
                     "libfixture-no-entry.so: resolve entry: no exported symbol "
                     "dowser_get_handler_api"},
-        FixtureCase{"no-entry", "negotiate", "no symbol dowser_get_handler_api"},
+        FixtureCase{"no-entry", "negotiate",
+                    "no exported symbol dowser_get_handler_api: not a dowser handler"},
+        FixtureCase{"mangled-entry", "load",
+                    "it exports _Z22dowser_get_handler_apittPcm, which is C++ for "
+                    "dowser_get_handler_api(unsigned short, unsigned short, char*, unsigned "
+                    "long): declare the entry extern \"C\""},
+        FixtureCase{"mangled-entry", "negotiate",
+                    "it exports _Z22dowser_get_handler_apittPcm, which is C++ for"},
         // The loader's words, not a table of ABI 0.0 read from zeros.
         FixtureCase{"table-size-zero", "load", "check table: struct_size 0 is smaller than the "},
         FixtureCase{"table-size-zero", "negotiate",

@@ -1,0 +1,125 @@
+// What a handler file exports, read from its ELF dynamic symbol table: no
+// code of the file runs.
+#include "handler_registry.hpp"
+
+#include <cxxabi.h>
+#include <link.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+namespace dowser::host {
+namespace {
+
+using Header = ElfW(Ehdr);
+using Section = ElfW(Shdr);
+using Symbol = ElfW(Sym);
+
+// Native class only: the dynamic loader opens no other.
+constexpr unsigned char kNativeClass = __ELF_NATIVE_CLASS == 64 ? ELFCLASS64 : ELFCLASS32;
+
+// More than any real handler's tables: a corrupt size must not exhaust memory.
+constexpr uint64_t kMaxTableBytes = uint64_t{256} << 20;
+
+std::string read_bytes(std::ifstream& in, uint64_t offset, uint64_t size) {
+  if (size > kMaxTableBytes) throw std::runtime_error("an ELF table of implausible size");
+  std::string bytes(size, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
+    throw std::runtime_error("the file ends inside its ELF tables");
+  return bytes;
+}
+
+template <typename Record>
+Record read_record(std::ifstream& in, uint64_t offset) {
+  Record record{};
+  std::memcpy(&record, read_bytes(in, offset, sizeof record).data(), sizeof record);
+  return record;
+}
+
+Header read_header(std::ifstream& in) {
+  Header header{};
+  in.read(reinterpret_cast<char*>(&header), sizeof header);
+  if (in.gcount() != sizeof header || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
+    throw std::runtime_error("not an ELF file");
+  if (header.e_ident[EI_CLASS] != kNativeClass || header.e_shentsize != sizeof(Section))
+    throw std::runtime_error("an ELF file of another class than this machine's");
+  return header;
+}
+
+// Where the linker put the symbols the dynamic loader sees, if anywhere.
+std::optional<Section> dynamic_symbols(std::ifstream& in, const Header& header) {
+  for (size_t i = 0; i < header.e_shnum; ++i) {
+    auto section = read_record<Section>(in, header.e_shoff + i * sizeof(Section));
+    if (section.sh_type == SHT_DYNSYM) return section;
+  }
+  return std::nullopt;
+}
+
+// Defined here and visible to other objects. Version names (absolute
+// symbols) and undefined references are not exports.
+bool exported(const Symbol& symbol) {
+  // The 64-bit macros: the fields are the same in both classes.
+  const auto binding = ELF64_ST_BIND(symbol.st_info);
+  const auto visibility = ELF64_ST_VISIBILITY(symbol.st_other);
+  return symbol.st_name != 0 && symbol.st_shndx != SHN_UNDEF && symbol.st_shndx != SHN_ABS &&
+         (binding == STB_GLOBAL || binding == STB_WEAK || binding == STB_GNU_UNIQUE) &&
+         (visibility == STV_DEFAULT || visibility == STV_PROTECTED);
+}
+
+}  // namespace
+
+std::vector<std::string> exported_symbols(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error(file.string() + ": " + std::strerror(errno));
+  try {
+    const Header header = read_header(in);
+    const auto symbols = dynamic_symbols(in, header);
+    if (!symbols) return {};
+    const auto strings =
+        read_record<Section>(in, header.e_shoff + symbols->sh_link * sizeof(Section));
+    const std::string names = read_bytes(in, strings.sh_offset, strings.sh_size);
+    const std::string table = read_bytes(in, symbols->sh_offset, symbols->sh_size);
+    std::vector<std::string> result;
+    for (size_t at = 0; at + sizeof(Symbol) <= table.size(); at += sizeof(Symbol)) {
+      Symbol symbol{};
+      std::memcpy(&symbol, table.data() + at, sizeof symbol);
+      if (exported(symbol) && symbol.st_name < names.size())
+        result.emplace_back(names.c_str() + symbol.st_name);
+    }
+    return result;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(file.string() + ": " + e.what());
+  }
+}
+
+std::string missing_entry_reason(const std::filesystem::path& file) {
+  std::string reason = std::string("no exported symbol ") + DOWSER_ENTRY_SYMBOL +
+                       ": not a dowser handler, or built without the SDK's export";
+  std::vector<std::string> symbols;
+  try {
+    symbols = exported_symbols(file);
+  } catch (const std::runtime_error&) {
+    return reason;  // the hint is a bonus: the reason stands without it
+  }
+  for (const auto& name : symbols) {
+    if (name.starts_with("_Z") && name.find(DOWSER_ENTRY_SYMBOL) != std::string::npos)
+      return reason + "; it exports " + name + ", which is C++ for " + demangled_symbol(name) +
+             ": declare the entry extern \"C\" (in C++, or use the SDK's DOWSER_HANDLER macro)";
+  }
+  return reason;
+}
+
+std::string demangled_symbol(const std::string& name) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> text(
+      ::abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && text ? std::string(text.get()) : name;
+}
+
+}  // namespace dowser::host
