@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 
 namespace dowser::host {
 namespace {
@@ -61,6 +62,10 @@ std::optional<Section> dynamic_symbols(std::ifstream& in, const Header& header) 
   return std::nullopt;
 }
 
+// What AddressSanitizer adds beside each exported variable (an ODR
+// indicator): the author's export is listed already.
+constexpr std::string_view kSanitizerOdrIndicator = "__odr_asan";
+
 // Defined here and visible to other objects. Version names (absolute
 // symbols) and undefined references are not exports.
 bool exported(const Symbol& symbol) {
@@ -89,8 +94,9 @@ std::vector<std::string> exported_symbols(const std::filesystem::path& file) {
     for (size_t at = 0; at + sizeof(Symbol) <= table.size(); at += sizeof(Symbol)) {
       Symbol symbol{};
       std::memcpy(&symbol, table.data() + at, sizeof symbol);
-      if (exported(symbol) && symbol.st_name < names.size())
-        result.emplace_back(names.c_str() + symbol.st_name);
+      if (!exported(symbol) || symbol.st_name >= names.size()) continue;
+      const std::string_view name = names.c_str() + symbol.st_name;
+      if (!name.starts_with(kSanitizerOdrIndicator)) result.emplace_back(name);
     }
     return result;
   } catch (const std::runtime_error& e) {
