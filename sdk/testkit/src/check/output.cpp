@@ -32,8 +32,9 @@ std::string printable(const std::string& text) {
 }
 
 // Longer handler text is cut in the text report (the JSON has it whole), so
-// that one long id cannot pad every row of the device table.
-constexpr size_t kMaxShownBytes = 64;
+// that one long id cannot pad every row of the device table. Room for what
+// real handlers report whole: sysfs paths, OPC UA and ONVIF URLs.
+constexpr size_t kMaxShownBytes = 160;
 
 std::string text_of(const json& value) {
   const std::string text = value.is_string() ? value.get<std::string>() : dump_json(value);
