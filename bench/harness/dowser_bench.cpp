@@ -639,6 +639,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   auto status = node.kubelet->status();
   fs::path dp = root / "dp";
   std::vector<double> unary_connected;
+  unary_connected.reserve(2 * static_cast<size_t>(calls));
   for (int i = 0; i < 2 * calls; ++i) unary_connected.push_back(baseline.timed_unary_call());
   std::vector<double> cl_settled, cl_back_to_back, il, unary_between;
   // CL: each call takes a placeholder. Calls alternate between the two ways

@@ -115,8 +115,12 @@ std::string missing_entry_reason(const std::filesystem::path& file) {
   }
   for (const auto& name : symbols) {
     if (name.starts_with("_Z") && name.find(DOWSER_ENTRY_SYMBOL) != std::string::npos)
-      return reason + "; it exports " + name + ", which is C++ for " + demangled_symbol(name) +
-             ": declare the entry extern \"C\" (in C++, or use the SDK's DOWSER_HANDLER macro)";
+      return reason.append("; it exports ")
+          .append(name)
+          .append(", which is C++ for ")
+          .append(demangled_symbol(name))
+          .append(
+              ": declare the entry extern \"C\" (in C++, or use the SDK's DOWSER_HANDLER macro)");
   }
   return reason;
 }
