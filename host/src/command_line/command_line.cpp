@@ -44,4 +44,11 @@ CLI::Validator decimal_number(double low, double high, const std::string& unit) 
   return number_in(low, high, unit, "a number", "NUMBER");
 }
 
+std::string value_and_origin(const CLI::Option& option, const std::string& value,
+                             const std::string& fallback_origin) {
+  const std::string name = option.get_name();
+  if (option.count() > 0) return name + " '" + value + "'";
+  return "'" + value + "' from " + fallback_origin + " (no " + name + " given)";
+}
+
 }  // namespace dowser::command_line

@@ -16,4 +16,11 @@ CLI::Validator whole_number(long low, long high, const std::string& unit);
 // A decimal number from low to high.
 CLI::Validator decimal_number(double low, double high, const std::string& unit);
 
+// How a message about a value names it and where it came from, so that a bad
+// value taken from elsewhere is not blamed on an option nobody gave:
+// "--node-name 'x'" when the option was given, else
+// "'x' from <fallback_origin> (no --node-name given)".
+std::string value_and_origin(const CLI::Option& option, const std::string& value,
+                             const std::string& fallback_origin);
+
 }  // namespace dowser::command_line

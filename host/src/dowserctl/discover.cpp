@@ -70,7 +70,7 @@ std::string name_problem(const DiscoverOptions& options) {
       !problem.empty())
     return "--name '" + options.configuration + "': " + problem;
   if (auto problem = naming::node_name_problem(options.node); !problem.empty())
-    return "--node '" + options.node + "': " + problem;
+    return options.node_as_given + ": " + problem;
   return "";
 }
 

@@ -85,6 +85,8 @@ struct DiscoverOptions {
   std::vector<std::string> properties;  // KEY=VALUE or KEY (present, no value)
   std::string configuration = "discover";
   std::string node;
+  // How messages name the node and where it came from (--node, NODE_NAME).
+  std::string node_as_given;
   uint32_t capacity = 1;
   std::chrono::milliseconds timeout = std::chrono::seconds(10);
 };

@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
   });
 
   DiscoverOptions discover_options;
-  discover_options.node = dowser::naming::default_node_name();
+  const auto default_node = dowser::naming::default_node_name();
+  discover_options.node = default_node.name;
   long discover_timeout_ms = discover_options.timeout.count();
   auto* discover_command = app.add_subcommand(
       "discover", "run one discovery pass and print the Instances it would make");
@@ -141,8 +142,9 @@ int main(int argc, char** argv) {
       ->add_option("--name", discover_options.configuration,
                    "Configuration name the Instances are named after")
       ->capture_default_str();
-  discover_command->add_option("--node", discover_options.node, "node name for local devices")
-      ->capture_default_str();
+  auto* node_option =
+      discover_command->add_option("--node", discover_options.node, "node name for local devices");
+  node_option->capture_default_str();
   discover_command->add_option("--capacity", discover_options.capacity, "slots per Instance")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(1, 1000000, "slots"));
@@ -153,6 +155,8 @@ int main(int argc, char** argv) {
   discover_command->callback([&] {
     command = [&](const Output& output) {
       discover_options.timeout = std::chrono::milliseconds(discover_timeout_ms);
+      discover_options.node_as_given = dowser::command_line::value_and_origin(
+          *node_option, discover_options.node, default_node.origin);
       return discover(setup, discover_options, output);
     };
   });

@@ -34,7 +34,8 @@ void log_grpc_line(gpr_log_func_args* line) {
 
 int main(int argc, char** argv) {
   dowser::daemon::DaemonOptions options;
-  options.node_name = dowser::naming::default_node_name();
+  const auto default_node = dowser::naming::default_node_name();
+  options.node_name = default_node.name;
   std::string log_level = "info";
   long reclaim_interval_ms = options.reclaim_interval.count();
   long reclaim_grace_ms = options.reclaim_grace.count();
@@ -61,9 +62,9 @@ int main(int argc, char** argv) {
   // The last of a repeated option wins, so that a flag given in $DOWSERD_OPTS
   // (/etc/dowser/dowserd.env) or a DaemonSet's args can be overridden after it.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--node-name", options.node_name,
-                 "this node's name (default $NODE_NAME, else hostname)")
-      ->capture_default_str();
+  auto* node_name_option = app.add_option("--node-name", options.node_name,
+                                          "this node's name (default $NODE_NAME, else hostname)");
+  node_name_option->capture_default_str();
   app.add_option("--config-dir", options.config_dir,
                  "directory of Configuration manifests (watched)")
       ->capture_default_str();
@@ -161,7 +162,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto problem = dowser::naming::node_name_problem(options.node_name); !problem.empty()) {
-    spdlog::error("--node-name '{}': {}", options.node_name, problem);
+    spdlog::error("{}: {}",
+                  dowser::command_line::value_and_origin(*node_name_option, options.node_name,
+                                                         default_node.origin),
+                  problem);
     return 2;
   }
   if (options.store == dowser::daemon::StoreKind::kubernetes ||

@@ -150,14 +150,15 @@ std::string node_name_problem(std::string_view node) {
   return dns_subdomain_problem(node, "a node name");
 }
 
-std::string default_node_name() {
-  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') return node;
+DefaultNodeName default_node_name() {
+  if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0')
+    return {node, "the NODE_NAME environment variable"};
   char host[HOST_NAME_MAX + 1] = {};
   ::gethostname(host, sizeof host);
   std::string name = host;
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return name;
+  return {name, "the host name"};
 }
 
 std::string resource_name(std::string_view domain, std::string_view name) {

@@ -77,7 +77,11 @@ std::string extended_resource_name_problem(std::string_view name);
 std::string node_name_problem(std::string_view node);
 
 // This node's name as the kubelet names it by default: $NODE_NAME, else the
-// host name, lowercased.
-std::string default_node_name();
+// host name, lowercased; origin says which, for messages about the name.
+struct DefaultNodeName {
+  std::string name;
+  std::string origin;  // "the NODE_NAME environment variable" or "the host name"
+};
+DefaultNodeName default_node_name();
 
 }  // namespace dowser::naming

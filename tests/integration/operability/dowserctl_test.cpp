@@ -466,6 +466,14 @@ TEST_F(DowserctlTest, DiscoverPrintsTheInstancesTheDaemonMakes) {
                        "--handler-dir=" + handler_dir_.string()});
   EXPECT_EQ(bad_node.exit_code, 2);
   EXPECT_THAT(bad_node.err, HasSubstr("--node 'a:b': a node name must be a DNS subdomain"));
+  // Without --node the name comes from NODE_NAME: the message says so.
+  auto bad_environment = run_command(
+      root_, {"/usr/bin/env", "NODE_NAME=Bad_Name", DOWSERCTL, "discover", "--handler=debugEcho",
+              "--details=" + details, "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(bad_environment.exit_code, 2);
+  EXPECT_THAT(bad_environment.err,
+              HasSubstr("'Bad_Name' from the NODE_NAME environment variable (no --node given): a "
+                        "node name must start and end with a lowercase letter or digit"));
 }
 
 }  // namespace

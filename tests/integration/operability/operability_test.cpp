@@ -308,6 +308,20 @@ TEST_F(OperabilityTest, FailuresAreVisibleWithoutReadingLogs) {
   EXPECT_EQ(http(url_, "/readyz").status, 503);
 }
 
+// A node name from NODE_NAME (no --node-name) that Kubernetes would refuse
+// is blamed on the variable: the message named --node-name, which nobody gave.
+TEST_F(OperabilityTest, ABadNodeNameFromTheEnvironmentIsNamedAsSuch) {
+  auto result = run_command(
+      root_, {"/usr/bin/env", "NODE_NAME=Bad_Name", DOWSERD, "--config-dir=" + config_dir_.string(),
+              "--handler-dir=" + handler_dir_.string(), "--state-dir=" + state_dir_.string(),
+              "--kubelet-dir=" + (root_ / "dp").string()});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr("'Bad_Name' from the NODE_NAME environment variable (no --node-name "
+                        "given): a node name must start and end with a lowercase letter or "
+                        "digit"));
+}
+
 TEST_F(OperabilityTest, ABusyPortDoesNotStopTheDaemon) {
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor taken(io, {boost::asio::ip::make_address("127.0.0.1"), 0});

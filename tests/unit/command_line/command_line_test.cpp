@@ -6,6 +6,7 @@
 namespace {
 
 using dowser::command_line::decimal_number;
+using dowser::command_line::value_and_origin;
 using dowser::command_line::whole_number;
 
 // Parses "--value TEXT" with check; the error CLI11 prints, or "" when accepted.
@@ -50,3 +51,16 @@ TEST(CommandLine, ADecimalNumberTakesFractionsAndItsOwnRange) {
 }
 
 }  // namespace
+
+TEST(CommandLine, AValueIsNamedByWhereItCameFrom) {
+  CLI::App app;
+  std::string node = "from-the-environment";
+  auto* option = app.add_option("--node-name", node);
+  app.parse(std::vector<std::string>{});
+  EXPECT_EQ(value_and_origin(*option, node, "the NODE_NAME environment variable"),
+            "'from-the-environment' from the NODE_NAME environment variable (no --node-name "
+            "given)");
+  app.parse(std::vector<std::string>{"Given", "--node-name"});  // CLI11 takes them in reverse
+  EXPECT_EQ(value_and_origin(*option, node, "the NODE_NAME environment variable"),
+            "--node-name 'Given'");
+}
