@@ -3,9 +3,14 @@
 #include <blake2.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <string_view>
 #include <system_error>
 
 namespace dowser::discovery {
@@ -31,6 +36,27 @@ std::optional<std::pair<AcceptedRequests::Configuration, std::string>> parse_lin
                    line.substr(space + 1)};
 }
 
+// Writes text as the whole file; what went wrong ("write PATH: REASON"), if anything.
+std::optional<std::string> write_whole(const std::filesystem::path& path, std::string_view text) {
+  const auto failed = [&](const char* action) {
+    return std::string(action) + " " + path.string() + ": " + std::strerror(errno);
+  };
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failed("open");
+  while (!text.empty()) {
+    const ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) {
+      auto failure = failed("write");
+      ::close(fd);
+      return failure;
+    }
+    text.remove_prefix(static_cast<size_t>(written));
+  }
+  if (::close(fd) != 0) return failed("close");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string request_digest(const std::string& handler_name, const DiscoverRequest& request) {
@@ -48,8 +74,9 @@ std::string request_digest(const std::string& handler_name, const DiscoverReques
   return hex;
 }
 
-AcceptedRequests::AcceptedRequests(std::optional<std::filesystem::path> file)
-    : file_(std::move(file)) {
+AcceptedRequests::AcceptedRequests(std::optional<std::filesystem::path> file,
+                                   boost::asio::io_context& core, RetryDelays retry)
+    : file_(std::move(file)), retry_(retry), retry_delay_(retry.first), retry_timer_(core) {
   if (!file_) return;
   std::ifstream in(*file_);
   for (std::string line; std::getline(in, line);)
@@ -69,21 +96,50 @@ void AcceptedRequests::accept(const Configuration& configuration, const std::str
   if (file_) save();
 }
 
-// A temporary file renamed over the old one: a crash leaves one or the other.
 void AcceptedRequests::save() {
-  std::error_code error;
-  std::filesystem::create_directories(file_->parent_path(), error);
-  const std::filesystem::path temporary = file_->string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    for (const auto& [configuration, digest] : digests_)
-      out << configuration.first << '/' << configuration.second << ' ' << digest << '\n';
-    if (!out.flush()) error.assign(errno != 0 ? errno : EIO, std::generic_category());
+  const std::optional<std::string> failure = write_file();
+  if (!failure) {
+    if (std::exchange(save_failed_, false))
+      spdlog::info("recorded accepted discovery requests in {} again", file_->string());
+    retry_delay_ = retry_.first;
+    return;
   }
-  if (!error) std::filesystem::rename(temporary, *file_, error);
-  if (!error || std::exchange(save_failed_, true)) return;  // said once
-  spdlog::warn("cannot record accepted discovery requests in {}: {}", file_->string(),
-               error.message());
+  if (!std::exchange(save_failed_, true))  // said once, not at every retry
+    spdlog::warn("cannot record accepted discovery requests in {}: {}; retrying", file_->string(),
+                 *failure);
+  retry_later();
+}
+
+void AcceptedRequests::retry_later() {
+  if (std::exchange(retry_pending_, true)) return;  // a later accept() is in the pending write
+  retry_timer_.expires_after(retry_delay_);
+  retry_delay_ = std::min(retry_delay_ * 2, retry_.max);
+  // Destroying the timer cancels the wait: `this` is not touched then.
+  retry_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;
+    retry_pending_ = false;
+    save();
+  });
+}
+
+// A temporary file renamed over the old one: a crash leaves one or the other.
+std::optional<std::string> AcceptedRequests::write_file() const {
+  const std::filesystem::path& file = *file_;
+  std::error_code error;
+  std::filesystem::create_directories(file.parent_path(), error);
+  if (error) return "create directory " + file.parent_path().string() + ": " + error.message();
+  std::string text;
+  for (const auto& [configuration, digest] : digests_)
+    text += configuration.first + '/' + configuration.second + ' ' + digest + '\n';
+  const std::filesystem::path temporary = file.string() + ".tmp";
+  if (auto failure = write_whole(temporary, text)) {
+    std::filesystem::remove(temporary, error);  // nothing left behind on a full disk
+    return failure;
+  }
+  std::filesystem::rename(temporary, file, error);
+  if (error)
+    return "rename " + temporary.string() + " to " + file.string() + ": " + error.message();
+  return std::nullopt;
 }
 
 }  // namespace dowser::discovery

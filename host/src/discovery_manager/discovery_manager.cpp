@@ -242,7 +242,8 @@ DiscoveryManager::DiscoveryManager(boost::asio::io_context& core, DiscoveryOptio
       options_(std::move(options)),
       events_(std::move(events)),
       registry_(std::move(policy)),
-      accepted_(options_.accepted_requests_file),
+      accepted_(options_.accepted_requests_file, core,
+                {.first = options_.first_retry, .max = options_.max_retry}),
       rescan_timer_(core),
       alive_(std::make_shared<std::atomic<bool>>(true)) {}
 

@@ -38,6 +38,7 @@ struct HandlerInfo {
 struct DiscoveryOptions {
   std::filesystem::path handler_dir;
   std::chrono::milliseconds handler_rescan = std::chrono::seconds(5);
+  // Backoff of failed sessions, and of writing accepted_requests_file.
   std::chrono::milliseconds first_retry = std::chrono::seconds(1);
   std::chrono::milliseconds max_retry = std::chrono::seconds(60);
   // Where the requests handlers accepted are remembered across restarts

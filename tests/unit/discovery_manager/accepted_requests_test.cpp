@@ -1,9 +1,12 @@
 // AcceptedRequests: the digest of the request each Configuration's handler
 // last accepted, kept in a file.
 #include "accepted_requests.hpp"
+#include "log_capture.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
 
 #include <fstream>
 #include <iterator>
@@ -45,8 +48,9 @@ TEST(AcceptedRequests, OnePerConfigurationRememberedThroughItsFileWithoutTheRequ
   const AcceptedRequests::Configuration cams{"default", "cams"}, other{"default", "other"};
   const std::string first = request_digest("udev", request("secret-password"));
   const std::string second = request_digest("udev", request("changed"));
+  boost::asio::io_context io;
   {
-    AcceptedRequests accepted(file);
+    AcceptedRequests accepted(file, io);
     EXPECT_FALSE(accepted.accepted(cams, first));
     accepted.accept(cams, first);
     EXPECT_TRUE(accepted.accepted(cams, first));
@@ -58,13 +62,52 @@ TEST(AcceptedRequests, OnePerConfigurationRememberedThroughItsFileWithoutTheRequ
   EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
 
   std::ofstream(file, std::ios::app) << "default/torn 0123\n";  // not a line it writes
-  AcceptedRequests reopened(file);
+  AcceptedRequests reopened(file, io);
   EXPECT_TRUE(reopened.accepted(cams, second));
   EXPECT_FALSE(reopened.accepted({"default", "torn"}, "0123"));
 
-  AcceptedRequests in_memory(std::nullopt);
+  AcceptedRequests in_memory(std::nullopt, io);
   in_memory.accept(cams, first);
   EXPECT_TRUE(in_memory.accepted(cams, first));
+}
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+// A file that cannot be written (here its temporary file's name is taken by
+// a directory that is not empty) is written again later, with backoff, without another accept:
+// a full disk that frees up must not leave it unwritten. Logged once.
+TEST(AcceptedRequests, AFileThatCannotBeWrittenIsRetriedAndLoggedOnce) {
+  const dowser::test::TempDir dir{"dowser-accepted"};
+  const auto file = dir.path() / "accepted-requests";
+  const auto blocker = file.string() + ".tmp";
+  std::filesystem::create_directories(std::filesystem::path(blocker) / "in-use");  // not removable
+  const std::string digest = request_digest("udev", request("a"));
+  const dowser::test::LogCapture log;
+  boost::asio::io_context io;  // only the retries run on it
+  AcceptedRequests accepted(
+      file, io, {.first = std::chrono::milliseconds(1), .max = std::chrono::milliseconds(4)});
+
+  accepted.accept({"default", "cams"}, digest);
+  EXPECT_TRUE(accepted.accepted({"default", "cams"}, digest)) << "remembered all the same";
+  for (int retry = 0; retry < 3; ++retry)
+    ASSERT_EQ(io.run_one_for(std::chrono::seconds(5)), 1u) << "no retry " << retry;
+  EXPECT_FALSE(std::filesystem::exists(file));
+  const std::string warning = "cannot record accepted discovery requests in " + file.string() +
+                              ": open " + blocker + ": Is a directory";
+  EXPECT_EQ(count_of(log.text(), warning), 1u) << log.text();
+
+  std::filesystem::remove_all(blocker);
+  ASSERT_EQ(io.run_one_for(std::chrono::seconds(5)), 1u) << "no retry after room came back";
+  EXPECT_EQ(text_of(file), "default/cams " + digest + "\n");
+  EXPECT_EQ(
+      count_of(log.text(), "recorded accepted discovery requests in " + file.string() + " again"),
+      1u)
+      << log.text();
+  EXPECT_EQ(io.run_one_for(std::chrono::seconds(5)), 0u) << "no retry once written";
 }
 
 }  // namespace
