@@ -368,14 +368,20 @@ status_api::Readiness Daemon::readiness() {
   if (options_.store == StoreKind::file) {
     try {
       store_->check_access();  // not list(): probes come often, and it reads every Instance
-      // Not a reason to stop serving the rest, but to be seen (and fixed:
-      // the claims in such a file count for nothing until it is).
+      // Claims cannot be written while writes fail (a full disk): not ready
+      // until one succeeds (a retried Instance write, a claim). Unreadable
+      // files are not a reason to stop serving the rest, but to be seen (and
+      // fixed: the claims in such a file count for nothing until it is).
       const auto skipped = store_->skipped();
-      check("store", true,
-            skipped.empty() ? ""
-                            : std::to_string(skipped.size()) + " unreadable Instance file" +
-                                  (skipped.size() == 1 ? "" : "s") + ", skipped: " + skipped[0] +
-                                  (skipped.size() > 1 ? "; ..." : ""));
+      if (auto failure = store_->write_failure()) {
+        check("store", false, "the last write failed: " + *failure);
+      } else {
+        check("store", true,
+              skipped.empty() ? ""
+                              : std::to_string(skipped.size()) + " unreadable Instance file" +
+                                    (skipped.size() == 1 ? "" : "s") + ", skipped: " + skipped[0] +
+                                    (skipped.size() > 1 ? "; ..." : ""));
+      }
     } catch (const std::exception& e) {
       check("store", false, e.what());
     }

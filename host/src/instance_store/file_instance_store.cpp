@@ -1,6 +1,8 @@
 #include <spdlog/spdlog.h>
 
+#include <mutex>
 #include <system_error>
+#include <type_traits>
 
 #include "file_watch_service.hpp"
 #include "instance_files.hpp"
@@ -69,9 +71,35 @@ struct FileInstanceStore::State {
         writes(open_journal(files, journal_capacity)),
         watches(std::make_shared<detail::FileWatchService>(files)) {}
 
+  // Runs a create, update or remove, noting whether it failed with an I/O
+  // error (a lost race or a missing Instance is no failure of the store).
+  template <typename Write>
+  auto noting_failure(const Write& write) -> decltype(write()) {
+    try {
+      if constexpr (std::is_void_v<decltype(write())>) {
+        write();
+        note_failure(std::nullopt);
+      } else {
+        auto result = write();
+        note_failure(std::nullopt);
+        return result;
+      }
+    } catch (const StoreError& error) {
+      if (error.kind() == StoreError::Kind::io) note_failure(error.what());
+      throw;
+    }
+  }
+
+  void note_failure(std::optional<std::string> failure) {
+    const std::lock_guard guard(failure_mutex);
+    write_failure = std::move(failure);
+  }
+
   InstanceFiles files;
   JournalledWrites writes;
   std::shared_ptr<detail::FileWatchService> watches;
+  mutable std::mutex failure_mutex;
+  std::optional<std::string> write_failure;  // under failure_mutex
 };
 
 FileInstanceStore::FileInstanceStore(std::filesystem::path directory, size_t journal_capacity) {
@@ -94,6 +122,19 @@ std::optional<StoredInstance> FileInstanceStore::get(const std::string& namespac
 }
 
 uint64_t FileInstanceStore::create(const Instance& instance) {
+  return state_->noting_failure([&] { return create_instance_file(instance); });
+}
+
+uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_revision) {
+  return state_->noting_failure([&] { return update_instance_file(instance, expected_revision); });
+}
+
+void FileInstanceStore::remove(const std::string& namespace_name, const std::string& name,
+                               uint64_t expected_revision) {
+  state_->noting_failure([&] { remove_instance_file(namespace_name, name, expected_revision); });
+}
+
+uint64_t FileInstanceStore::create_instance_file(const Instance& instance) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
   const detail::StoreWriteLock lock = state_->writes.lock();
@@ -113,7 +154,8 @@ uint64_t FileInstanceStore::create(const Instance& instance) {
   return revision;
 }
 
-uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_revision) {
+uint64_t FileInstanceStore::update_instance_file(const Instance& instance,
+                                                 uint64_t expected_revision) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
   const detail::StoreWriteLock lock = state_->writes.lock();
@@ -127,8 +169,8 @@ uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_r
   return revision;
 }
 
-void FileInstanceStore::remove(const std::string& namespace_name, const std::string& name,
-                               uint64_t expected_revision) {
+void FileInstanceStore::remove_instance_file(const std::string& namespace_name,
+                                             const std::string& name, uint64_t expected_revision) {
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(namespace_name, name);
   const detail::StoreWriteLock lock = state_->writes.lock();
@@ -153,6 +195,11 @@ std::vector<std::string> FileInstanceStore::skipped() const { return state_->fil
 void FileInstanceStore::check_access() {
   const FileLock lock(state_->files.lock_file(), FileLock::Mode::shared);
   state_->files.namespaces();
+}
+
+std::optional<std::string> FileInstanceStore::write_failure() const {
+  const std::lock_guard guard(state_->failure_mutex);
+  return state_->write_failure;
 }
 
 uint64_t FileInstanceStore::watch_file_reads() const { return state_->watches->files_read(); }

@@ -115,6 +115,10 @@ class InstanceStore {
   // Throws StoreError when the store cannot be used at all; cheap (no
   // Instance is read), for readiness probes.
   virtual void check_access() {}
+  // Why the last create, update or remove failed with StoreError(io) (a full
+  // disk, say), until one succeeds; nullopt while the last one succeeded.
+  // For readiness probes: a store that cannot write cannot claim slots.
+  virtual std::optional<std::string> write_failure() const { return std::nullopt; }
 };
 
 // Defers the sync of the Instances this thread creates until it goes (see
@@ -170,7 +174,9 @@ std::optional<StoredInstance> update_with_retry(
 // does not hold up the store's next write). Namespaces and
 // names that are empty, contain '/' or start with '.' are refused (StoreError io).
 // list() skips an unreadable file with a logged warning; get() of one throws
-// StoreError(io) naming it.
+// StoreError(io) naming it. A full disk fails a write, not its file: the room
+// a longer file needs is reserved before its old bytes are overwritten (a new
+// file is not left empty).
 inline constexpr size_t kDefaultJournalCapacity = size_t{16} << 20;
 
 class FileInstanceStore : public InstanceStore {
@@ -194,10 +200,17 @@ class FileInstanceStore : public InstanceStore {
   std::optional<uint64_t> journal_syncs() const override;
   std::vector<std::string> skipped() const override;
   void check_access() override;
+  std::optional<std::string> write_failure() const override;
   // How many Instance files the watch thread read back for events so far.
   uint64_t watch_file_reads() const;
 
  private:
+  // The writes themselves; the public ones note whether they failed.
+  uint64_t create_instance_file(const Instance& instance);
+  uint64_t update_instance_file(const Instance& instance, uint64_t expected_revision);
+  void remove_instance_file(const std::string& namespace_name, const std::string& name,
+                            uint64_t expected_revision);
+
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -127,12 +127,33 @@ std::optional<FileIdentity> identity_of(const std::filesystem::path& path) {
   return identity_from(status);
 }
 
+namespace {
+
+// Before the first byte goes over the old ones, reserves the room the new
+// contents need beyond the file's end, so that a full disk (ENOSPC, EDQUOT)
+// fails the write with the file as it was rather than torn. An empty file
+// (created by this write, or one a crash left) is removed then: readers find
+// no file, not an empty one. Where the file system cannot reserve room, the
+// write goes on without. A FIFO is left to the write (ESPIPE) to tell.
+void reserve_room(int fd, uint64_t size, const std::filesystem::path& path) {
+  const off_t end = ::lseek(fd, 0, SEEK_END);  // the size, without a stat (see store_journal.hpp)
+  if (end < 0 || static_cast<uint64_t>(end) >= size) return;
+  if (::fallocate(fd, FALLOC_FL_KEEP_SIZE, end, static_cast<off_t>(size) - end) == 0) return;
+  const int error = errno;
+  if (error == EOPNOTSUPP || error == ENOSYS) return;
+  if (end == 0) ::unlink(path.c_str());
+  throw_io_error("reserve room for", path, error);
+}
+
+}  // namespace
+
 void rewrite_file(const std::filesystem::path& path, std::string_view contents,
                   const std::function<void(const FileIdentity&)>& written) {
   // ENXIO: a FIFO nobody reads (a journal replay at start must fail, not hang).
   const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, kFileMode));
   if (!fd && errno == ENXIO) throw_not_regular(path);
   if (!fd) throw_io_error("open", path, errno);
+  reserve_room(fd.get(), contents.size(), path);
   write_all_at(fd.get(), contents, 0, path);  // ESPIPE: a FIFO someone reads
   if (::ftruncate(fd.get(), static_cast<off_t>(contents.size())) != 0) {
     throw_io_error("truncate", path, errno);

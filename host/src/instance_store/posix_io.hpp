@@ -66,8 +66,10 @@ struct FileIdentity {
 std::optional<FileIdentity> identity_of(const std::filesystem::path& path);
 
 // Writes contents over the file (created if missing) in place and cuts it to
-// that length; no fsync. Not atomic: readers take the store's lock. Before it
-// closes the file (which inotify reports), tells written the file's identity.
+// that length; no fsync. Not atomic: readers take the store's lock. The room
+// a longer text needs is reserved first, so a full disk fails the write with
+// the file as it was (an empty one removed), never torn. Before it closes the
+// file (which inotify reports), tells written the file's identity.
 void rewrite_file(const std::filesystem::path& path, std::string_view contents,
                   const std::function<void(const FileIdentity&)>& written = {});
 

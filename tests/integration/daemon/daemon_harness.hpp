@@ -44,6 +44,11 @@ inline void write_file(const fs::path& path, const std::string& text) {
   fs::rename(temp, path);  // atomic, as editors and tests should write
 }
 
+inline std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
 // The names of the IL resources of a Configuration, from the store.
 inline std::vector<std::string> il_resources(const std::vector<store::StoredInstance>& instances,
                                              const std::string& configuration) {
@@ -222,10 +227,7 @@ class Node {
     return found;
   }
 
-  std::string log() const {
-    std::ifstream in(root_ / (name_ + ".log"));
-    return {std::istreambuf_iterator<char>(in), {}};
-  }
+  std::string log() const { return read_text(root_ / (name_ + ".log")); }
 
   const std::string& name() const { return name_; }
   std::unique_ptr<testkit::KubeletSimulator> kubelet;

@@ -72,11 +72,7 @@ inline CommandResult run_command(const fs::path& scratch, std::vector<std::strin
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
-  auto slurp = [](const fs::path& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out_file), slurp(err_file)};
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out_file), read_text(err_file)};
 }
 
 }  // namespace dowser::it

@@ -7,6 +7,10 @@
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
 namespace dowser::it {
 namespace {
 
@@ -306,6 +310,79 @@ TEST_F(OperabilityTest, FailuresAreVisibleWithoutReadingLogs) {
   EXPECT_EQ(metric(url_, "dowser_configurations{state=\"failing\"}"), 1);
   EXPECT_EQ(metric(url_, "dowser_configurations{state=\"refused\"}"), 1);
   EXPECT_EQ(http(url_, "/readyz").status, 503);
+}
+
+// Fills a file system: writes to path until no byte more fits.
+void fill_file_system(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  const std::string block(64 * 1024, 'x');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  const int error = errno;
+  ::close(fd);
+  ASSERT_EQ(error, ENOSPC) << path << ": " << std::strerror(error);
+}
+
+// Every Instance file in the directory holds an Instance (not empty, not
+// torn), as readers of the store (another dowserd, a restart) need.
+void expect_whole_instance_files(const fs::path& directory) {
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    const std::string text = read_text(entry.path());
+    EXPECT_FALSE(text.empty()) << entry.path() << " is empty";
+    EXPECT_TRUE(nlohmann::json::accept(text)) << entry.path() << " is torn: " << text;
+  }
+}
+
+// A full disk, for real: a 2 MiB tmpfs mounted over the state directory in
+// dowserd's own mount namespace (so the test fills no disk of the machine's),
+// filled once the journal holds its first Instance. The new Instance of a
+// second device cannot be written: no Instance file is left empty or torn,
+// /readyz says not ready and why, and once there is room the write the
+// daemon retries makes it ready again.
+TEST_F(OperabilityTest, AFullDiskLeavesNoTornInstanceFileAndShowsInReadiness) {
+  if (std::system("unshare -m --propagation private true") != 0)
+    GTEST_SKIP() << "needs mount namespaces (run as root)";
+  echo_configuration("cams", {"cam0"}, 1);
+  fs::create_directories(state_dir_);
+  nodes_.push_back(std::make_unique<Node>(
+      root_, "node-a", state_dir_, config_dir_, handler_dir_, kStatusApi,
+      std::vector<std::string>{"unshare", "-m", "--propagation", "private", "sh", "-c",
+                               "mount -t tmpfs -o size=2m tmpfs \"$1\" && shift && exec \"$@\"",
+                               "sh", state_dir_.string()}));
+  auto& node = *nodes_.back();
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  url_ = status_url(node);
+  ASSERT_TRUE(eventually([&] { return ready(); })) << http(url_, "/readyz").body;
+  // The state directory as dowserd sees it, through its mount namespace.
+  const fs::path state =
+      fs::path("/proc/" + std::to_string(node.pid()) + "/root") / state_dir_.relative_path();
+  const fs::path instance_files = state / "instances" / "default";
+  fill_file_system(state / "filler");
+
+  echo_configuration("cams", {"cam0", "cam1"}, 1);
+  EXPECT_TRUE(eventually([&] {
+    return http(url_, "/readyz").body.find("[-]store: the last write failed") != std::string::npos;
+  })) << http(url_, "/readyz").body
+      << node.log();
+  const auto readyz = http(url_, "/readyz");
+  EXPECT_EQ(readyz.status, 503);
+  EXPECT_THAT(readyz.body, HasSubstr("No space left on device"));
+  expect_whole_instance_files(instance_files);
+  const std::string accepted_requests = (state_dir_ / "accepted-requests").string();
+  EXPECT_TRUE(node.wait_for_log("cannot record accepted discovery requests in " +
+                                accepted_requests + ": write " + accepted_requests +
+                                ".tmp: No space left on device; retrying"))
+      << node.log();
+
+  fs::remove(state / "filler");
+  EXPECT_TRUE(eventually([&] { return ready(); }, 30s)) << http(url_, "/readyz").body;
+  EXPECT_TRUE(node.wait_for_log(
+      "recorded accepted discovery requests in " + accepted_requests + " again", 30s))
+      << node.log();
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+  expect_whole_instance_files(instance_files);
+  EXPECT_EQ(std::distance(fs::directory_iterator(instance_files), fs::directory_iterator()), 2);
 }
 
 // A node name from NODE_NAME (no --node-name) that Kubernetes would refuse

@@ -1,17 +1,40 @@
 // FileInstanceStore beyond the store contract: the on-disk form, corrupt and
 // hostile input, restarts, and compare-and-swap across processes.
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "instance_store.hpp"
 #include "log_capture.hpp"
 #include "test_support.hpp"
+
+namespace {
+
+// Set by a test: the errno fallocate fails with (0: the real call). A full
+// disk simulated where the store reserves room, since filling a real one
+// takes a mount of its own (the operability tests do that, with tmpfs).
+std::atomic<int> fallocate_error{0};
+
+}  // namespace
+
+extern "C" int fallocate(int fd, int mode, off_t offset, off_t length) {
+  using Real = int (*)(int, int, off_t, off_t);
+  static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "fallocate"));
+  if (const int error = fallocate_error.load(); error != 0) {
+    errno = error;
+    return -1;
+  }
+  return real(fd, mode, offset, length);
+}
 
 namespace dowser::store::testing {
 namespace {
@@ -121,6 +144,38 @@ TEST_F(FileInstanceStoreTest, AnEmptyFileIsNoInstanceAndIsWrittenOver) {
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->instance, instance);
   EXPECT_EQ(stored->revision, revision);
+}
+
+// A full disk fails the write, not the file: an update leaves the old text
+// (not a torn new one), a create leaves no file (not an empty one), and the
+// store names the failure until a write succeeds.
+TEST_F(FileInstanceStoreTest, AWriteThatFindsNoRoomLeavesTheFilesAsTheyWere) {
+  const uint64_t revision = store_.create(sample_instance("cam-a"));
+  const std::string before = read_text(file_of("default", "cam-a"));
+  EXPECT_EQ(store_.write_failure(), std::nullopt);
+  Instance longer = sample_instance("cam-a");
+  longer.broker_properties["PADDING"] = std::string(8192, 'p');
+
+  fallocate_error = ENOSPC;
+  const std::string full =
+      "reserve room for " + file_of("default", "cam-a").string() + ": No space left on device";
+  EXPECT_EQ(io_error_of([&] { store_.update(longer, revision); }), full);
+  EXPECT_EQ(read_text(file_of("default", "cam-a")), before);
+  EXPECT_EQ(
+      io_error_of([&] { store_.create(sample_instance("cam-b")); }),
+      "reserve room for " + file_of("default", "cam-b").string() + ": No space left on device");
+  EXPECT_FALSE(std::filesystem::exists(file_of("default", "cam-b")));
+  EXPECT_NE(store_.write_failure().value_or("").find("cam-b.json: No space left on device"),
+            std::string::npos);
+  // A lost race is no failure of the store: it does not hide the last one.
+  EXPECT_THROW(store_.update(longer, revision + 100), StoreError);
+  EXPECT_TRUE(store_.write_failure().has_value());
+
+  fallocate_error = 0;
+  EXPECT_EQ(store_.get("default", "cam-a")->revision, revision);
+  store_.update(longer, revision);
+  EXPECT_EQ(store_.write_failure(), std::nullopt);
+  EXPECT_EQ(store_.get("default", "cam-a")->instance, longer);
 }
 
 TEST_F(FileInstanceStoreTest, AFileUnderAnotherInstancesNameIsCorrupt) {
