@@ -448,7 +448,7 @@ std::vector<ContainerClaims> CapacityManager::all_or_nothing(const std::string& 
     throw;
   } catch (const store::StoreError& e) {
     rollback(made);
-    throw AllocationError(std::string("the instance store failed: ") + e.what());
+    throw AllocationStoreError(std::string("the instance store failed: ") + e.what());
   }
 }
 

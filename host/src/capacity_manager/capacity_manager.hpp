@@ -190,6 +190,13 @@ class AllocationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An allocation the instance store failed (an I/O error: a full disk, an
+// unreadable file), not one the pool could not meet: an error, not a refusal.
+class AllocationStoreError : public AllocationError {
+ public:
+  using AllocationError::AllocationError;
+};
+
 class CapacityManager {
  public:
   // Called after a cached Instance changed (claim, release, store watch);

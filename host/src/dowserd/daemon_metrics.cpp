@@ -30,7 +30,7 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& registry, const std::string& ver
               .with()),
       allocations(registry.counter("dowser_allocate_total",
                                    "Allocate calls from the kubelet, by plugin kind and result "
-                                   "(ok, refused, error).",
+                                   "(ok, refused, error: the instance store failed).",
                                    {"kind", "result"})),
       allocation_seconds(registry.histogram("dowser_allocate_duration_seconds",
                                             "Time to serve an Allocate call (claims written).",

@@ -74,6 +74,9 @@ class Observed final : public Backend {
     };
     try {
       Backend::allocate(request, response);
+    } catch (const capacity::AllocationStoreError&) {
+      done(hooks_.allocations_failed);
+      throw;
     } catch (const capacity::AllocationError&) {
       done(hooks_.allocations_refused);
       throw;

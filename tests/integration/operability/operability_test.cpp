@@ -312,6 +312,29 @@ TEST_F(OperabilityTest, FailuresAreVisibleWithoutReadingLogs) {
   EXPECT_EQ(http(url_, "/readyz").status, 503);
 }
 
+// An Allocate the store fails (here: the Instance file made unreadable from
+// outside) is an error, not a refusal: the pool could have met it. /readyz
+// says not ready, and why, until a store write succeeds again.
+TEST_F(OperabilityTest, AStoreFailureIsAnErrorNotARefusalAndShowsInReadiness) {
+  auto& node = cams_node();
+  ASSERT_TRUE(eventually([&] { return ready(); })) << http(url_, "/readyz").body;
+  const std::string name = instances(2).at(0).instance.name;
+  const fs::path file = state_dir_ / "instances" / "default" / (name + ".json");
+  const std::string stored = read_text(file);
+  write_file(file, "{ not an Instance");
+
+  EXPECT_FALSE(node.kubelet->allocate("akri.sh/" + name, {"default", "pod-a"}, "c", 1).ok());
+  EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"instance\",result=\"error\"}"), 1);
+  EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"instance\",result=\"refused\"}"), 0);
+  const auto readyz = http(url_, "/readyz");
+  EXPECT_EQ(readyz.status, 503) << readyz.body;
+  EXPECT_THAT(readyz.body, HasSubstr("[-]store: the last write failed: " + file.string()));
+
+  write_file(file, stored);  // mended
+  EXPECT_TRUE(node.kubelet->allocate("akri.sh/" + name, {"default", "pod-b"}, "c", 1).ok());
+  EXPECT_TRUE(ready()) << http(url_, "/readyz").body;
+}
+
 // Fills a file system: writes to path until no byte more fits.
 void fill_file_system(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
