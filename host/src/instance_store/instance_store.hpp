@@ -176,7 +176,8 @@ std::optional<StoredInstance> update_with_retry(
 // list() skips an unreadable file with a logged warning; get() of one throws
 // StoreError(io) naming it. A full disk fails a write, not its file: the room
 // a longer file needs is reserved before its old bytes are overwritten (a new
-// file is not left empty).
+// file is not left empty); a file another I/O error left torn is rewritten
+// from the journal by the next write, and the journal keeps the write until then.
 inline constexpr size_t kDefaultJournalCapacity = size_t{16} << 20;
 
 class FileInstanceStore : public InstanceStore {

@@ -163,7 +163,11 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
                                                  " has no room even after a checkpoint");
     }
   }
-  if (!deferred) deferred_made_durable();  // by this append: the journal keeps order
+  if (!deferred) {
+    deferred_made_durable();  // by this append: the journal keeps order
+    // Every record is durable now, so a rewritten file may reach the disk.
+    if (!torn_.empty()) mend_torn_files();
+  }
   const UnsyncedFiles::Key file{write.namespace_name, write.name};
   // Whatever reached the file, even if write_file throws, must be fsynced
   // before the record goes (and, deferred, not before the record is durable).
@@ -179,10 +183,27 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
     write_file();
   } catch (...) {
     written();
+    if (revision_on_disk(files_, write) == 0) torn_.insert_or_assign(file, std::pair{kind, write});
     throw;
   }
   written();
   checkpoint_step(StoreJournal::kRecordHeaderSize + record.payload.size());
+}
+
+void JournalledWrites::mend_torn_files() {
+  for (auto torn = torn_.begin(); torn != torn_.end();) {
+    const auto& [kind, write] = torn->second;
+    try {
+      replay(files_, kind, write);
+    } catch (const StoreError&) {
+      ++torn;  // the disk may still be failing: the next write tries again
+      continue;
+    }
+    spdlog::info("instance store: rewrote {} from the journal: a failed write had left it torn",
+                 files_.instance_file(write.namespace_name, write.name).string());
+    note_written(torn->first);  // rewritten: fsynced before the journal goes
+    torn = torn_.erase(torn);
+  }
 }
 
 void JournalledWrites::defer_sync() { deferring_thread_.store(std::this_thread::get_id()); }
@@ -310,6 +331,13 @@ void JournalledWrites::sync(const UnsyncedFiles::Write& write) {
 }
 
 void JournalledWrites::finish_checkpoint() {
+  if (!torn_.empty()) {
+    throw StoreError(
+        StoreError::Kind::io,
+        "the journal keeps the write of " +
+            files_.instance_file(torn_.begin()->first.first, torn_.begin()->first.second).string() +
+            ", a failed write left the file torn and it cannot be rewritten yet");
+  }
   std::set<std::string> namespaces;
   {
     const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
@@ -380,6 +408,7 @@ void JournalledWrites::checkpoint_in_background() {
     const StoreWriteLock held = lock();
     note_changes(journal_.take_changes());
     settle_deferred();  // a deferral that is still open must not hold the checkpoint up
+    if (!torn_.empty()) mend_torn_files();  // what it rewrites is fsynced in the next round
     {
       const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
       if (stopping_ || !checkpoint_wanted_) return;  // stopping, or finished by someone else

@@ -136,7 +136,10 @@ class JournalledWrites {
   // the file), and wakes the checkpoint thread once the journal is a quarter
   // full (from 3/4 full, also fsyncs a few files itself).
   // If write_file throws, the journal still redoes the write after a restart,
-  // as if the process had crashed in between. Call with lock() held.
+  // as if the process had crashed in between; and if it left the file torn
+  // (an I/O error halfway through), readers must not be left with that: the
+  // next write redoes it from its record, and the journal is not emptied
+  // before that succeeds. Call with lock() held.
   void write(JournalRecord::Kind kind, const JournalledWrite& write,
              const std::function<void()>& write_file, Deferral deferral = Deferral::none);
 
@@ -163,6 +166,8 @@ class JournalledWrites {
 
  private:
   void recover();
+  // Redoes the writes that left their file torn, those it can now.
+  void mend_torn_files();
   // What other writers of the journal did (from take_changes() or, right
   // after an append, take_collected_changes()); under lock().
   void note_changes(const StoreJournal::Changes& changes);
@@ -192,6 +197,8 @@ class JournalledWrites {
   std::atomic<std::thread::id> deferring_thread_{};  // none: a default id
   // Under lock(): the files of deferred writes whose records are not durable yet.
   std::vector<UnsyncedFiles::Key> deferred_files_;
+  // Under lock(): the writes whose file a failure left torn, to redo.
+  std::map<UnsyncedFiles::Key, std::pair<JournalRecord::Kind, JournalledWrite>> torn_;
   // Whether deferred_files_ has any, readable without lock(): a deferral that
   // wrote nothing ends without taking the lock.
   std::atomic<bool> any_deferred_{false};

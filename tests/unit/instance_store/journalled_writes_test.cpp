@@ -107,15 +107,20 @@ class JournalledWritesTest : public ::testing::Test {
     const std::filesystem::path path = path_of(file);
     const detail::StoreWriteLock lock = writes.lock();
     detail::ensure_directory_durably(path.parent_path());
+    latest_[name] = StoredInstance{instance, revision};  // journalled, even if the file fails
     writes.write(
         JournalRecord::Kind::put, {"default", name, revision, document},
         [&] {
-          detail::rewrite_file(path, document);
-          const std::lock_guard guard(mutex_);
-          written_[path] = written_[path.parent_path()] = ++clock_;
+          const bool tear = std::exchange(tear_next_file_write_, false);
+          detail::rewrite_file(path, tear ? document.substr(0, document.size() / 3) : document);
+          {
+            const std::lock_guard guard(mutex_);
+            written_[path] = written_[path.parent_path()] = ++clock_;
+          }
+          // An I/O error after some bytes reached the file.
+          if (tear) throw StoreError(StoreError::Kind::io, "staged I/O error");
         },
         deferral);
-    latest_[name] = StoredInstance{instance, revision};
   }
 
   uint64_t used(JournalledWrites& writes) {
@@ -208,6 +213,7 @@ class JournalledWritesTest : public ::testing::Test {
   const std::thread::id test_thread_ = std::this_thread::get_id();
   uint64_t revision_ = 0;
   std::map<std::string, StoredInstance> latest_;  // per name
+  bool tear_next_file_write_ = false;             // put() writes a third of the file, then fails
   // Called after the bookkeeping, outside mutex_; set before opening.
   std::function<void(const std::filesystem::path&, SyncStep)> on_sync_;
 
@@ -411,6 +417,39 @@ TEST_F(JournalledWritesTest, ACrashHalfwayThroughACheckpointLosesNoWrite) {
   EXPECT_NE(log.text().find("journalled writes the files had lost"), std::string::npos)
       << log.text();
   EXPECT_EQ(used(*reopened), StoreJournal::kHeaderSize);  // recovered, then emptied
+}
+
+// A write that fails halfway through its file (an I/O error after some bytes,
+// where no room could be reserved first) leaves it torn: readers must not be
+// left with that. While it cannot be rewritten (here a directory stands in
+// its way) no checkpoint empties the journal, which holds the write; then the
+// next write redoes it from the journal.
+TEST_F(JournalledWritesTest, AFileAFailedWriteLeftTornIsRedoneFromTheJournal) {
+  const dowser::test::LogCapture log;
+  auto writes = open();
+  put(*writes, 0);
+  tear_next_file_write_ = true;
+  EXPECT_THROW(put(*writes, 0, 100), StoreError);
+  EXPECT_THROW(files_.read("default", name_of(0)), StoreError) << "not torn";
+
+  const std::filesystem::path torn = path_of(0);
+  std::filesystem::remove(torn);
+  std::filesystem::create_directories(torn / "in-the-way");
+  for (size_t i = 0; used(*writes) < kSmallJournal / 2; ++i) put(*writes, 1 + i % (kFiles - 1));
+  EXPECT_TRUE(dowser::test::eventually([&] {
+    return log.text().find("a failed write left the file torn") != std::string::npos;
+  })) << log.text();
+  EXPECT_EQ(checkpoints(), 0) << "the journal was emptied over a torn file";
+  EXPECT_GT(used(*writes), kSmallJournal / 2);
+
+  std::filesystem::remove_all(torn);
+  put(*writes, 1);
+  EXPECT_NE(log.text().find("rewrote " + torn.string() + " from the journal"), std::string::npos)
+      << log.text();
+  expect_latest_stored();
+  // That write found the journal over a quarter full: its checkpoint goes through now.
+  EXPECT_TRUE(dowser::test::eventually([&] { return checkpoints() >= 1; }))
+      << "no checkpoint after the mend";
 }
 
 TEST_F(JournalledWritesTest, ClosingWhileTheCheckpointThreadIsInAnFsyncLosesNoWrite) {
