@@ -311,7 +311,10 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
           try {
             shared->backend->allocate(*request, *response);
           } catch (const capacity::AllocationError& e) {
-            spdlog::warn("{}: Allocate refused: {}", shared->resource_name, e.what());
+            // A store that failed is not the pool saying no: say which.
+            const bool failed = dynamic_cast<const capacity::AllocationStoreError*>(&e) != nullptr;
+            spdlog::warn("{}: Allocate {}: {}", shared->resource_name,
+                         failed ? "failed" : "refused", e.what());
             status = grpc::Status(grpc::StatusCode::UNKNOWN, e.what());
           }
           const auto decided = std::chrono::steady_clock::now();

@@ -326,6 +326,9 @@ TEST_F(OperabilityTest, AStoreFailureIsAnErrorNotARefusalAndShowsInReadiness) {
   EXPECT_FALSE(node.kubelet->allocate("akri.sh/" + name, {"default", "pod-a"}, "c", 1).ok());
   EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"instance\",result=\"error\"}"), 1);
   EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"instance\",result=\"refused\"}"), 0);
+  EXPECT_TRUE(node.wait_for_log("akri.sh/" + name +
+                                ": Allocate failed: the instance store failed: " + file.string()))
+      << node.log();
   const auto readyz = http(url_, "/readyz");
   EXPECT_EQ(readyz.status, 503) << readyz.body;
   EXPECT_THAT(readyz.body, HasSubstr("[-]store: the last write failed: " + file.string()));
