@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
@@ -118,6 +119,35 @@ std::chrono::seconds parse_rescan_interval(const std::string& value) {
     refuse(std::string(kRescanIntervalProperty) + " must be a whole number of seconds from 1 to " +
            std::to_string(kMaxRescanInterval.count()) + ", got '" + value + "'");
   return std::chrono::seconds(seconds);
+}
+
+namespace {
+
+// What in a glob value is typical of a regular expression, if anything.
+std::optional<std::string> regex_token(std::string_view value) {
+  for (const char* token : {".*", ".+", "\\d", "\\w", "\\s", "]+", ")+", "(", ")"})
+    if (value.find(token) != std::string_view::npos) return std::string(token);
+  if (!value.empty() && value.front() == '^') return "^";
+  if (!value.empty() && value.back() == '$') return "$";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> regex_lookalikes(const std::vector<Rule>& rules) {
+  std::vector<std::string> found;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    for (const auto& filter : rules[i].filters) {
+      auto token = regex_token(filter.value);
+      if (!token) continue;
+      found.push_back("udevRules[" + std::to_string(i) + "]: " + to_text(filter) + ": \"" + *token +
+                      "\" reads like a regular expression, but every value is a udev glob here "
+                      "(\"*\" is any text, \"?\" one character, \"|\" separates "
+                      "alternatives); Akri matched some fields by regular expression, so this "
+                      "rule may match other devices than it did there");
+    }
+  }
+  return found;
 }
 
 Settings parse_request(const dowser::DiscoverRequest& request) {

@@ -54,6 +54,12 @@ std::chrono::seconds parse_rescan_interval(const std::string& value);
 // Details plus properties, with defaults for what is absent.
 Settings parse_request(const dowser::DiscoverRequest& request);
 
+// One line per filter whose value reads like a regular expression (".*",
+// "[0-9]+", "\\d", anchors, groups): Akri matched some fields by regular
+// expression, dowser matches globs everywhere, so a rule carried over from
+// Akri may match something else. Warnings, not errors: each is a valid glob.
+std::vector<std::string> regex_lookalikes(const std::vector<Rule>& rules);
+
 }  // namespace udev_handler
 
 #endif  // DOWSER_HANDLERS_UDEV_DETAILS_HPP

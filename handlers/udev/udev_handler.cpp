@@ -12,13 +12,21 @@ namespace {
 
 class UdevHandler final : public dowser::Handler {
  public:
-  // Bad rules are refused when a Configuration is loaded, not at discovery.
-  void validate(const dowser::DiscoverRequest& request) override { parse_request(request); }
+  explicit UdevHandler(const dowser::InitContext& context) : host_(context.host) {}
+
+  // Bad rules are refused when a Configuration is loaded, not at discovery;
+  // rules that may mean something else than in Akri are warned of then.
+  void validate(const dowser::DiscoverRequest& request) override {
+    for (const auto& warning : regex_lookalikes(parse_request(request).rules)) host_.warn(warning);
+  }
 
   std::unique_ptr<dowser::Session> start(const dowser::DiscoverRequest& request,
                                          dowser::Reporter reporter) override {
     return std::make_unique<UdevSession>(parse_request(request), std::move(reporter));
   }
+
+ private:
+  dowser::Host host_;
 };
 
 }  // namespace

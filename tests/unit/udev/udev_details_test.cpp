@@ -27,6 +27,24 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Rules carried over from Akri, where some fields were regular expressions:
+// valid globs, but worth a warning; plain globs and alternatives are not.
+TEST(UdevDetails, RegexLookingValuesAreFoundWithTheirRuleAndToken) {
+  auto rules =
+      parse_rules({R"(SUBSYSTEM=="video4linux", ATTRS{idVendor}=="05a9|046d")",
+                   R"(KERNEL!="video[0-9]+", DRIVERS=="uvc.*")",
+                   R"x(KERNEL=="video?*", ATTR{name}=="^cam", ENV{ID_PATH}=="pci-(0|1)")x"});
+  auto found = regex_lookalikes(rules);
+  ASSERT_EQ(found.size(), 4u);
+  EXPECT_EQ(found[0].rfind(R"(udevRules[1]: KERNEL!="video[0-9]+": "]+" reads like a regular)", 0),
+            0u)
+      << found[0];
+  EXPECT_EQ(found[1].rfind(R"(udevRules[1]: DRIVERS=="uvc.*": ".*")", 0), 0u) << found[1];
+  EXPECT_EQ(found[2].rfind(R"(udevRules[2]: ATTR{name}=="^cam": "^")", 0), 0u) << found[2];
+  EXPECT_EQ(found[3].rfind(R"x(udevRules[2]: ENV{ID_PATH}=="pci-(0|1)": "(")x", 0), 0u) << found[3];
+  EXPECT_TRUE(regex_lookalikes(parse_rules({R"(KERNEL=="video*|vbi*", ATTR{x}=="1.2")"})).empty());
+}
+
 TEST(UdevDetails, DefaultsAsAkri) {
   auto settings = parse_request(request("udevRules: []"));
   EXPECT_TRUE(settings.rules.empty());
