@@ -140,6 +140,8 @@ struct KubeInstanceStore::State {
   std::shared_ptr<kube::KubeClient> client;
   std::string scope;  // list and watch this namespace; "" for all
   ObjectCache cache;
+  std::mutex warned_mutex;
+  std::set<std::pair<Key, std::string>> kept_in_deletion_warned;  // key, deletionTimestamp
   std::shared_ptr<detail::WatchFanout> fanout = std::make_shared<detail::WatchFanout>();
 
   // Watching: the reflector thread alone touches the filter.
@@ -152,8 +154,29 @@ struct KubeInstanceStore::State {
 
   StoredInstance remember(const json& object) {
     StoredInstance stored = stored_from_object(object);
-    cache.remember({stored.instance.namespace_name, stored.instance.name}, stored.revision, object);
+    const Key key{stored.instance.namespace_name, stored.instance.name};
+    cache.remember(key, stored.revision, object);
+    warn_if_kept_in_deletion(key, object);
     return stored;
+  }
+
+  // Deleted, but kept by finalizers (none is dowser's; Akri's agent leaves
+  // node-named ones): while its device is found, its plugin serves on the
+  // terminating object and claims go into it. Said once per deletion.
+  void warn_if_kept_in_deletion(const Key& key, const json& object) {
+    const std::string since = metadata_string(object, "deletionTimestamp");
+    const json& finalizers = metadata_member(object, "finalizers");
+    if (since.empty() || !finalizers.is_array() || finalizers.empty()) return;
+    {
+      const std::lock_guard lock(warned_mutex);
+      if (!kept_in_deletion_warned.emplace(key, since).second) return;
+    }
+    spdlog::warn(
+        "instance store: {} is being deleted (since {}) but finalizers {} keep it: while its "
+        "device is found, dowserd serves it and writes claims into it; remove the finalizers "
+        "unless a controller still needs them (Akri's agent leaves node-named ones, see "
+        "docs/migrating-from-akri.md)",
+        describe(key.first, key.second), since, finalizers.dump());
   }
 
   // The stored object to PUT back, if it is still at expected_revision.

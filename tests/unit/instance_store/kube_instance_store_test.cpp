@@ -6,6 +6,7 @@
 
 #include "apiserver_peer.hpp"
 #include "kube_client.hpp"
+#include "log_capture.hpp"
 #include "store_contract.hpp"
 
 namespace dowser::store::testing {
@@ -124,6 +125,28 @@ TEST_F(KubeInstanceStoreTest, ListSkipsAndGetRefusesAnObjectThatIsNotAnInstance)
     EXPECT_EQ(error.kind(), StoreError::Kind::io);
     EXPECT_NE(std::string(error.what()).find("default/cam-000002"), std::string::npos);
   }
+}
+
+// Akri's agent leaves node-named finalizers: an Instance deleted since stays
+// as terminating, and dowserd would go on serving it without a word.
+TEST_F(KubeInstanceStoreTest, ATerminatingInstanceKeptByFinalizersIsWarnedOfOnce) {
+  const dowser::test::LogCapture log;
+  store_.create(sample_instance("cam-000001"));
+  json object = raw("cam-000001");
+  object["metadata"]["finalizers"] = json::array({"edge-1"});
+  client_->replace(kInstances, "default", object);
+  ASSERT_TRUE(store_.get("default", "cam-000001"));
+  EXPECT_EQ(log.text().find("being deleted"), std::string::npos) << "not while it is not";
+
+  client_->remove(kInstances, "default", "cam-000001");
+  ASSERT_TRUE(store_.get("default", "cam-000001")) << "kept by its finalizer";
+  ASSERT_TRUE(store_.get("default", "cam-000001"));
+  const std::string text = log.text();
+  const auto first = text.find("Instance default/cam-000001 is being deleted (since ");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_NE(text.find(R"(finalizers ["edge-1"] keep it)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("is being deleted", text.find("is being deleted") + 1), std::string::npos)
+      << "once: " << text;
 }
 
 TEST_F(KubeInstanceStoreTest, AnUnreachableServerIsAnIoError) {
