@@ -158,6 +158,7 @@ void Daemon::start() {
                                                  : "namespace " + options_.kube_namespace);
   }
   capacity_.set_change_listener([this](const store::StoredInstance& now) {
+    report_unreadable_slots(now.instance);
     mark_dirty(capacity::InstanceKey{now.instance.namespace_name, now.instance.name});
   });
   start_observing();
@@ -453,6 +454,7 @@ void Daemon::store_event(const store::WatchEvent& event) {
   std::map<uint32_t, naming::SlotUsage> lost = claims_taken(event, key);
   if (event.type == store::WatchEvent::Type::deleted) {
     capacity_.forget(key);
+    slot_problems_told_.erase(key);
     mark_dirty(key);
   } else {
     capacity_.apply(event.object);  // marks it dirty through the listener
@@ -584,6 +586,29 @@ void Daemon::unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices) {
   unclaimed_before_ = std::move(ours);
   hold_configuration_devices(warned);
   unclaimed_warned_ = std::move(warned);
+}
+
+// A deviceUsage entry dowser cannot read (a hand edit, or a value Akri's
+// agents disagree on, like "C:node-a") holds its slot until it is fixed:
+// said once per Instance and set of problems, as only `dowserctl slots`
+// would show it otherwise.
+void Daemon::report_unreadable_slots(const store::Instance& instance) {
+  const capacity::InstanceKey key{instance.namespace_name, instance.name};
+  auto problems = capacity::InstanceSlots::decode(instance).problems;
+  if (problems.empty()) {
+    slot_problems_told_.erase(key);
+    return;
+  }
+  auto& told = slot_problems_told_[key];
+  if (told == problems) return;
+  std::string text;
+  for (const auto& problem : problems) text += (text.empty() ? "" : "; ") + problem;
+  spdlog::warn(
+      "Instance {}: deviceUsage has what dowser cannot read ({}); such a slot is held, never "
+      "given out, until its value is fixed or removed (a value is \"<node>\" or "
+      "\"C:<vdev>:<node>\")",
+      instance.name, text);
+  told = std::move(problems);
 }
 
 void Daemon::hold_configuration_devices(const std::set<reclaim::DeviceRef>& unclaimed) {

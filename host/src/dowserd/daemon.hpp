@@ -129,6 +129,7 @@ class Daemon {
   void release(const reclaim::HeldSlot& slot);
   void unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices);
   bool claim_again_for_pod_in_use(const reclaim::DeviceRef& device);
+  void report_unreadable_slots(const store::Instance& instance);
   // Tells every CL plugin which of its ids the kubelet holds without a claim.
   void hold_configuration_devices(const std::set<reclaim::DeviceRef>& unclaimed);
 
@@ -198,6 +199,8 @@ class Daemon {
   std::set<ConfigurationKey> rewrites_due_;
   // In use without a claim at the last pass of the reclaimer; warned of.
   std::set<reclaim::DeviceRef> unclaimed_before_, unclaimed_warned_;
+  // The deviceUsage problems logged per Instance (report_unreadable_slots).
+  std::map<capacity::InstanceKey, std::vector<std::string>> slot_problems_told_;
   // This node's claims on Instances deleted from outside, by slot: put back
   // once the Instance is written again (pods here still use those slots).
   std::map<capacity::InstanceKey, std::map<uint32_t, naming::SlotUsage>> lost_claims_;

@@ -839,6 +839,22 @@ TEST_F(SlotTakenFromOutsideTest, ACLDeviceInUseThatLostItsClaimIsNotOfferedAsFre
   EXPECT_TRUE(node.kubelet->allocate("akri.sh/cams", pod_b, "c", 2).ok()) << node.log();
 }
 
+// A value dowser cannot read (Akri's agents disagree on "C:node-a") holds
+// its slot: said in the log, which is all an operator would look at.
+TEST_F(SlotTakenFromOutsideTest, AnUnreadableSlotValueIsLoggedAndItsSlotHeld) {
+  Node& node = hold_one_slot();
+  auto stored = instances(1).at(0);
+  const std::string other_slot = stored.instance.name + "-1";
+  ASSERT_EQ(stored.instance.device_usage.count(other_slot), 0u) << "pod_a holds slot 0";
+  stored.instance.device_usage[other_slot] = "C:node-a";
+  store::FileInstanceStore(state_dir_ / "instances").update(stored.instance, stored.revision);
+  EXPECT_TRUE(node.wait_for_log("Instance " + stored.instance.name +
+                                ": deviceUsage has what dowser cannot read (" + other_slot +
+                                ": slot usage 'C:node-a'"))
+      << node.log();
+  EXPECT_TRUE(node.wait_free(il_, 0)) << "the slot is not offered: " << node.log();
+}
+
 // A Configuration of the fixtureHangs handler, which hangs where its
 // discoveryDetails say (validate-hangs, stop-hangs).
 class StuckHandlerTest : public DaemonTest {
