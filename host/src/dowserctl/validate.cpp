@@ -103,8 +103,11 @@ class Validator {
             where + e.what() + " (handler directory " + setup_.handler_dir.string() + ")");
       }
     }
-    findings_.push_back(
-        {file, id, true, where + "valid (handler " + configuration.handler_name + ")"});
+    const std::string checked_by = skip_handlers_
+                                       ? "manifest valid; handler " + configuration.handler_name +
+                                             " not asked (--skip-handlers)"
+                                       : "valid (handler " + configuration.handler_name + ")";
+    findings_.push_back({file, id, true, where + checked_by});
   }
 
   void problem(const std::string& file, const std::string& configuration, std::string message) {

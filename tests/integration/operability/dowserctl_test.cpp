@@ -352,6 +352,9 @@ TEST_F(DowserctlTest, ValidateCatchesWhatTheDaemonRefuses) {
   // Without the handlers, only the manifests are checked.
   auto manifests_only = ctl({"validate", "--skip-handlers", good, refused, ghost});
   EXPECT_EQ(manifests_only.exit_code, 0) << manifests_only.out;
+  EXPECT_THAT(manifests_only.out,
+              HasSubstr(good + ": Configuration default/good: manifest valid; handler debugEcho "
+                               "not asked (--skip-handlers)"));
 
   auto json = ctl({"validate", handlers, "-o", "json", good, bad});
   EXPECT_EQ(json.exit_code, 1);
@@ -405,7 +408,8 @@ TEST_F(DowserctlTest, ValidateReadsADirectoryAsTheDaemonDoes) {
   auto piped = ctl({"validate", "--skip-handlers", fifo.string(), "/dev/null"});
   writer.join();
   EXPECT_EQ(piped.exit_code, 0) << piped.out << piped.err;
-  EXPECT_THAT(piped.out, HasSubstr(fifo.string() + ": Configuration default/piped: valid"));
+  EXPECT_THAT(piped.out,
+              HasSubstr(fifo.string() + ": Configuration default/piped: manifest valid"));
   EXPECT_THAT(piped.out, HasSubstr("ok     /dev/null: no Configuration in the file"));
   // In a directory, as for dowserd, it is refused unread (it would block).
   fs::create_directories(root_ / "with-fifo");
