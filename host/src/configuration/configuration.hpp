@@ -78,11 +78,22 @@ class ConfigurationError : public std::runtime_error {
   const std::string& source() const noexcept { return source_; }
   const std::string& field_path() const noexcept { return field_path_; }
   const std::string& reason() const noexcept { return reason_; }
+  // The Configuration (namespace, name) the error is about, when the source
+  // knows it (a cluster object has its name even when invalid); unset for a
+  // file that did not parse, whose Configurations are unknown.
+  const std::optional<std::pair<std::string, std::string>>& configuration() const noexcept {
+    return configuration_;
+  }
+  ConfigurationError& about(std::string namespace_name, std::string name) {
+    configuration_.emplace(std::move(namespace_name), std::move(name));
+    return *this;
+  }
 
  private:
   std::string source_;
   std::string field_path_;
   std::string reason_;
+  std::optional<std::pair<std::string, std::string>> configuration_;
 };
 
 // Parses every YAML document in text (documents separated by ---; empty ones

@@ -203,7 +203,7 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
     auto [reported, fresh] = reported_invalid_.try_emplace(identity, version);
     if (!fresh && reported->second == version) return;
     reported->second = version;
-    events.invalid(error);
+    events.invalid(ConfigurationError(error).about(identity.first, identity.second));
     Parsed named{{}, text_at(object, "/metadata/uid"_json_pointer), version};
     reports.push_back(warning(identity, &named, "InvalidConfiguration", error.what()));
   }

@@ -206,22 +206,31 @@ void Daemon::shutdown() {
 // withdrawn, but not while a source of Configurations cannot be read: the
 // Configuration of an invalid file (or of a lost directory) is unknown, not
 // gone, and withdrawing would free the slots of its running pods. Done once
-// the last such error clears.
+// the last such error clears. An invalid cluster object names its
+// Configuration: only that one's Instances are kept for it.
 void Daemon::withdraw_orphans() {
-  if (!configuration_errors_.empty()) {
+  std::set<ConfigurationKey> known;
+  for (const auto& [key, configuration] : configurations_) known.insert(key);
+  size_t unreadable = 0;
+  const ConfigurationErrorRecord* first_unreadable = nullptr;
+  for (const auto& [source, record] : configuration_errors_) {
+    if (const auto& about = record.error.configuration()) {
+      known.insert(*about);
+    } else if (++unreadable == 1) {
+      first_unreadable = &record;
+    }
+  }
+  if (first_unreadable != nullptr) {
     if (!std::exchange(holding_orphans_, true)) {
-      const auto& [source, record] = *configuration_errors_.begin();
       spdlog::warn(
           "keeping the Instances of Configurations not found while {} source{} of Configurations "
           "cannot be read ({}: {}); they are withdrawn once every one can",
-          configuration_errors_.size(), configuration_errors_.size() == 1 ? "" : "s", source,
-          record.error.reason());
+          unreadable, unreadable == 1 ? "" : "s", first_unreadable->error.source(),
+          first_unreadable->error.reason());
     }
     return;
   }
   holding_orphans_ = false;
-  std::set<ConfigurationKey> known;
-  for (const auto& [key, configuration] : configurations_) known.insert(key);
   mark_dirty(reconciler_.withdraw_unknown(known));
 }
 

@@ -435,6 +435,25 @@ TEST_F(KubeTest, AConfigurationBeingDeletedStopsBeforeItsFinalizersAreCleared) {
   EXPECT_TRUE(a.wait_for_log("Configuration default/cams removed")) << a.log();
 }
 
+// An invalid object names its Configuration: it keeps that one's Instances
+// (unknown is not gone), not those of every Configuration deleted meanwhile,
+// as an unreadable file of a directory must.
+TEST_F(KubeTest, AnInvalidObjectHoldsOnlyTheInstancesOfItsOwnConfiguration) {
+  client_->create(kConfigurations, "default", echo_object("old", 1, false));
+  auto& a = add_kube_node("node-a");
+  ASSERT_TRUE(wait_instances([](const auto& instances) { return instances.size() == 1; }))
+      << a.log();
+  a.stop(SIGKILL);
+  client_->remove(kConfigurations, "default", "old");
+  // Valid for the CRD, refused by dowser: over 56 characters.
+  client_->create(kConfigurations, "default", echo_object(std::string(60, 'x'), 1, false));
+  a.start();
+  ASSERT_TRUE(a.wait_for_log("must be at most 56 characters")) << a.log();
+  EXPECT_TRUE(wait_instances([](const auto& instances) { return instances.empty(); })) << a.log();
+  EXPECT_EQ(a.log().find("keeping the Instances of Configurations not found"), std::string::npos)
+      << a.log();
+}
+
 // The availability file's path comes from a Secret: changing the Secret
 // restarts discovery with the new value (the device goes, then comes back).
 // The value never reaches the log.
