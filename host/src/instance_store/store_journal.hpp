@@ -43,7 +43,10 @@ class StoreJournal {
   static constexpr size_t kHeaderSize = 64;
   static constexpr size_t kRecordHeaderSize = 24;
   // Zeros are written ahead of records in steps of this size, up to capacity.
-  static constexpr size_t kGrowthStep = size_t{1} << 20;
+  // The append that grows the file flushes the step's zeros with its record:
+  // 1 MiB made that one claim in about 2000 take 1.5 to 4 ms (bench, session
+  // 19); 64 KiB costs one in about 130 a fraction of that.
+  static constexpr size_t kGrowthStep = size_t{64} << 10;
 
   // Opens the journal, creating it if missing; a journal whose header is not
   // one is started afresh (with a warning). Throws StoreError(io).
