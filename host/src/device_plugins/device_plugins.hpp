@@ -110,6 +110,11 @@ class PluginManager {
   bool has(const std::string& resource_name) const;
   std::vector<std::string> resources() const;
   std::optional<PluginStats> stats(const std::string& resource_name) const;
+  // Why the kubelet cannot be reached now, if it cannot: kubelet.sock is
+  // missing, or refuses connections (a killed kubelet leaves it). A plugin
+  // registered with it stays registered in its stats; this tells the truth.
+  // One non-blocking connect, for readiness probes.
+  std::optional<std::string> kubelet_unreachable() const;
   // Called on the core thread after every answer to a registration (its
   // stats say whether it succeeded), for metrics.
   using RegistrationObserver =

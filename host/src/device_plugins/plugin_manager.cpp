@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -308,6 +309,23 @@ void PluginManager::changed(const std::string& resource_name, ListDelivery deliv
 
 void PluginManager::changed_all() {
   for (auto& [name, entry] : plugins_) entry->server->publish();
+}
+
+std::optional<std::string> PluginManager::kubelet_unreachable() const {
+  const std::filesystem::path socket = options_.kubelet_dir / kKubeletSocket;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socket.native().size() >= sizeof address.sun_path) return std::nullopt;  // not judged
+  std::memcpy(address.sun_path, socket.c_str(), socket.native().size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  const int result = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = result == 0 ? 0 : errno;
+  ::close(fd);
+  if (error == ENOENT) return socket.string() + " is missing (is the kubelet running?)";
+  if (error == ECONNREFUSED)
+    return socket.string() + " refuses connections (the kubelet is not running)";
+  return std::nullopt;  // connected, or busy (EAGAIN): someone listens
 }
 
 bool PluginManager::has(const std::string& resource_name) const {

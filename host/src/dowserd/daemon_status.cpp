@@ -410,9 +410,13 @@ status_api::Readiness Daemon::readiness() {
       last_error = resource + ": " + stats->last_error;
     }
   }
-  check("kubelet", registered == resources.size(),
-        std::to_string(registered) + " of " + std::to_string(resources.size()) +
-            " plugins registered" + (last_error.empty() ? "" : " (" + last_error + ")"));
+  if (auto unreachable = plugins_.kubelet_unreachable()) {
+    check("kubelet", false, *unreachable);
+  } else {
+    check("kubelet", registered == resources.size(),
+          std::to_string(registered) + " of " + std::to_string(resources.size()) +
+              " plugins registered" + (last_error.empty() ? "" : " (" + last_error + ")"));
+  }
 
   readiness.ready = true;
   for (const auto& c : readiness.checks) readiness.ready = readiness.ready && c.ok;

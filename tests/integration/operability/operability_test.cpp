@@ -6,6 +6,9 @@
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -79,6 +82,34 @@ TEST_F(OperabilityTest, HealthAndReadinessFollowTheDaemon) {
              "spec:\n  discoveryHandler: {name: nope, discoveryDetails: ''}\n");
   ASSERT_TRUE(eventually([&] { return !ready(); })) << node.log();
   EXPECT_THAT(http(url_, "/readyz").body, HasSubstr("[-]handlers: missing: nope\n"));
+}
+
+// Plugins registered with a kubelet that has gone stay registered in their
+// stats: readiness asks kubelet.sock itself. A killed kubelet leaves its
+// socket refusing connections (here: bound, not listening).
+TEST_F(OperabilityTest, NotReadyWhileTheKubeletIsGone) {
+  auto& node = cams_node();
+  ASSERT_TRUE(eventually([&] { return ready(); })) << http(url_, "/readyz").body;
+  const auto config = node.kubelet->config();
+  const fs::path socket_path = node.kubelet->kubelet_socket();
+  node.kubelet.reset();
+  fs::remove(socket_path);
+  ASSERT_TRUE(eventually([&] { return !ready(); })) << http(url_, "/readyz").body;
+  EXPECT_THAT(http(url_, "/readyz").body,
+              HasSubstr("[-]kubelet: " + socket_path.string() + " is missing"));
+
+  const int refusing = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(::bind(refusing, reinterpret_cast<sockaddr*>(&address), sizeof address), 0)
+      << std::strerror(errno);
+  EXPECT_THAT(http(url_, "/readyz").body,
+              HasSubstr("[-]kubelet: " + socket_path.string() + " refuses connections"));
+  ::close(refusing);
+
+  node.kubelet = std::make_unique<testkit::KubeletSimulator>(config);
+  EXPECT_TRUE(eventually([&] { return ready(); })) << http(url_, "/readyz").body;
 }
 
 TEST_F(OperabilityTest, StatusApiDescribesHandlersConfigurationsInstancesAndPlugins) {
