@@ -141,7 +141,8 @@ struct KubeInstanceStore::State {
   std::string scope;  // list and watch this namespace; "" for all
   ObjectCache cache;
   std::mutex warned_mutex;
-  std::set<std::pair<Key, std::string>> kept_in_deletion_warned;  // key, deletionTimestamp
+  // Key, deletionTimestamp; forgotten with the object.
+  std::set<std::pair<Key, std::string>> kept_in_deletion_warned;
   std::shared_ptr<detail::WatchFanout> fanout = std::make_shared<detail::WatchFanout>();
 
   // Watching: the reflector thread alone touches the filter.
@@ -158,6 +159,13 @@ struct KubeInstanceStore::State {
     cache.remember(key, stored.revision, object);
     warn_if_kept_in_deletion(key, object);
     return stored;
+  }
+
+  // Gone from the API server: nothing cached or warned of for it stays.
+  void forget(const Key& key) {
+    cache.forget(key);
+    const std::lock_guard lock(warned_mutex);
+    std::erase_if(kept_in_deletion_warned, [&](const auto& warned) { return warned.first == key; });
   }
 
   // Deleted, but kept by finalizers (none is dowser's; Akri's agent leaves
@@ -255,7 +263,7 @@ struct KubeInstanceStore::State {
     }
     for (const Key& key : filter.present_keys()) {
       if (present_keys.count(key) != 0) continue;
-      cache.forget(key);
+      forget(key);
       if (auto event = filter.absent(key.first, key.second)) fanout->deliver(*event);
     }
   }
@@ -264,7 +272,7 @@ struct KubeInstanceStore::State {
     try {
       if (type == "DELETED") {
         const Key key{metadata_string(object, "namespace"), metadata_string(object, "name")};
-        cache.forget(key);
+        forget(key);
         if (auto event = filter.absent(key.first, key.second)) fanout->deliver(*event);
       } else if (auto event = filter.present(remember(object))) {
         fanout->deliver(*event);
@@ -322,7 +330,7 @@ std::optional<StoredInstance> KubeInstanceStore::get(const std::string& namespac
     return state_->remember(state_->client->get(kInstances, namespace_name, name));
   } catch (const kube::ApiError& error) {
     if (!error.not_found()) throw io_error(describe(namespace_name, name), error);
-    state_->cache.forget({namespace_name, name});
+    state_->forget({namespace_name, name});
     return std::nullopt;
   }
 }
@@ -370,7 +378,7 @@ void KubeInstanceStore::remove(const std::string& namespace_name, const std::str
   } catch (const kube::ApiError& error) {
     throw_write_error(error, describe(namespace_name, name));
   }
-  state_->cache.forget({namespace_name, name});
+  state_->forget({namespace_name, name});
 }
 
 std::unique_ptr<WatchSubscription> KubeInstanceStore::watch(
