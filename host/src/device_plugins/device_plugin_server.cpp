@@ -3,6 +3,8 @@
 #include "device_plugin_server.hpp"
 #include "thread_names.hpp"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -40,27 +42,55 @@ bool all_digits(std::string_view text) {
          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// A message and the arena that holds it: thousands of devices are then one
-// allocation to build and one to free, instead of three each.
-struct ArenaList {
-  google::protobuf::Arena arena;
-  v1beta1::ListAndWatchResponse* message =
-      google::protobuf::Arena::CreateMessage<v1beta1::ListAndWatchResponse>(&arena);
-};
-
 SharedList to_list(const std::vector<capacity::PluginDevice>& devices) {
-  auto holder = std::make_shared<ArenaList>();
-  auto* list = holder->message;
-  list->mutable_devices()->Reserve(static_cast<int>(devices.size()));
-  for (const auto& device : devices) {
-    auto* entry = list->add_devices();
-    entry->set_id(device.id);
-    entry->set_health(device.healthy ? "Healthy" : "Unhealthy");
-  }
-  return SharedList(holder, list);
+  const std::string bytes = serialized_device_list(devices);
+  grpc::Slice slice(bytes);
+  return std::make_shared<const grpc::ByteBuffer>(&slice, 1);
+}
+
+// The tag of a length-delimited field (strings and messages) in protobuf's
+// wire format: (field number << 3) | wire type 2.
+constexpr uint32_t length_delimited_tag(int field_number) {
+  return (static_cast<uint32_t>(field_number) << 3) | 2U;
+}
+
+uint32_t field_size(const std::string& value) {
+  using google::protobuf::io::CodedOutputStream;
+  return 1 + CodedOutputStream::VarintSize32(static_cast<uint32_t>(value.size())) +
+         static_cast<uint32_t>(value.size());
+}
+
+void write_field(google::protobuf::io::CodedOutputStream& out, uint32_t tag,
+                 const std::string& value) {
+  out.WriteTag(tag);
+  out.WriteVarint32(static_cast<uint32_t>(value.size()));
+  out.WriteString(value);
 }
 
 }  // namespace
+
+// Every field number here is below 16, so each tag is one byte (field_size).
+std::string serialized_device_list(const std::vector<capacity::PluginDevice>& devices) {
+  static const std::string healthy = "Healthy";
+  static const std::string unhealthy = "Unhealthy";
+  constexpr uint32_t device_tag =
+      length_delimited_tag(v1beta1::ListAndWatchResponse::kDevicesFieldNumber);
+  constexpr uint32_t id_tag = length_delimited_tag(v1beta1::Device::kIDFieldNumber);
+  constexpr uint32_t health_tag = length_delimited_tag(v1beta1::Device::kHealthFieldNumber);
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    for (const auto& device : devices) {
+      const std::string& health = device.healthy ? healthy : unhealthy;
+      out.WriteTag(device_tag);
+      out.WriteVarint32(field_size(device.id) + field_size(health));
+      write_field(out, id_tag, device.id);
+      write_field(out, health_tag, health);
+    }
+  }  // the stream trims the string to what was written
+  return bytes;
+}
 
 std::optional<sockaddr_un> unix_socket_address(const std::filesystem::path& path) {
   sockaddr_un address{};
@@ -87,7 +117,7 @@ bool is_plugin_socket_name(std::string_view name) {
 
 // Streams of one server. Writes are coalesced: while one is in flight only
 // the newest list waits, so a slow kubelet never sees stale lists queue up.
-class ListStream : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse> {
+class ListStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit ListStream(std::shared_ptr<StreamHub> hub) : hub_(std::move(hub)) {}
 
@@ -262,7 +292,9 @@ class AllocateReactor final : public grpc::ServerUnaryReactor {
 };
 
 // gRPC threads call in; the work runs on the core thread, which answers.
-class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
+// ListAndWatch is raw: its lists are written as already serialized.
+class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_ListAndWatch<
+                                v1beta1::DevicePlugin::CallbackService> {
  public:
   DevicePluginService(boost::asio::io_context& core, std::shared_ptr<ServerShared> shared)
       : core_(core), shared_(std::move(shared)) {}
@@ -277,8 +309,8 @@ class DevicePluginService : public v1beta1::DevicePlugin::CallbackService {
     return reactor;
   }
 
-  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
-      grpc::CallbackServerContext*, const v1beta1::Empty*) override {
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ListAndWatch(grpc::CallbackServerContext*,
+                                                           const grpc::ByteBuffer*) override {
     // A new stream (the kubelet re-connected) gets the full list at once;
     // registered, so that a stop ends it.
     auto* stream = new ListStream(shared_->hub);

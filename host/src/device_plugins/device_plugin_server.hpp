@@ -6,6 +6,7 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 #include <grpcpp/server.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <sys/un.h>
 
 #include <atomic>
@@ -24,8 +25,8 @@ namespace dowser::plugins {
 class ListStream;
 class DevicePluginService;
 
-// A list as sent: one message shared by every stream that sends it.
-using SharedList = std::shared_ptr<const v1beta1::ListAndWatchResponse>;
+// A list as sent: one serialized message shared by every stream that sends it.
+using SharedList = std::shared_ptr<const grpc::ByteBuffer>;
 
 // The address of a unix socket at path; nullopt when the path is too long.
 std::optional<sockaddr_un> unix_socket_address(const std::filesystem::path& path);
