@@ -75,6 +75,7 @@ struct HandlerSetup {
 struct ValidateOptions {
   std::vector<std::filesystem::path> files;
   bool skip_handlers = false;  // only the manifests, no handler-side checks
+  bool strict = false;         // handler warnings count as problems
 };
 
 int validate(const HandlerSetup& setup, const ValidateOptions& options, const Output& output);

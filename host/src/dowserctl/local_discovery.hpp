@@ -9,8 +9,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dowser::ctl {
 
@@ -21,8 +23,10 @@ class LocalDiscovery {
 
   // The daemon's check of a Configuration by its handler: throws
   // host::HandlerCallError (refused) or std::runtime_error (no such handler,
-  // or a property only the Kubernetes backend can resolve).
-  void validate(const configuration::Configuration& configuration);
+  // or a property only the Kubernetes backend can resolve). Returns the
+  // warnings (and errors) logged meanwhile, "[handler] message", for the
+  // caller's report: they go to stderr as well only with debug logging on.
+  std::vector<std::string> validate(const configuration::Configuration& configuration);
 
   struct Pass {
     std::optional<host::Snapshot> snapshot;
@@ -35,6 +39,9 @@ class LocalDiscovery {
  private:
   discovery::DiscoveryManager::Events events();  // what ends a pass of discover_once
 
+  class WarningCapture;
+  // A sink of the default logger while this lives; made before the manager's threads.
+  std::shared_ptr<WarningCapture> warnings_;
   boost::asio::io_context io_;  // runs only inside discover_once
   std::optional<host::Snapshot> snapshot_;
   std::string error_;

@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
       ->required();
   validate_command->add_flag("--skip-handlers", validate_options.skip_handlers,
                              "only parse the manifests; do not ask their handlers");
+  validate_command->add_flag("--strict", validate_options.strict,
+                             "count what handlers warn of as problems (exit 1)");
   add_handler_options(validate_command);
   validate_command->callback([&] {
     command = [&](const Output& output) { return validate(setup, validate_options, output); };

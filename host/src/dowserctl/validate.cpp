@@ -18,6 +18,7 @@ struct Finding {
   std::string configuration;  // namespace/name, empty when the file did not parse
   bool ok = false;
   std::string message;
+  std::vector<std::string> warnings;  // what the handler warned of: not problems
 };
 
 class Validator {
@@ -62,7 +63,7 @@ class Validator {
     }
     // Not a problem: dowserd reads such a file (a placeholder, all comments) as defining nothing.
     if (configurations.empty())
-      return findings_.push_back({file, "", true, file + ": no Configuration in the file"});
+      return findings_.push_back({file, "", true, file + ": no Configuration in the file", {}});
     for (const auto& configuration : configurations) check_configuration(file, configuration);
   }
 
@@ -86,11 +87,12 @@ class Validator {
                          holder->second +
                          " (resource names carry no namespace; dowserd refuses whichever comes "
                          "second)");
+    std::vector<std::string> warnings;
     if (!skip_handlers_) {
       // Loaded for the first Configuration: files with none need no handler.
       if (!handlers_) handlers_ = std::make_unique<LocalDiscovery>(setup_.handler_dir);
       try {
-        handlers_->validate(configuration);
+        warnings = handlers_->validate(configuration);
       } catch (const host::HandlerCallError& e) {
         return problem(
             file, id,
@@ -107,11 +109,11 @@ class Validator {
                                        ? "manifest valid; handler " + configuration.handler_name +
                                              " not asked (--skip-handlers)"
                                        : "valid (handler " + configuration.handler_name + ")";
-    findings_.push_back({file, id, true, where + checked_by});
+    findings_.push_back({file, id, true, where + checked_by, std::move(warnings)});
   }
 
   void problem(const std::string& file, const std::string& configuration, std::string message) {
-    findings_.push_back({file, configuration, false, std::move(message)});
+    findings_.push_back({file, configuration, false, std::move(message), {}});
   }
 
   const HandlerSetup& setup_;
@@ -129,7 +131,11 @@ int validate(const HandlerSetup& setup, const ValidateOptions& options, const Ou
   Validator validator(setup, options.skip_handlers);
   for (const auto& path : options.files) validator.check_path(path);
   size_t problems = 0;
-  for (const auto& finding : validator.findings()) problems += finding.ok ? 0 : 1;
+  size_t warnings = 0;
+  for (const auto& finding : validator.findings()) {
+    problems += finding.ok ? 0 : 1;
+    warnings += finding.warnings.size();
+  }
 
   if (output.format == Format::json) {
     auto results = nlohmann::json::array();
@@ -137,18 +143,30 @@ int validate(const HandlerSetup& setup, const ValidateOptions& options, const Ou
       results.push_back({{"file", f.file},
                          {"configuration", f.configuration},
                          {"ok", f.ok},
-                         {"message", f.message}});
-    std::cout << nlohmann::json{{"results", results}, {"problems", problems}}.dump(2) << "\n";
+                         {"message", f.message},
+                         {"warnings", f.warnings}});
+    std::cout << nlohmann::json{{"results", results},
+                                {"problems", problems},
+                                {"warnings", warnings}}
+                     .dump(2)
+              << "\n";
   } else {
-    for (const auto& f : validator.findings())
+    for (const auto& f : validator.findings()) {
       std::cout << paint(f.ok ? "ok   " : "error", f.ok ? Colour::green : Colour::red,
                          output.colour)
                 << "  " << f.message << "\n";
+      // Under the Configuration's line, with its file and name: one line each.
+      const std::string where = f.file + ": Configuration " + f.configuration + ": ";
+      for (const auto& warning : f.warnings)
+        std::cout << paint("warn ", Colour::yellow, output.colour) << "  " << where << warning
+                  << "\n";
+    }
     const size_t files = validator.files_checked();
-    std::cout << problems << (problems == 1 ? " problem" : " problems") << " in " << files
-              << (files == 1 ? " file" : " files") << "\n";
+    std::cout << problems << (problems == 1 ? " problem" : " problems");
+    if (warnings > 0) std::cout << ", " << warnings << (warnings == 1 ? " warning" : " warnings");
+    std::cout << " in " << files << (files == 1 ? " file" : " files") << "\n";
   }
-  return problems == 0 ? kOk : kProblems;
+  return problems == 0 && !(options.strict && warnings > 0) ? kOk : kProblems;
 }
 
 }  // namespace dowser::ctl

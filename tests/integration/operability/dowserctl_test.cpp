@@ -368,6 +368,48 @@ TEST_F(DowserctlTest, ValidateCatchesWhatTheDaemonRefuses) {
   EXPECT_THAT(unreadable.out, HasSubstr(missing + ": (file): No such file or directory"));
 }
 
+// What a handler warns of while it checks a Configuration is part of the
+// result (table and JSON), not only a line on stderr; --strict fails on it.
+TEST_F(DowserctlTest, ValidateReportsWhatTheHandlerWarnsOf) {
+  const fs::path udev_dir = root_ / "udev-handlers";
+  fs::create_directories(udev_dir);
+  fs::copy_file(UDEV_SO, udev_dir / "libdowser-handler-udev.so");
+  auto lookalike = manifest("lookalike.yaml",
+                            "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams}\n"
+                            "spec:\n  discoveryHandler:\n    name: udev\n    discoveryDetails: |\n"
+                            "      udevRules:\n      - KERNEL==\"video*\", DRIVERS==\"uvc.*\"\n");
+  auto plain = manifest("plain.yaml",
+                        "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: mics}\n"
+                        "spec:\n  discoveryHandler:\n    name: udev\n    discoveryDetails: |\n"
+                        "      udevRules:\n      - SUBSYSTEM==\"sound\"\n");
+  auto handlers = "--handler-dir=" + udev_dir.string();
+
+  auto table = ctl({"validate", handlers, lookalike, plain});
+  EXPECT_EQ(table.exit_code, 0) << table.out << table.err;  // a warning is not a problem
+  EXPECT_THAT(table.out, HasSubstr("warn   " + lookalike +
+                                   ": Configuration default/cams: [udev] udevRules[0]: "
+                                   "DRIVERS==\"uvc.*\": \".*\" reads like a regular expression"));
+  EXPECT_THAT(table.out, HasSubstr("0 problems, 1 warning in 2 files"));
+  EXPECT_THAT(table.err, Not(HasSubstr("reads like"))) << "reported once, in the result";
+
+  auto json = ctl({"validate", handlers, "-o", "json", lookalike, plain});
+  auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["warnings"], 1);
+  ASSERT_EQ(parsed["results"].size(), 2u);
+  ASSERT_EQ(parsed["results"][0]["warnings"].size(), 1u);
+  EXPECT_THAT(parsed["results"][0]["warnings"][0].get<std::string>(), HasSubstr("\"uvc.*\""));
+  EXPECT_TRUE(parsed["results"][1]["warnings"].empty());
+
+  auto strict = ctl({"validate", "--strict", handlers, lookalike});
+  EXPECT_EQ(strict.exit_code, 1) << strict.out;
+  EXPECT_EQ(ctl({"validate", "--strict", handlers, plain}).exit_code, 0);
+
+  // With --verbose, stderr shows every handler line, the warning too.
+  auto verbose = ctl({"validate", "-v", handlers, lookalike});
+  EXPECT_THAT(verbose.err, HasSubstr("reads like a regular expression"));
+  EXPECT_THAT(verbose.out, HasSubstr("warn   " + lookalike));
+}
+
 // A directory is read as dowserd reads --config-dir; an empty file defines
 // nothing, for both, and is not a problem.
 TEST_F(DowserctlTest, ValidateReadsADirectoryAsTheDaemonDoes) {
