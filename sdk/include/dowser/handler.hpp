@@ -339,6 +339,8 @@ class Host {
   void log(LogLevel level, std::string_view message) const noexcept {
     if (api_ != nullptr) api_->log(ctx_, static_cast<int32_t>(level), abi::view(message));
   }
+  void trace(std::string_view message) const noexcept { log(LogLevel::trace, message); }
+  void debug(std::string_view message) const noexcept { log(LogLevel::debug, message); }
   void info(std::string_view message) const noexcept { log(LogLevel::info, message); }
   void warn(std::string_view message) const noexcept { log(LogLevel::warn, message); }
   void error(std::string_view message) const noexcept { log(LogLevel::error, message); }
@@ -386,10 +388,15 @@ class Reporter {
     state_->api->report_error(state_->session, code, abi::view(message));
   }
 
-  const Host& host() const noexcept { return state_->host; }
+  // The host's log; a default-constructed Reporter's logs nowhere.
+  const Host& host() const noexcept {
+    static const Host nowhere;
+    return state_ ? state_->host : nowhere;
+  }
 
   // Used by the SDK once the session is stopped: drops all later reports.
   void detach() const noexcept {
+    if (!state_) return;
     std::unique_lock lock(state_->mutex);
     state_->session = nullptr;
   }

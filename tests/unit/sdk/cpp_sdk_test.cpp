@@ -352,6 +352,13 @@ TEST(CppSdkReporter, ADefaultConstructedReporterDropsEverything) {
   const dowser::Reporter reporter;
   EXPECT_FALSE(reporter.report({device("a")}));
   reporter.fail(DOWSER_ERR_GENERIC, "nowhere to go");
+  // Its log goes nowhere too, and detaching it is harmless (both crashed).
+  reporter.host().trace("nowhere");
+  reporter.host().debug("nowhere");
+  reporter.host().info("nowhere");
+  reporter.host().warn("nowhere");
+  reporter.detach();
+  EXPECT_FALSE(reporter.report({device("b")}));
 }
 
 TEST(CppSdkReporter, ThreadsStillReportingAcrossStopNeverReachTheHostLate) {
