@@ -491,7 +491,7 @@ auto call_handler(const char* call, Call&& body) {
   try {
     return body();
   } catch (...) {
-    throw HandlerCallError(call, DOWSER_ERR_GENERIC, thrown_across_abi());
+    throw HandlerCallError::thrown(call);
   }
 }
 
@@ -528,6 +528,12 @@ HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::
       status_(status),
       message_(std::move(message)),
       reason_(shown_message(message_)) {}
+
+HandlerCallError HandlerCallError::thrown(std::string call) {
+  HandlerCallError error(std::move(call), DOWSER_ERR_GENERIC, thrown_across_abi());
+  error.threw_ = true;
+  return error;
+}
 
 // ---- loading ---------------------------------------------------------------
 

@@ -51,6 +51,11 @@ class HandlerLoadError : public std::runtime_error {
 class HandlerCallError : public std::runtime_error {
  public:
   HandlerCallError(std::string call, dowser_status status, std::string message);
+  // The call threw a C++ exception across the C ABI (rule T6): the host
+  // caught it and failed the call with DOWSER_ERR_GENERIC and a message
+  // saying so; the handler returned no status at all.
+  static HandlerCallError thrown(std::string call);
+  bool threw() const noexcept { return threw_; }
   const std::string& call() const noexcept { return call_; }
   dowser_status status() const noexcept { return status_; }
   // What the handler wrote (empty, or a whole buffer with no NUL, if so).
@@ -64,6 +69,7 @@ class HandlerCallError : public std::runtime_error {
   dowser_status status_;
   std::string message_;
   std::string reason_;
+  bool threw_ = false;
 };
 
 // Who may own a handler file: root and the daemon's own user by default.

@@ -435,12 +435,18 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"stop-hangs", "stop-latency", "stop_discovery did not return within 300 ms"},
         FixtureCase{"sdk-reports-after-stop", "no-report-after-stop",
                     "the handler logged: a report came after its session stopped (rule T4)"},
+        // Every check that stops sessions looks at the log too, not only at the host's records.
+        FixtureCase{"sdk-reports-after-stop", "start-stop-100",
+                    "the handler logged: a report came after its session stopped (rule T4)"},
         FixtureCase{"error-without-nul", "invalid-details",
                     "start_discovery filled the whole error buffer with no NUL (rule O5)"},
         FixtureCase{"raw-table-throws", "discover",
                     "start_discovery failed: status 1 (DOWSER_ERR_GENERIC): \"threw a C++ "
                     "exception across the C ABI (rule T6): fixture: start throws past the ABI\"",
                     "throw"},
+        // An exception is no refusal, though dowserd turns it into an error status.
+        FixtureCase{"raw-table-throws", "invalid-details",
+                    "validate_request threw a C++ exception across the C ABI (rule T6)"},
         // Without "throw", start succeeds and stop throws: the first stop fails it.
         FixtureCase{"raw-table-throws", "start-stop-100",
                     "cycle 1: stop_discovery threw a C++ exception across the C ABI (rule T6): "
