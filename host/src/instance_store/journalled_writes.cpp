@@ -422,18 +422,27 @@ void JournalledWrites::checkpoint_in_background() {
 void JournalledWrites::recover() {
   const auto writes = journalled_writes(journal_);
   if (writes.empty()) return;
+  // Only each Instance's last write says what its file must hold: an earlier
+  // one is no loss (an Instance created, then removed, has no file).
+  std::map<UnsyncedFiles::Key, size_t> last_write;
+  for (size_t i = 0; i < writes.size(); ++i)
+    last_write[{writes[i].second.namespace_name, writes[i].second.name}] = i;
   size_t repaired = 0;
   uint64_t highest_revision = 0;
-  for (const auto& [kind, write] : writes) {
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const auto& [kind, write] = writes[i];
     highest_revision = std::max(highest_revision, write.revision);
-    if (replay(files_, kind, write)) ++repaired;
-    unsynced_.add({write.namespace_name, write.name});
+    const UnsyncedFiles::Key file{write.namespace_name, write.name};
+    if (last_write.at(file) == i && replay(files_, kind, write)) ++repaired;
+    unsynced_.add(file);
   }
   next_revision(files_, highest_revision);  // the counter may have lost its last writes
   checkpoint();
   if (repaired > 0) {
-    spdlog::warn("instance store: {}: redid {} of {} journalled writes the files had lost",
-                 files_.root().string(), repaired, writes.size());
+    spdlog::warn(
+        "instance store: {}: {} Instance file(s) had lost their last journalled write ({} "
+        "Instances in the journal); redone",
+        files_.root().string(), repaired, last_write.size());
   }
 }
 

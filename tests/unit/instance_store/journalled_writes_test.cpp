@@ -414,7 +414,7 @@ TEST_F(JournalledWritesTest, ACrashHalfwayThroughACheckpointLosesNoWrite) {
 
   auto reopened = open(1);
   expect_latest_stored();
-  EXPECT_NE(log.text().find("journalled writes the files had lost"), std::string::npos)
+  EXPECT_NE(log.text().find("had lost their last journalled write"), std::string::npos)
       << log.text();
   EXPECT_EQ(used(*reopened), StoreJournal::kHeaderSize);  // recovered, then emptied
 }
