@@ -122,6 +122,11 @@ class PluginManager {
   void set_registration_observer(RegistrationObserver observer) {
     registration_observer_ = std::move(observer);
   }
+  // Called on the core thread when the kubelet directory, deleted, is there
+  // again, before the plugins are served in it anew (to take its lock again).
+  void set_directory_observer(std::function<void()> observer) {
+    directory_observer_ = std::move(observer);
+  }
   // Stops every plugin (removing sockets).
   void stop_all();
   // A file in the kubelet directory was created or deleted. The directory
@@ -139,6 +144,7 @@ class PluginManager {
   void retry_registration(const std::string& resource_name, Entry& entry);
   void serve(const std::string& resource_name, Entry& entry);  // on a fresh socket
   void reregister_all(const std::string& why);
+  void kubelet_dir_recreated();
   void on_socket_deleted(const std::string& file_name);
   std::shared_ptr<grpc::Channel> kubelet_channel();
   void registration_answered();
@@ -151,6 +157,7 @@ class PluginManager {
   class CoreLink;
   std::shared_ptr<CoreLink> link_;  // what other threads post through
   RegistrationObserver registration_observer_;
+  std::function<void()> directory_observer_;
   // Every registration goes over one connection to kubelet.sock: a channel
   // per registration cost tens of KB each while thousands were in flight.
   std::shared_ptr<grpc::Channel> kubelet_channel_;

@@ -155,14 +155,20 @@ void PluginManager::Registrations::end_all() {
 }
 
 // Follows the kubelet directory on its own thread and posts what it sees.
+// A directory deleted (or moved away) and made again, as a kubelet reinstall
+// or `kubeadm reset` does, is looked for every second and watched anew.
 struct PluginManager::Watcher {
-  Watcher(std::filesystem::path dir, std::function<void(const std::string&, bool created)> seen)
-      : directory(std::move(dir)), on_event(std::move(seen)) {
+  static constexpr uint32_t kEvents =
+      IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+  static constexpr int kLookAgainMs = 1000;
+
+  Watcher(std::filesystem::path dir, std::function<void(const std::string&, bool created)> seen,
+          std::function<void()> recreated)
+      : directory(std::move(dir)), on_event(std::move(seen)), on_recreated(std::move(recreated)) {
     inotify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (inotify_fd < 0 || wake_fd < 0 ||
-        ::inotify_add_watch(inotify_fd, directory.c_str(),
-                            IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) < 0) {
+        (watch = ::inotify_add_watch(inotify_fd, directory.c_str(), kEvents)) < 0) {
       throw std::runtime_error("cannot watch " + directory.string() + ": " + std::strerror(errno));
     }
     thread = std::thread([this] {
@@ -180,21 +186,43 @@ struct PluginManager::Watcher {
 
   void run() {
     pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    alignas(inotify_event) char buffer[16 * 1024];
-    while (::poll(fds, 2, -1) >= 0 || errno == EINTR) {
+    while (::poll(fds, 2, watch < 0 ? kLookAgainMs : -1) >= 0 || errno == EINTR) {
       if (fds[1].revents != 0) return;
-      ssize_t length = ::read(inotify_fd, buffer, sizeof buffer);
-      for (ssize_t offset = 0; offset < length;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
-        offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-        if (event->len == 0) continue;
-        on_event(event->name, (event->mask & (IN_CREATE | IN_MOVED_TO)) != 0);
-      }
+      if (fds[0].revents != 0) read_events();
+      if (watch < 0) watch_again();
     }
+  }
+
+  void read_events() {
+    alignas(inotify_event) char buffer[16 * 1024];
+    const ssize_t length = ::read(inotify_fd, buffer, sizeof buffer);
+    for (ssize_t offset = 0; offset < length;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
+      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if (event->wd != watch) continue;  // of a directory watched before
+      if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+        spdlog::warn("the kubelet directory {} was deleted or moved away; waiting for it again",
+                     directory.string());
+        ::inotify_rm_watch(inotify_fd, watch);  // a moved directory is still watched
+        watch = -1;
+        return;
+      }
+      if (event->len > 0) on_event(event->name, (event->mask & (IN_CREATE | IN_MOVED_TO)) != 0);
+    }
+  }
+
+  void watch_again() {
+    const int again = ::inotify_add_watch(inotify_fd, directory.c_str(), kEvents | IN_ONLYDIR);
+    if (again < 0) return;  // not there yet
+    watch = again;
+    spdlog::info("the kubelet directory {} is back", directory.string());
+    on_recreated();
   }
 
   std::filesystem::path directory;
   std::function<void(const std::string&, bool)> on_event;
+  std::function<void()> on_recreated;
+  int watch = -1;  // -1 while the directory is gone
   int inotify_fd = -1;
   int wake_fd = -1;
   std::thread thread;
@@ -270,9 +298,28 @@ void PluginManager::start() {
   std::filesystem::create_directories(options_.kubelet_dir);
   remove_stale_plugin_sockets(options_.kubelet_dir);
   watcher_ = std::make_unique<Watcher>(
-      options_.kubelet_dir, [this, link = link_](const std::string& name, bool created) {
+      options_.kubelet_dir,
+      [this, link = link_](const std::string& name, bool created) {
         link->post([this, name, created] { kubelet_dir_changed(name, created); });
-      });
+      },
+      [this, link = link_] { link->post([this] { kubelet_dir_recreated(); }); });
+}
+
+// Every socket went with the old directory: each plugin is served on a
+// fresh one and registered with whatever kubelet is there (kubelet.sock's
+// creation, if it comes later, re-registers them again).
+void PluginManager::kubelet_dir_recreated() {
+  if (directory_observer_) directory_observer_();
+  kubelet_channel_.reset();
+  for (auto& [name, entry] : plugins_) {
+    entry->stats.registered = false;
+    entry->registered_with.reset();
+    entry->retry_delay = kFirstRetryDelay;
+    serve(name, *entry);
+    register_plugin(name, std::chrono::milliseconds(0));
+  }
+  spdlog::info("re-registering {} plugins: the kubelet directory {} was re-created",
+               plugins_.size(), options_.kubelet_dir.string());
 }
 
 void PluginManager::kubelet_dir_changed(const std::string& file_name, bool created) {

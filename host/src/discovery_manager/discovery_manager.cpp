@@ -375,10 +375,15 @@ void DiscoveryManager::open_session(Session& session) {
           if (*alive) session_event(key, generation);
         });
       },
-      // On the handler's threads, maybe after this manager is gone: logs only.
-      [handler = configuration.handler_name, key](const std::string& problem) {
+      // On the handler's threads, maybe after this manager is gone: logged
+      // there, handed to the core only while the manager lives.
+      [this, alive = alive_, handler = configuration.handler_name,
+       key](const std::string& problem) {
         spdlog::warn("Configuration {}/{}: handler {}: {}", key.first, key.second, handler,
                      problem);
+        boost::asio::post(core_, [this, alive, key, problem] {
+          if (*alive && events_.report_problem) events_.report_problem(key, problem);
+        });
       });
   session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
   const std::string digest = request_digest(configuration.handler_name, request);

@@ -68,6 +68,10 @@ class DiscoveryManager {
     // accepted_requests_file, an earlier one) is not refused when a start is:
     // that is retried as a failure.
     std::function<void(const ConfigurationKey&, const std::string& reason)> refused;
+    // What the host did not take from a session's reports: a report
+    // refused, a device left out of a snapshot (each told once until it
+    // changes), a report after stop (core thread). Logged as a warning too.
+    std::function<void(const ConfigurationKey&, const std::string& problem)> report_problem;
   };
 
   DiscoveryManager(boost::asio::io_context& core, DiscoveryOptions options, Events events,

@@ -4,8 +4,10 @@
 #include "dowserctl.hpp"
 #include "instance_reconciler.hpp"
 #include "local_discovery.hpp"
+#include "log_lines.hpp"
 #include "naming.hpp"
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -93,9 +95,11 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
 
   LocalDiscovery handlers(setup.handler_dir);
   try {
-    handlers.validate(configuration);
+    // Said before the devices, as dowserd logs them when it reads the Configuration.
+    for (const auto& warning : handlers.validate(configuration)) spdlog::warn("{}", warning);
   } catch (const host::HandlerCallError& e) {
-    std::cerr << "dowserctl: refused by handler " << options.handler << ": " << e.reason() << "\n";
+    std::cerr << "dowserctl: refused by handler " << options.handler << ": "
+              << log_lines::escape_controls(e.reason()) << "\n";
     return kProblems;
   } catch (const std::runtime_error& e) {
     std::cerr << "dowserctl: " << e.what() << " (handler directory " << setup.handler_dir.string()
@@ -104,7 +108,7 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
   }
   auto pass = handlers.discover_once(configuration, options.timeout);
   if (!pass.snapshot) {
-    std::cerr << "dowserctl: discovery failed: " << pass.error << "\n";
+    std::cerr << "dowserctl: discovery failed: " << log_lines::escape_controls(pass.error) << "\n";
     return kProblems;
   }
 

@@ -69,7 +69,9 @@ discovery::DiscoveryManager::Events LocalDiscovery::events() {
             snapshot_ = std::move(changes.reported);
             io_.stop();
           },
-          ended, ended};
+          ended,
+          ended,
+          {}};
 }
 
 LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)

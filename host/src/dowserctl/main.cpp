@@ -3,6 +3,7 @@
 #include "command_line.hpp"
 #include "configuration.hpp"
 #include "dowserctl.hpp"
+#include "log_lines.hpp"
 #include "naming.hpp"
 #include "status_api.hpp"
 
@@ -177,7 +178,8 @@ int main(int argc, char** argv) {
 
   // Handlers log through spdlog: keep stdout for the command's output.
   spdlog::set_default_logger(spdlog::stderr_color_mt("dowserctl"));
-  spdlog::set_pattern("%n: %^%l%$: %v");  // a command's message, not a daemon's log line
+  // A command's message, not a daemon's log line; one line each all the same.
+  dowser::log_lines::use_single_line_pattern(*spdlog::default_logger(), "%n: %^%l%$: %*");
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   remote.timeout = std::chrono::milliseconds(timeout_ms);
   Output output{format == "json" ? Format::json : Format::table, use_colour(colour)};

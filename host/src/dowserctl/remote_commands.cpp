@@ -93,9 +93,13 @@ std::string holder(const std::string& usage) {
 
 // An error that still holds in red; one discovery has recovered from, said
 // so, without the retry it announced then (none is pending any more).
+// The last error; else what was last not taken from the handler's reports.
 Cell last_error_cell(const status_api::ConfigurationStatus& configuration) {
   const std::string& error = configuration.last_error;
-  if (error.empty()) return Cell("");
+  if (error.empty())
+    return configuration.last_report_problem.empty()
+               ? Cell("")
+               : Cell("handler: " + configuration.last_report_problem, Colour::yellow);
   if (configuration.last_error_current) return Cell(error, Colour::red);
   const size_t retry = error.rfind(" (retrying in ");
   const bool announced = retry != std::string::npos && error.ends_with(" ms)");

@@ -1,4 +1,5 @@
 #include "dowserctl.hpp"
+#include "log_lines.hpp"
 
 #include <algorithm>
 #include <ostream>
@@ -15,6 +16,9 @@ Table::Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
 
 void Table::add(std::vector<Cell> row) {
   row.resize(headers_.size());
+  // Cells hold what handlers and manifests said: a newline or an escape
+  // sequence in one must not break the table or reach the terminal.
+  for (auto& cell : row) cell.text = log_lines::escape_controls(cell.text);
   rows_.push_back(std::move(row));
 }
 

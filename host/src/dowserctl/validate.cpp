@@ -2,6 +2,7 @@
 // (parser, resource names, the handler's own validation), without a daemon.
 #include "dowserctl.hpp"
 #include "local_discovery.hpp"
+#include "log_lines.hpp"
 #include "naming.hpp"
 
 #include <nlohmann/json.hpp>
@@ -154,12 +155,12 @@ int validate(const HandlerSetup& setup, const ValidateOptions& options, const Ou
     for (const auto& f : validator.findings()) {
       std::cout << paint(f.ok ? "ok   " : "error", f.ok ? Colour::green : Colour::red,
                          output.colour)
-                << "  " << f.message << "\n";
+                << "  " << log_lines::escape_controls(f.message) << "\n";
       // Under the Configuration's line, with its file and name: one line each.
       const std::string where = f.file + ": Configuration " + f.configuration + ": ";
       for (const auto& warning : f.warnings)
-        std::cout << paint("warn ", Colour::yellow, output.colour) << "  " << where << warning
-                  << "\n";
+        std::cout << paint("warn ", Colour::yellow, output.colour) << "  "
+                  << log_lines::escape_controls(where + warning) << "\n";
     }
     const size_t files = validator.files_checked();
     std::cout << problems << (problems == 1 ? " problem" : " problems");

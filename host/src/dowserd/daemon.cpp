@@ -59,6 +59,9 @@ Daemon::Daemon(DaemonOptions options)
                      },
                      [this](const ConfigurationKey& key, const std::string& reason) {
                        refused_by_handler(key, reason);
+                     },
+                     [this](const ConfigurationKey& key, const std::string& problem) {
+                       report_problem(key, problem);
                      }}),
       expiry_timer_(core_),
       rewrite_timer_(core_),
@@ -242,6 +245,12 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
   return std::nullopt;
 }
 
+const store::Instance* Daemon::instance_named(const std::string& name) const {
+  for (const auto& [key, stored] : capacity_.instances())
+    if (key.second == name) return &stored.instance;
+  return nullptr;
+}
+
 void Daemon::configuration_upserted(const configuration::Configuration& configuration) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   std::string resource;
@@ -251,6 +260,15 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
       refused(configuration, "its resource name is taken by Configuration " + holder->first + "/" +
                                  holder->second + " (resource names carry no namespace)");
       waiting_for_name_.insert(key);  // retried when the holder goes
+      return;
+    }
+    // An Instance's IL plugin is named after it: "cams-1f0893" is taken by
+    // an Instance of "cams", whose plugin would lose its name.
+    if (const auto* instance = instance_named(key.second)) {
+      refused(configuration, "its resource name is taken by the device plugin of Instance " +
+                                 instance->name + " (of Configuration " + instance->namespace_name +
+                                 "/" + instance->configuration_name +
+                                 "); rename this Configuration");
       return;
     }
     discovery_.validate(configuration);
@@ -588,8 +606,9 @@ void Daemon::unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices) {
     if (unclaimed_warned_.count(device)) continue;
     spdlog::warn(
         "the kubelet reports device {} of {} in use, but no claim of this node's is on it: its "
-        "slot may be given to another pod (was its Instance deleted or edited from outside, or "
-        "its Configuration removed while the pod runs?)",
+        "slot may be given to another pod (was its Configuration's capacity lowered below the "
+        "slots in use, its Instance deleted or edited from outside, or its Configuration removed "
+        "while the pod runs?)",
         device.second, device.first);
   }
   unclaimed_before_ = std::move(ours);

@@ -73,6 +73,11 @@ class Daemon {
   // Runs until SIGTERM or SIGINT; then stops cleanly (sockets removed).
   // SIGHUP is logged and ignored.
   int run();
+  // Called (core thread) when the kubelet directory, deleted, is there again,
+  // before the plugins are served in it anew: main takes its lock again.
+  void on_kubelet_dir_recreated(std::function<void()> hook) {
+    plugins_.set_directory_observer(std::move(hook));
+  }
 
  private:
   using ConfigurationKey = std::pair<std::string, std::string>;
@@ -86,6 +91,9 @@ class Daemon {
 
   void configuration_upserted(const configuration::Configuration& configuration);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
+  // An Instance (in any namespace) whose IL plugin has the resource name a
+  // Configuration named `name` would take for its CL plugin.
+  const store::Instance* instance_named(const std::string& name) const;
   // why: for the log line ("removed", or why it is withdrawn).
   void configuration_removed(const ConfigurationKey& key, std::string_view why = "removed");
   void refused_by_handler(const ConfigurationKey& key, const std::string& reason);
@@ -143,6 +151,9 @@ class Daemon {
     std::string last_error;
     std::chrono::system_clock::time_point last_error_at;
     std::optional<std::chrono::system_clock::time_point> last_snapshot;
+    uint64_t report_problems = 0;
+    std::string last_report_problem;
+    std::chrono::system_clock::time_point last_report_problem_at;
   };
   // A change waiting to reach the kubelet through one plugin.
   struct KubeletPending {
@@ -153,6 +164,7 @@ class Daemon {
   void start_observing();
   void start_status_server();
   void discovery_failed(const ConfigurationKey& key, const std::string& reason);
+  void report_problem(const ConfigurationKey& key, const std::string& problem);
   void record_snapshot(const ConfigurationKey& key, size_t devices);
   // Records (and logs) why the Configuration does not run; unless the source
   // found it (an unresolved reference), the source tells its users too.
@@ -272,10 +284,14 @@ class DaemonLock {
   ~DaemonLock();
   DaemonLock(const DaemonLock&) = delete;
   DaemonLock& operator=(const DaemonLock&) = delete;
+  // Takes the lock again, without waiting, in its directory made anew (the
+  // lock file went with the old one). Throws as the constructor does.
+  void retake();
 
  private:
-  void lock(const Guarded& guarded, std::chrono::milliseconds wait) const;
+  void lock(std::chrono::milliseconds wait) const;
 
+  Guarded guarded_;
   int fd_ = -1;
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "daemon.hpp"
 
@@ -76,9 +77,9 @@ DaemonLock::Guarded DaemonLock::node(const std::filesystem::path& state_dir,
 }
 
 DaemonLock::DaemonLock(const Guarded& guarded, std::chrono::milliseconds wait)
-    : fd_(open_lock_file(guarded)) {
+    : guarded_(guarded), fd_(open_lock_file(guarded)) {
   try {
-    lock(guarded, wait);
+    lock(wait);
   } catch (...) {
     ::close(fd_);
     throw;
@@ -86,7 +87,15 @@ DaemonLock::DaemonLock(const Guarded& guarded, std::chrono::milliseconds wait)
   write_own_pid(fd_);
 }
 
-void DaemonLock::lock(const Guarded& guarded, std::chrono::milliseconds wait) const {
+void DaemonLock::retake() {
+  const int old = std::exchange(fd_, open_lock_file(guarded_));
+  ::close(old);  // held a lock file nobody can find any more
+  lock(std::chrono::milliseconds(0));
+  write_own_pid(fd_);
+}
+
+void DaemonLock::lock(std::chrono::milliseconds wait) const {
+  const Guarded& guarded = guarded_;
   const auto deadline = std::chrono::steady_clock::now() + wait;
   bool told = false;
   while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {

@@ -21,6 +21,12 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& registry, const std::string& ver
                                         "Discovery sessions that failed or could not start, per "
                                         "handler.",
                                         {"handler"})),
+      discovery_report_problems(
+          registry.counter("dowser_discovery_report_problems_total",
+                           "What the host did not take from handlers' reports, per handler: "
+                           "a report refused, a device left out of a snapshot (each told once "
+                           "until it changes), a report after stop.",
+                           {"handler"})),
       discovery_to_kubelet(
           registry
               .histogram("dowser_discovery_to_kubelet_seconds",

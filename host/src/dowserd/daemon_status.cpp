@@ -129,6 +129,18 @@ void Daemon::discovery_failed(const ConfigurationKey& key, const std::string& re
   metrics_.discovery_errors.with({configuration->second.handler_name}).inc();
 }
 
+// Already logged by the discovery manager; kept for the status API, since
+// a handler whose every report is refused looks like one still starting.
+void Daemon::report_problem(const ConfigurationKey& key, const std::string& problem) {
+  auto configuration = configurations_.find(key);
+  if (configuration == configurations_.end()) return;
+  auto& record = discovery_records_[key];
+  ++record.report_problems;
+  record.last_report_problem = problem;
+  record.last_report_problem_at = std::chrono::system_clock::now();
+  metrics_.discovery_report_problems.with({configuration->second.handler_name}).inc();
+}
+
 void Daemon::record_snapshot(const ConfigurationKey& key, size_t devices) {
   auto& record = discovery_records_[key];
   ++record.snapshots;
@@ -263,6 +275,10 @@ std::vector<status_api::ConfigurationStatus> Daemon::configuration_statuses() co
       if (!r.last_error.empty()) entry.last_error_at = rfc3339(r.last_error_at);
       entry.snapshots = r.snapshots;
       entry.errors = r.errors;
+      entry.report_problems = r.report_problems;
+      entry.last_report_problem = r.last_report_problem;
+      if (!r.last_report_problem.empty())
+        entry.last_report_problem_at = rfc3339(r.last_report_problem_at);
       entry.devices = r.devices;
       if (r.last_snapshot) entry.last_snapshot = rfc3339(*r.last_snapshot);
     }

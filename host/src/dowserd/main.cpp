@@ -191,10 +191,17 @@ int main(int argc, char** argv) {
     // the lock the other waits for.
     using dowser::daemon::DaemonLock;
     const auto lock_wait = std::chrono::milliseconds(lock_wait_ms);
-    const DaemonLock one_per_kubelet(DaemonLock::kubelet_dir(options.kubelet_dir), lock_wait);
+    DaemonLock one_per_kubelet(DaemonLock::kubelet_dir(options.kubelet_dir), lock_wait);
     const DaemonLock one_per_node(DaemonLock::node(options.state_dir, options.node_name),
                                   lock_wait);
     dowser::daemon::Daemon daemon(options);
+    daemon.on_kubelet_dir_recreated([&one_per_kubelet] {
+      try {
+        one_per_kubelet.retake();
+      } catch (const std::exception& e) {  // serving on all the same: the kubelet decides
+        spdlog::error("dowserd: the kubelet directory was re-created: {}", e.what());
+      }
+    });
     return daemon.run();
   } catch (const std::exception& e) {
     spdlog::error("dowserd: {}", e.what());

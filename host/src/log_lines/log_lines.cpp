@@ -56,9 +56,9 @@ std::string escape_controls(std::string_view text) {
   return out;
 }
 
-void use_single_line_pattern(spdlog::logger& logger) {
+void use_single_line_pattern(spdlog::logger& logger, std::string_view pattern) {
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
-  formatter->add_flag<EscapedMessage>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %*");
+  formatter->add_flag<EscapedMessage>('*').set_pattern(std::string(pattern));
   logger.set_formatter(std::move(formatter));
 }
 

@@ -14,8 +14,12 @@ namespace dowser::log_lines {
 // as \r, the others (tab aside) as \xNN. Everything else is kept as it is.
 std::string escape_controls(std::string_view text);
 
-// Gives logger spdlog's default pattern ("[time] [name] [level] message")
-// with the message escaped as escape_controls does.
-void use_single_line_pattern(spdlog::logger& logger);
+// spdlog's default pattern, "[time] [name] [level] message", with the
+// message escaped: the daemon's log lines.
+inline constexpr std::string_view kDaemonPattern = "[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %*";
+
+// Gives logger an spdlog pattern in which %* is the message escaped as
+// escape_controls does.
+void use_single_line_pattern(spdlog::logger& logger, std::string_view pattern = kDaemonPattern);
 
 }  // namespace dowser::log_lines

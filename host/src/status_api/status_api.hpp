@@ -66,8 +66,14 @@ struct ConfigurationStatus {
   std::string last_error_at;
   // A newer version was refused (last_error says why): this one keeps running.
   bool change_refused = false;
-  uint64_t snapshots = 0;     // snapshots received
-  uint64_t errors = 0;        // discovery errors
+  uint64_t snapshots = 0;  // snapshots received
+  uint64_t errors = 0;     // discovery errors
+  // What the host did not take from the handler's reports (a report
+  // refused, a device left out, a report after stop), each told once until
+  // it changes: how many, and the last (with when, RFC 3339 UTC).
+  uint64_t report_problems = 0;
+  std::string last_report_problem;
+  std::string last_report_problem_at;
   uint64_t devices = 0;       // devices in the last snapshot
   uint64_t instances = 0;     // Instances of it visible on this node
   std::string last_snapshot;  // RFC 3339 UTC, empty when none yet

@@ -43,6 +43,9 @@ auto fields_of<ConfigurationStatus>() {
                     Field{"change_refused", &T::change_refused},
                     Field{"snapshots", &T::snapshots},
                     Field{"errors", &T::errors},
+                    Field{"report_problems", &T::report_problems},
+                    Field{"last_report_problem", &T::last_report_problem},
+                    Field{"last_report_problem_at", &T::last_report_problem_at},
                     Field{"devices", &T::devices},
                     Field{"instances", &T::instances},
                     Field{"last_snapshot", &T::last_snapshot}};

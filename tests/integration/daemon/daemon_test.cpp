@@ -522,6 +522,27 @@ TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
   EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
 }
 
+// An IL plugin is named after its Instance: a Configuration of that name
+// would take its resource name (and its plugin) away.
+TEST_F(DaemonTest, AConfigurationCannotTakeTheResourceNameOfAnInstance) {
+  echo_configuration("cams", {"cam0"}, 2);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  ASSERT_EQ(instances().size(), 1u);
+  const std::string instance = instances().front().instance.name;
+  write_file(config_dir_ / "clash.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: " + instance +
+                 "}\nspec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+                 "'descriptions: [x]'}\n");
+  EXPECT_TRUE(node.wait_for_log("Configuration default/" + instance +
+                                ": its resource name is taken by the device plugin of Instance " +
+                                instance + " (of Configuration default/cams)"))
+      << node.log();
+  // The Instance's own plugin keeps its two slots.
+  auto result = node.kubelet->allocate("akri.sh/" + instance, pod_a, "c", 2);
+  EXPECT_TRUE(result.ok()) << result.status.error_message() << node.log();
+}
+
 TEST_F(DaemonTest, AConfigurationWaitsForItsHandlerToAppear) {
   fs::remove(handler_dir_ / "libfixture-test-devices.so");
   write_file(config_dir_ / "late.yaml",

@@ -218,6 +218,34 @@ TEST_F(DowserctlTest, ARefusedChangeIsAProblemWhileThePreviousVersionRuns) {
   ASSERT_TRUE(eventually([&] { return remote({"configs"}).exit_code == 0; })) << node.log();
 }
 
+// What the host leaves out of a handler's reports is logged, and shown in
+// configs, the API and a metric too: a handler whose devices are all left
+// out would otherwise look like one still starting.
+TEST_F(DowserctlTest, ConfigsShowsWhatTheHostLeftOutOfTheHandlersReports) {
+  fs::copy_file(FIXTURE_REPORTS_BAD_DEVICES_SO, handler_dir_ / "libfixture-reports-bad-devices.so");
+  write_file(config_dir_ / "mixed.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: mixed}\n"
+             "spec:\n  discoveryHandler: {name: fixtureReportsBadDevices}\n");
+  auto& node = add_node("node-a", {"--http-listen=127.0.0.1:0"});
+  url_ = status_url(node);
+  ASSERT_TRUE(node.wait_for_log("device left out of the snapshot")) << node.log();
+  nlohmann::json mixed;
+  ASSERT_TRUE(eventually([&] {
+    mixed = api(url_, "/api/v1/configurations")["items"].at(0);
+    return mixed["report_problems"].get<uint64_t>() > 0;
+  })) << node.log();
+  EXPECT_THAT(mixed["last_report_problem"].get<std::string>(),
+              HasSubstr("device left out of the snapshot: device "));
+  EXPECT_FALSE(mixed["last_report_problem_at"].get<std::string>().empty());
+  EXPECT_EQ(mixed["errors"], 0) << "discovery itself runs";
+  EXPECT_GE(
+      metric(url_, "dowser_discovery_report_problems_total{handler=\"fixtureReportsBadDevices\"}"),
+      1);
+  auto configs = remote({"configs"});
+  EXPECT_THAT(configs.out, HasSubstr("handler: device left out of the snapshot: device "))
+      << configs.out;
+}
+
 // An error discovery has recovered from stays visible, but says so.
 TEST_F(DowserctlTest, ConfigsSaysWhenDiscoveryHasRecovered) {
   const auto ghost = config_dir_ / "ghost.yaml";
@@ -491,6 +519,17 @@ TEST_F(DowserctlTest, DiscoverPrintsTheInstancesTheDaemonMakes) {
   EXPECT_EQ(lines_with(table.out, "discover-"), 2u) << table.out;
   EXPECT_EQ(lines_with(table.out, " yes "), 2u) << "shared devices";
   EXPECT_THAT(table.out, HasSubstr("2 devices found by debugEcho on node n1"));
+
+  // What a handler reports is shown with control characters spelled out: an
+  // escape sequence in a device's property never reaches the terminal.
+  auto escapes =
+      manifest("escapes.yaml", "devices: [{id: cam0, properties: {NOTE: \"a\\e[2J\\nb\"}}]\n");
+  auto escaped = ctl({"discover", "--handler=testDevices", "--details=" + escapes,
+                      "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(escaped.exit_code, 0) << escaped.err;
+  EXPECT_THAT(escaped.out, HasSubstr("NOTE=a\\x1b[2J\\nb")) << escaped.out;
+  EXPECT_THAT(escaped.out, Not(HasSubstr("\x1b"))) << "the raw escape character";
+  EXPECT_THAT(escaped.out, HasSubstr("1 device found by testDevices"));
 
   auto bad = manifest("bad-details.yaml", "{{{");
   auto refused = ctl({"discover", "--handler=debugEcho", "--details=" + bad,

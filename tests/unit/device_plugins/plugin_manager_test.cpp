@@ -435,6 +435,31 @@ INSTANTIATE_TEST_SUITE_P(Exits, PluginManagerRestartTest,
                            return info.param == KubeletExit::clean ? "Clean" : "AfterACrash";
                          });
 
+// A kubelet reinstall (or kubeadm reset) deletes the whole directory and
+// makes it again: the plugin is served and registered in the new one.
+TEST(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
+  TempDir dir;
+  auto kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));
+  const fs::path plugin_dir = kubelet->config().device_plugin_dir;
+  StandaloneManager node{plugin_dir};
+  bool observed = false;  // on the core thread
+  node.on_core([&] {
+    node.manager->set_directory_observer([&] { observed = true; });
+    node.manager->add(kResource, node.backend);
+  });
+  auto streaming = [](const SimulatorStatus& status) {
+    const auto* resource = status.resource(kResource);
+    return resource && resource->streaming && !resource->devices.empty();
+  };
+  ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline));
+
+  kubelet.reset();
+  fs::remove_all(plugin_dir);
+  kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));  // makes it anew
+  EXPECT_TRUE(kubelet->wait_for(streaming, kDeadline)) << "not registered in the new directory";
+  EXPECT_TRUE(node.on_core([&] { return observed; }));
+}
+
 // A kubelet restart deletes the plugin's socket, then creates kubelet.sock.
 // When the core thread handles the deletion late, the new kubelet.sock is
 // there already and the plugin registers with it; the creation, handled

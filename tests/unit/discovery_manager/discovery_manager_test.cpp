@@ -39,8 +39,9 @@ class Recorder {
     // the change was complete.
     std::vector<std::vector<std::string>> snapshots;
     std::vector<bool> complete;
-    std::vector<std::string> failures;  // reasons given for kKey
-    std::vector<std::string> refusals;  // the same, for refusals (not retried)
+    std::vector<std::string> failures;         // reasons given for kKey
+    std::vector<std::string> refusals;         // the same, for refusals (not retried)
+    std::vector<std::string> report_problems;  // what the host did not take from reports
   };
 
   DiscoveryManager::Events events() {
@@ -58,6 +59,9 @@ class Recorder {
             },
             [this](const ConfigurationKey& key, const std::string& reason) {
               record(key, [&](Reports& reports) { reports.refusals.push_back(reason); });
+            },
+            [this](const ConfigurationKey& key, const std::string& problem) {
+              record(key, [&](Reports& reports) { reports.report_problems.push_back(problem); });
             }};
   }
 
@@ -232,6 +236,22 @@ TEST_F(DiscoveryManagerTest, AvailabilityChangesReachTheCoreAsNewSnapshots) {
   EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
     return reports.complete.front() && !reports.complete.back();
   })) << "the first snapshot is complete, later ones are changes";
+}
+
+// What the host leaves out of a report reaches the core (for the status
+// API) as well as the log.
+TEST_F(DiscoveryManagerTest, DevicesLeftOutOfReportsReachTheCore) {
+  fs::copy_file(FIXTURE_REPORTS_BAD_DEVICES, handler_dir() / "libfixture-reports-bad-devices.so");
+  Configuration configuration = echoes("");
+  configuration.handler_name = "fixtureReportsBadDevices";
+  on_core([&] {
+    manager_->start();
+    manager_->run(configuration);
+  });
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.report_problems,
+                    "device left out of the snapshot: device \"cam-utf8\"");
+  }));
 }
 
 // It is loaded: saying it is not (as before) sent operators looking for a file.

@@ -27,8 +27,9 @@ DaemonStatus sample_status() {
   status.handlers = {{"debugEcho", "0.1.0", "/h/libecho.so", false, "loaded", ""},
                      {"", "", "/h/libbad.so", false, "failed", "open: not an ELF file"}};
   status.configurations = {{"default", "cams", "debugEcho", "akri.sh/cams", 2, "Required",
-                            "discovering", "", false, "", true, 3, 0, 2, 2,
-                            "2024-01-01T00:00:00Z"}};
+                            "discovering", "", false, "", true, 3, 0, 1,
+                            "report refused: device id 'cam0' appears twice in one snapshot",
+                            "2024-01-01T00:00:00Z", 2, 2, "2024-01-01T00:00:00Z"}};
   status.instances = {{"default",
                        "cams-aaaaaa",
                        "cams",
