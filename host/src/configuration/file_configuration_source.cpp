@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -96,6 +97,16 @@ ConfigurationError not_a_regular_file(const fs::path& file) {
   return ConfigurationError(file.string(), "(file)", "not a regular file; ignored");
 }
 
+// A file stat() does not find may be a symbolic link whose target is
+// missing: there all the same (ls shows it), so said, with where it leads.
+std::optional<ConfigurationError> dangling_link(const fs::path& file) {
+  std::error_code error;
+  if (!fs::is_symlink(fs::symlink_status(file, error))) return std::nullopt;
+  return ConfigurationError(file.string(), "(file)",
+                            "a symbolic link to " + fs::read_symlink(file, error).string() +
+                                ", which does not exist; read again when the link changes");
+}
+
 // Where a Configuration is defined: a file name and its definition there.
 struct Definition {
   const std::string* file = nullptr;
@@ -141,7 +152,11 @@ std::string read_manifest(const fs::path& file, NonRegular non_regular) {
     return problem("larger than " + std::to_string(kMaxManifestBytes) + " bytes");
   };
   struct stat info {};
-  if (::stat(file.c_str(), &info) != 0) throw problem(system_error_text(errno));
+  if (::stat(file.c_str(), &info) != 0) {
+    const int error = errno;
+    if (auto link = dangling_link(file)) throw *link;
+    throw problem(system_error_text(error));
+  }
   if (S_ISDIR(info.st_mode)) throw problem("is a directory, not a manifest file");
   const bool stream = !S_ISREG(info.st_mode);
   if (stream && non_regular == NonRegular::refused) throw not_a_regular_file(file);
@@ -251,7 +266,11 @@ void FileConfigurationSource::Watcher::refresh(const std::string& name) {
   if (!exists || !S_ISREG(info.st_mode)) {  // deleted, renamed away, or not a file
     apply(name, {});  // reports the file valid: nothing of it can be wrong any more
     defined_by_file.erase(name);
-    if (exists) events.invalid(not_a_regular_file(file));  // but that is
+    if (exists) {
+      events.invalid(not_a_regular_file(file));  // but that is
+    } else if (auto link = dangling_link(file)) {
+      events.invalid(*link);  // and so is a link that leads nowhere
+    }
     return;
   }
   std::vector<Configuration> defined;

@@ -439,6 +439,32 @@ TEST_F(FileSourceTest, AFifoWithAManifestNameIsReportedUnread) {
   EXPECT_TRUE(log_.wait_for_event(mark, upserted("a")));
 }
 
+// A symbolic link whose target is missing is there (ls shows it): reported
+// with where it leads, not taken for a removed file; once the link is made
+// again with a target there, it is read.
+TEST_F(FileSourceTest, ALinkToNothingIsReportedAndReadOnceMadeAgain) {
+  start();
+  std::size_t mark = log_.size();
+  const fs::path target = directory_ / "l.target";  // no manifest name: not read itself
+  fs::create_symlink(target, path("l.yaml"));
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("l.yaml"))));
+  EXPECT_EQ(log_.since(mark).back().reason,
+            "a symbolic link to " + target.string() +
+                ", which does not exist; read again when the link changes");
+  try {  // what dowserctl validate reads it with
+    dowser::configuration::read_manifest(path("l.yaml"));
+    ADD_FAILURE() << "read_manifest read a link to nothing";
+  } catch (const dowser::configuration::ConfigurationError& e) {
+    EXPECT_EQ(e.reason().rfind("a symbolic link to " + target.string(), 0), 0u) << e.reason();
+  }
+
+  mark = log_.size();
+  std::ofstream(target) << manifest("l");
+  fs::remove(path("l.yaml"));
+  fs::create_symlink(target, path("l.yaml"));
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("l")));
+}
+
 // A file that cannot be looked at (here a symlink loop; for a non-root
 // daemon also a directory made unreadable) is an error, not a removal: what
 // was read of it keeps running, as for a file that turns invalid.
