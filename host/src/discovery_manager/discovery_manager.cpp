@@ -268,6 +268,9 @@ void DiscoveryManager::rescan() {
   for (const auto& handler : result.loaded) {
     spdlog::info("loaded discovery handler {} {} from {}", handler->name(), handler->version(),
                  handler->path().string());
+    // It works; the warning is for its author (dowser-handler-check says the same).
+    if (auto warning = host::extra_exports_warning(handler->path()))
+      spdlog::warn("handler {} ({}): {}", handler->name(), handler->path().string(), *warning);
   }
   // A refused file is tried on every rescan; say so only when the reason changes.
   std::set<std::string> before;

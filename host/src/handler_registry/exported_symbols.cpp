@@ -12,7 +12,9 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace dowser::host {
 namespace {
@@ -123,6 +125,45 @@ std::string missing_entry_reason(const std::filesystem::path& file) {
               ": declare the entry extern \"C\" (in C++, or use the SDK's DOWSER_HANDLER macro)");
   }
   return reason;
+}
+
+namespace {
+
+constexpr size_t kSymbolsNamed = 5;         // of the extra exports, in the warning
+constexpr size_t kMaxSymbolNameBytes = 80;  // a C++ template's name can run to pages
+
+// Symbol names are ASCII: cut anywhere.
+std::string cut_symbol(const std::string& name) {
+  if (name.size() <= kMaxSymbolNameBytes) return name;
+  return name.substr(0, kMaxSymbolNameBytes) + "... (" + std::to_string(name.size()) + " bytes)";
+}
+
+// "a, b, c and 4 more".
+std::string some_symbols(const std::vector<std::string>& symbols) {
+  std::string text;
+  for (size_t i = 0; i < symbols.size() && i < kSymbolsNamed; ++i)
+    text += (i == 0 ? "" : ", ") + cut_symbol(demangled_symbol(symbols[i]));
+  if (symbols.size() > kSymbolsNamed)
+    text += " and " + std::to_string(symbols.size() - kSymbolsNamed) + " more";
+  return text;
+}
+
+}  // namespace
+
+std::optional<std::string> extra_exports_warning(const std::filesystem::path& file) {
+  std::vector<std::string> extra;
+  try {
+    for (auto& name : exported_symbols(file))
+      if (name != DOWSER_ENTRY_SYMBOL) extra.push_back(std::move(name));
+  } catch (const std::runtime_error& e) {
+    return std::string("cannot list the exported symbols: ") + e.what();
+  }
+  if (extra.empty()) return std::nullopt;
+  return "exports " + std::to_string(extra.size()) + " symbol(s) besides " + DOWSER_ENTRY_SYMBOL +
+         ": " + some_symbols(extra) +
+         "; each can clash with a symbol of the same name in dowserd or another library. Export "
+         "only the entry: build with -fvisibility=hidden and link with the SDK's version script "
+         "dowser-handler.map (dowser_add_handler does both)";
 }
 
 std::string demangled_symbol(const std::string& name) {

@@ -121,6 +121,12 @@ std::string missing_entry_reason(const std::filesystem::path& file);
 // a C++ name.
 std::string demangled_symbol(const std::string& name);
 
+// A warning naming what file exports besides the entry (each such symbol can
+// take the place of, or be taken by, one of the same name in the host or
+// another library: ELF interposition), with the fix; or why its symbols
+// could not be listed. nullopt when it exports the entry only.
+std::optional<std::string> extra_exports_warning(const std::filesystem::path& file);
+
 // Loads one handler file (check_handler_file first). Throws HandlerLoadError.
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
                                                   const LoadPolicy& policy = {});

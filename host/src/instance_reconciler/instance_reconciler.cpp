@@ -160,7 +160,8 @@ void InstanceReconciler::report(const configuration::Configuration& configuratio
 
 void InstanceReconciler::write_failed(const ConfigurationKey& configuration,
                                       const std::string& instance, const store::StoreError& error) {
-  spdlog::error("{}: cannot write Instance {}: {}", configuration.second, instance, error.what());
+  spdlog::error("Configuration {}/{}: cannot write Instance {}: {}", configuration.first,
+                configuration.second, instance, error.what());
   reconciled_with_.erase(configuration);
   failed_writes_.insert(configuration);
 }

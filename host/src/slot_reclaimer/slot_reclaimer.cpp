@@ -119,7 +119,7 @@ void SlotReclaimer::on_list_succeeded() {
 void SlotReclaimer::reclaim(const HeldSlot& slot) {
   const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(tracker_.grace());
   spdlog::info(
-      "slot reclaimer: freeing slot {} of resource {} (instance {}/{}, slot {}): "
+      "slot reclaimer: freeing device {} of resource {} (Instance {}/{}, slot {}): "
       "no container has held it for {}",
       slot.device_id, slot.resource, slot.instance.first, slot.instance.second, slot.slot,
       describe(grace));
@@ -127,7 +127,7 @@ void SlotReclaimer::reclaim(const HeldSlot& slot) {
     release_(slot);
   } catch (const std::exception& e) {
     // Forgotten by the tracker, so it is retried after another grace period.
-    spdlog::warn("slot reclaimer: freeing slot {} of resource {} failed: {}", slot.device_id,
+    spdlog::warn("slot reclaimer: freeing device {} of resource {} failed: {}", slot.device_id,
                  slot.resource, e.what());
     return;
   }

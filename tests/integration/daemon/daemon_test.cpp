@@ -543,6 +543,23 @@ TEST_F(DaemonTest, AConfigurationCannotTakeTheResourceNameOfAnInstance) {
   EXPECT_TRUE(result.ok()) << result.status.error_message() << node.log();
 }
 
+// A handler that exports more than its entry works, and is warned of as
+// dowser-handler-check warns of it: its symbols can clash with the host's.
+TEST_F(DaemonTest, AHandlerExportingMoreThanItsEntryIsLoadedWithAWarning) {
+  fs::copy_file(FIXTURE_EXPORTS_EXTRA_SO, handler_dir_ / "libfixture-exports-extra.so");
+  write_file(config_dir_ / "extra.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: extra}\n"
+             "spec:\n  discoveryHandler: {name: fixtureExportsExtra}\n");
+  auto& node = add_node("node-a");
+  EXPECT_TRUE(node.wait_for_log("[warning] handler fixtureExportsExtra (" +
+                                (handler_dir_ / "libfixture-exports-extra.so").string() +
+                                "): exports 2 symbol(s) besides dowser_get_handler_api: "))
+      << node.log();
+  EXPECT_TRUE(node.wait_for_log("Configuration default/extra added")) << "loaded all the same";
+  EXPECT_EQ(node.log().find("handler debugEcho ("), std::string::npos)
+      << "a handler built with the SDK exports only its entry: " << node.log();
+}
+
 TEST_F(DaemonTest, AConfigurationWaitsForItsHandlerToAppear) {
   fs::remove(handler_dir_ / "libfixture-test-devices.so");
   write_file(config_dir_ / "late.yaml",

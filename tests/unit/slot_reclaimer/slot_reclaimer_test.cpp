@@ -167,7 +167,7 @@ TEST_F(SlotReclaimerTest, ReleasesAfterGraceOnlyWhatNoContainerHolds) {
   EXPECT_EQ(daemon.released(), std::vector<HeldSlot>{kUnreported});
   EXPECT_EQ(reclaimer->stats().reclaimed_total, 1u);
   EXPECT_EQ(reclaimer->stats().list_failures_total, 0u);
-  EXPECT_EQ(log.count("freeing slot 1 of resource akri.sh/camera"), 1u);
+  EXPECT_EQ(log.count("freeing device 1 of resource akri.sh/camera"), 1u);
   EXPECT_EQ(log.count("no container has held it for 100 ms"), 1u);
 }
 

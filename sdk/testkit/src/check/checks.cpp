@@ -206,39 +206,6 @@ bool has_trouble(const SessionRecord& record) {
 
 // --- the checks ----------------------------------------------------------------
 
-constexpr size_t kSymbolsNamed = 5;         // of the extra exports, in the warning
-constexpr size_t kMaxSymbolNameBytes = 80;  // a C++ template's name can run to pages
-
-// "a, b, c and 4 more".
-std::string some_symbols(const std::vector<std::string>& symbols) {
-  std::string text;
-  for (size_t i = 0; i < symbols.size() && i < kSymbolsNamed; ++i)
-    text +=
-        (i == 0 ? "" : ", ") + shortened(host::demangled_symbol(symbols[i]), kMaxSymbolNameBytes);
-  if (symbols.size() > kSymbolsNamed)
-    text += " and " + std::to_string(symbols.size() - kSymbolsNamed) + " more";
-  return text;
-}
-
-// Every symbol a handler exports besides the entry can take the place of, or
-// be taken by, a symbol of the same name in dowserd or another library
-// (ELF interposition): a warning, since the handler may well work.
-std::optional<std::string> extra_exports_warning(const std::filesystem::path& file) {
-  std::vector<std::string> extra;
-  try {
-    for (auto& name : host::exported_symbols(file))
-      if (name != DOWSER_ENTRY_SYMBOL) extra.push_back(std::move(name));
-  } catch (const std::runtime_error& e) {
-    return std::string("cannot list the exported symbols: ") + e.what();
-  }
-  if (extra.empty()) return std::nullopt;
-  return "exports " + std::to_string(extra.size()) + " symbol(s) besides " + DOWSER_ENTRY_SYMBOL +
-         ": " + some_symbols(extra) +
-         "; each can clash with a symbol of the same name in dowserd or another library. Export "
-         "only the entry: build with -fvisibility=hidden and link with the SDK's version script "
-         "dowser-handler.map (dowser_add_handler does both)";
-}
-
 // The loader's own checks: file ownership, entry symbol, negotiation, table;
 // and what else the file exports.
 Passed check_load(const Settings& settings, Progress& progress) {
@@ -250,7 +217,7 @@ Passed check_load(const Settings& settings, Progress& progress) {
                 {},
                 {{"handler", info}}};
   progress.phase("exported symbols");
-  if (auto warning = extra_exports_warning(settings.handler_file))
+  if (auto warning = host::extra_exports_warning(settings.handler_file))
     passed.warnings.push_back(std::move(*warning));
   return passed;
 }
