@@ -270,6 +270,16 @@ class DaemonTest : public ::testing::Test {
   }
 
   // A debugEcho Configuration.
+  // A fixture handler (a built .so) in the handler directory, and a
+  // Configuration `name` of it, with no details.
+  void fixture_configuration(const fs::path& handler_so, const std::string& handler,
+                             const std::string& name) {
+    fs::copy_file(handler_so, handler_dir_ / handler_so.filename());
+    write_file(config_dir_ / (name + ".yaml"),
+               "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: " + name +
+                   "}\nspec:\n  discoveryHandler: {name: " + handler + "}\n");
+  }
+
   void echo_configuration(const std::string& name, const std::vector<std::string>& descriptions,
                           int capacity, bool shared = false, const std::string& extra_spec = "") {
     std::string list;

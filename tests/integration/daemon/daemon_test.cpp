@@ -261,10 +261,7 @@ spec:
 // warning (not one per report) naming the handler, the Configuration and
 // the problems; no Instance write fails; the valid device is served as usual.
 TEST_F(DaemonTest, DevicesThatBreakTheDeviceRulesAreLeftOutWithOneWarningEach) {
-  fs::copy_file(FIXTURE_REPORTS_BAD_DEVICES_SO, handler_dir_ / "libfixture-reports-bad-devices.so");
-  write_file(config_dir_ / "mixed.yaml",
-             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: mixed}\n"
-             "spec:\n  capacity: 1\n  discoveryHandler: {name: fixtureReportsBadDevices}\n");
+  fixture_configuration(FIXTURE_REPORTS_BAD_DEVICES_SO, "fixtureReportsBadDevices", "mixed");
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/mixed", 1)) << node.log();
   auto result = node.kubelet->allocate("akri.sh/mixed", pod_a, "c", 1);
@@ -546,10 +543,7 @@ TEST_F(DaemonTest, AConfigurationCannotTakeTheResourceNameOfAnInstance) {
 // A handler that exports more than its entry works, and is warned of as
 // dowser-handler-check warns of it: its symbols can clash with the host's.
 TEST_F(DaemonTest, AHandlerExportingMoreThanItsEntryIsLoadedWithAWarning) {
-  fs::copy_file(FIXTURE_EXPORTS_EXTRA_SO, handler_dir_ / "libfixture-exports-extra.so");
-  write_file(config_dir_ / "extra.yaml",
-             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: extra}\n"
-             "spec:\n  discoveryHandler: {name: fixtureExportsExtra}\n");
+  fixture_configuration(FIXTURE_EXPORTS_EXTRA_SO, "fixtureExportsExtra", "extra");
   auto& node = add_node("node-a");
   EXPECT_TRUE(node.wait_for_log("[warning] handler fixtureExportsExtra (" +
                                 (handler_dir_ / "libfixture-exports-extra.so").string() +
