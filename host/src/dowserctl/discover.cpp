@@ -107,6 +107,7 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
     return kProblems;
   }
   auto pass = handlers.discover_once(configuration, options.timeout);
+  const int code = options.strict && !pass.problems.empty() ? kProblems : kOk;
   if (!pass.snapshot) {
     std::cerr << "dowserctl: discovery failed: " << log_lines::escape_controls(pass.error) << "\n";
     return kProblems;
@@ -123,10 +124,11 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
     std::cout << nlohmann::json{{"handler", options.handler},
                                 {"configuration", options.configuration},
                                 {"node", options.node},
-                                {"instances", list}}
+                                {"instances", list},
+                                {"problems", pass.problems}}
                      .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
-    return kOk;
+    return code;
   }
   Table table({"INSTANCE", "DEVICE ID", "SHARED", "PROPERTIES"});
   for (const auto& [instance, device] : found)
@@ -134,8 +136,12 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
                joined_properties(instance.broker_properties)});
   table.print(std::cout, output.colour);
   std::cout << found.size() << (found.size() == 1 ? " device" : " devices") << " found by "
-            << options.handler << " on node " << options.node << "\n";
-  return kOk;
+            << options.handler << " on node " << options.node;
+  // Each was logged on stderr as it came, as dowserd logs it.
+  if (!pass.problems.empty())
+    std::cout << "; " << pass.problems.size() << " problem(s) in the handler's reports (on stderr)";
+  std::cout << "\n";
+  return code;
 }
 
 }  // namespace dowser::ctl

@@ -90,6 +90,7 @@ struct DiscoverOptions {
   std::string node_as_given;
   uint32_t capacity = 1;
   std::chrono::milliseconds timeout = std::chrono::seconds(10);
+  bool strict = false;  // devices left out (or reports refused) fail it
 };
 
 int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Output& output);

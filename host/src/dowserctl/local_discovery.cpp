@@ -69,9 +69,11 @@ discovery::DiscoveryManager::Events LocalDiscovery::events() {
             snapshot_ = std::move(changes.reported);
             io_.stop();
           },
-          ended,
-          ended,
-          {}};
+          ended, ended,
+          // Told before the snapshot it belongs to (the same order as the handler's calls).
+          [this](const discovery::ConfigurationKey&, const std::string& problem) {
+            problems_.push_back(problem);
+          }};
 }
 
 LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)
@@ -109,13 +111,14 @@ LocalDiscovery::Pass LocalDiscovery::discover_once(
     const configuration::Configuration& configuration, std::chrono::milliseconds timeout) {
   snapshot_.reset();
   error_.clear();
+  problems_.clear();
   manager_.run(configuration);
   io_.restart();
   io_.run_for(timeout);
   manager_.stop({configuration.namespace_name, configuration.name});
   if (!snapshot_ && error_.empty())
     error_ = "no snapshot within " + std::to_string(timeout.count()) + " ms";
-  return {snapshot_, error_};
+  return {snapshot_, error_, problems_};
 }
 
 }  // namespace dowser::ctl

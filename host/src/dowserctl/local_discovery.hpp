@@ -31,6 +31,9 @@ class LocalDiscovery {
   struct Pass {
     std::optional<host::Snapshot> snapshot;
     std::string error;  // when discovery failed
+    // What the daemon would not have taken from the handler's reports
+    // (devices left out, reports refused), as dowserd logs them.
+    std::vector<std::string> problems;
   };
   // One discovery pass: until the first snapshot, a failure or the timeout.
   Pass discover_once(const configuration::Configuration& configuration,
@@ -45,6 +48,7 @@ class LocalDiscovery {
   boost::asio::io_context io_;  // runs only inside discover_once
   std::optional<host::Snapshot> snapshot_;
   std::string error_;
+  std::vector<std::string> problems_;
   discovery::DiscoveryManager manager_;
 };
 

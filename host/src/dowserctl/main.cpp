@@ -154,6 +154,9 @@ int main(int argc, char** argv) {
   discover_command->add_option("--wait-ms", discover_timeout_ms, "how long to wait for devices")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(1, 600000, "ms"));
+  discover_command->add_flag(
+      "--strict", discover_options.strict,
+      "exit 1 if dowserd would leave a reported device out, or refuse a report");
   add_handler_options(discover_command);
   discover_command->callback([&] {
     command = [&](const Output& output) {

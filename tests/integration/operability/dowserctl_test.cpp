@@ -222,10 +222,7 @@ TEST_F(DowserctlTest, ARefusedChangeIsAProblemWhileThePreviousVersionRuns) {
 // configs, the API and a metric too: a handler whose devices are all left
 // out would otherwise look like one still starting.
 TEST_F(DowserctlTest, ConfigsShowsWhatTheHostLeftOutOfTheHandlersReports) {
-  fs::copy_file(FIXTURE_REPORTS_BAD_DEVICES_SO, handler_dir_ / "libfixture-reports-bad-devices.so");
-  write_file(config_dir_ / "mixed.yaml",
-             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: mixed}\n"
-             "spec:\n  discoveryHandler: {name: fixtureReportsBadDevices}\n");
+  fixture_configuration(FIXTURE_REPORTS_BAD_DEVICES_SO, "fixtureReportsBadDevices", "mixed");
   auto& node = add_node("node-a", {"--http-listen=127.0.0.1:0"});
   url_ = status_url(node);
   ASSERT_TRUE(node.wait_for_log("device left out of the snapshot")) << node.log();
@@ -244,6 +241,35 @@ TEST_F(DowserctlTest, ConfigsShowsWhatTheHostLeftOutOfTheHandlersReports) {
   auto configs = remote({"configs"});
   EXPECT_THAT(configs.out, HasSubstr("handler: device left out of the snapshot: device "))
       << configs.out;
+}
+
+// The dry run says what dowserd would leave out of the handler's reports,
+// and --strict fails on it (for a handler author's CI).
+TEST_F(DowserctlTest, DiscoverCountsWhatDowserdWouldLeaveOut) {
+  fs::copy_file(FIXTURE_REPORTS_BAD_DEVICES_SO, handler_dir_ / "libfixture-reports-bad-devices.so");
+  auto details = manifest("none.yaml", "");
+  std::vector<std::string> args = {"discover", "--handler=fixtureReportsBadDevices",
+                                   "--details=" + details, "--node=n1",
+                                   "--handler-dir=" + handler_dir_.string()};
+  auto table = ctl(args);
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("1 device found by fixtureReportsBadDevices on node n1; "));
+  EXPECT_THAT(table.out, HasSubstr(" problem(s) in the handler's reports (on stderr)"));
+  EXPECT_THAT(table.err, HasSubstr("device left out of the snapshot: device \"cam-utf8\""));
+
+  args.push_back("--strict");
+  EXPECT_EQ(ctl(args).exit_code, 1);
+  args.insert(args.end(), {"-o", "json"});
+  auto json = nlohmann::json::parse(ctl(args).out);
+  EXPECT_FALSE(json["problems"].empty());
+  EXPECT_EQ(json["instances"].size(), 1u) << "only the valid device";
+
+  // A handler whose devices are all valid passes --strict.
+  auto good = manifest("good.yaml", "descriptions: [cam0]\n");
+  EXPECT_EQ(ctl({"discover", "--strict", "--handler=debugEcho", "--details=" + good, "--node=n1",
+                 "--handler-dir=" + handler_dir_.string()})
+                .exit_code,
+            0);
 }
 
 // An error discovery has recovered from stays visible, but says so.
