@@ -378,13 +378,15 @@ void DiscoveryManager::open_session(Session& session) {
           if (*alive) session_event(key, generation);
         });
       },
-      // On the handler's threads, maybe after this manager is gone: logged
-      // there, handed to the core only while the manager lives.
-      [this, alive = alive_, handler = configuration.handler_name,
+      // On the handler's threads, maybe after this manager is gone (a late
+      // call): logged there; handed to the core, which outlives the manager,
+      // and taken there only while the manager lives. Nothing of the manager
+      // is touched here.
+      [this, core = &core_, alive = alive_, handler = configuration.handler_name,
        key](const std::string& problem) {
         spdlog::warn("Configuration {}/{}: handler {}: {}", key.first, key.second, handler,
                      problem);
-        boost::asio::post(core_, [this, alive, key, problem] {
+        boost::asio::post(*core, [this, alive, key, problem] {
           if (*alive && events_.report_problem) events_.report_problem(key, problem);
         });
       });
