@@ -145,6 +145,9 @@ class PluginManager {
   void serve(const std::string& resource_name, Entry& entry);  // on a fresh socket
   void reregister_all(const std::string& why);
   void kubelet_dir_recreated();
+  // Registers the plugin again at once, with a fresh back-off; new_socket:
+  // served on a fresh socket first (the kubelet saw the old one).
+  void register_anew(const std::string& resource_name, Entry& entry, bool new_socket);
   void on_socket_deleted(const std::string& file_name);
   std::shared_ptr<grpc::Channel> kubelet_channel();
   void registration_answered();

@@ -262,19 +262,23 @@ PluginManager::~PluginManager() {
 
 namespace {
 
+// Why a non-blocking connect to the unix socket at path failed: 0 when it
+// connected, or when it cannot be judged (a path too long, no socket to try
+// with, or a listener too busy to accept at once: someone is there).
+int connect_error(const std::filesystem::path& path) {
+  const auto address = unix_socket_address(path);
+  if (!address) return 0;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  const int result =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof *address) == 0 ? 0 : errno;
+  ::close(fd);
+  return result == EAGAIN ? 0 : result;
+}
+
 // Whether something accepts connections on the unix socket at path. Only a
 // refusal counts as no (any other failure: better keep the file).
-bool accepts(const std::filesystem::path& path) {
-  const auto address = unix_socket_address(path);
-  if (!address) return true;
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return true;
-  const bool refused =
-      ::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0 &&
-      errno == ECONNREFUSED;
-  ::close(fd);
-  return !refused;
-}
+bool accepts(const std::filesystem::path& path) { return connect_error(path) != ECONNREFUSED; }
 
 // Sockets a dowserd killed without a chance to clean up left behind: ours by
 // their name, dead because nobody accepts on them. (Only one dowserd serves
@@ -312,11 +316,8 @@ void PluginManager::kubelet_dir_recreated() {
   if (directory_observer_) directory_observer_();
   kubelet_channel_.reset();
   for (auto& [name, entry] : plugins_) {
-    entry->stats.registered = false;
     entry->registered_with.reset();
-    entry->retry_delay = kFirstRetryDelay;
-    serve(name, *entry);
-    register_plugin(name, std::chrono::milliseconds(0));
+    register_anew(name, *entry, /*new_socket=*/true);
   }
   spdlog::info("re-registering {} plugins: the kubelet directory {} was re-created",
                plugins_.size(), options_.kubelet_dir.string());
@@ -360,19 +361,11 @@ void PluginManager::changed_all() {
 
 std::optional<std::string> PluginManager::kubelet_unreachable() const {
   const std::filesystem::path socket = options_.kubelet_dir / kKubeletSocket;
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket.native().size() >= sizeof address.sun_path) return std::nullopt;  // not judged
-  std::memcpy(address.sun_path, socket.c_str(), socket.native().size());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
-  const int result = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-  const int error = result == 0 ? 0 : errno;
-  ::close(fd);
+  const int error = connect_error(socket);
   if (error == ENOENT) return socket.string() + " is missing (is the kubelet running?)";
   if (error == ECONNREFUSED)
     return socket.string() + " refuses connections (the kubelet is not running)";
-  return std::nullopt;  // connected, or busy (EAGAIN): someone listens
+  return std::nullopt;
 }
 
 bool PluginManager::has(const std::string& resource_name) const {
@@ -536,13 +529,17 @@ void PluginManager::reregister_all(const std::string& why) {
   size_t renewed = 0;
   for (auto& [name, entry] : plugins_) {
     if (kubelet && entry->registered_with == kubelet) continue;
-    entry->stats.registered = false;
-    entry->retry_delay = kFirstRetryDelay;
-    if (entry->socket_offered) serve(name, *entry);
-    register_plugin(name, std::chrono::milliseconds(0));
+    register_anew(name, *entry, entry->socket_offered);
     ++renewed;
   }
   spdlog::info("re-registering {} of {} plugins: {}", renewed, plugins_.size(), why);
+}
+
+void PluginManager::register_anew(const std::string& resource_name, Entry& entry, bool new_socket) {
+  entry.stats.registered = false;
+  entry.retry_delay = kFirstRetryDelay;
+  if (new_socket) serve(resource_name, entry);
+  register_plugin(resource_name, std::chrono::milliseconds(0));
 }
 
 void PluginManager::on_socket_deleted(const std::string& file_name) {
