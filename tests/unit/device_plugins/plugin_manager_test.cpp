@@ -454,7 +454,12 @@ TEST(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
   ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline));
 
   kubelet.reset();
-  fs::remove_all(plugin_dir);
+  // The manager serves a fresh socket for each one deleted, so the removal
+  // may find the directory not empty: tried again, as `rm -rf` would be.
+  std::error_code not_empty;
+  for (int attempt = 0; attempt < 100 && fs::exists(plugin_dir); ++attempt)
+    fs::remove_all(plugin_dir, not_empty);
+  ASSERT_FALSE(fs::exists(plugin_dir)) << not_empty.message();
   kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));  // makes it anew
   EXPECT_TRUE(kubelet->wait_for(streaming, kDeadline)) << "not registered in the new directory";
   EXPECT_TRUE(node.on_core([&] { return observed; }));
