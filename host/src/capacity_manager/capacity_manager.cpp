@@ -47,6 +47,25 @@ std::optional<uint32_t> InstanceSlots::first_free() const {
   return std::nullopt;
 }
 
+void SlotTally::add(const InstanceSlots& instance, const std::string& node) {
+  for (uint32_t i = 0; i < instance.capacity; ++i) {
+    const SlotUsage& usage = instance.slots[i];
+    if (instance.unreadable[i]) {
+      ++unreadable;
+    } else if (usage.is_free()) {
+      ++(instance.offline ? offline : free);
+    } else if (usage.node != node) {
+      ++other_nodes;
+    } else {
+      ++(usage.kind == SlotUsage::Kind::instance ? instance_level : configuration_level);
+    }
+  }
+}
+
+uint64_t SlotTally::total() const {
+  return free + offline + instance_level + configuration_level + other_nodes + unreadable;
+}
+
 std::vector<PluginDevice> instance_level_devices(const InstanceSlots& instance,
                                                  const std::string& node) {
   std::vector<PluginDevice> devices;

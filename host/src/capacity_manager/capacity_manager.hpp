@@ -57,6 +57,19 @@ struct InstanceSlots {
   std::optional<uint32_t> first_free() const;
 };
 
+// How the slots of some Instances stand, seen from one node: for operators
+// (metrics, status), never for deciding a claim.
+struct SlotTally {
+  uint64_t free = 0;                 // free, on a device that is online
+  uint64_t offline = 0;              // free, but the device is offline: not for use now
+  uint64_t instance_level = 0;       // held by this node's IL plugin
+  uint64_t configuration_level = 0;  // held by this node's CL plugin
+  uint64_t other_nodes = 0;          // held by another node's plugins
+  uint64_t unreadable = 0;           // held by a value that does not decode
+  void add(const InstanceSlots& instance, const std::string& node);
+  uint64_t total() const;
+};
+
 // The IL plugin's list: slot ids, Healthy when free or held by this node's
 // IL plugin, else Unhealthy (and every slot Unhealthy when offline).
 std::vector<PluginDevice> instance_level_devices(const InstanceSlots& instance,

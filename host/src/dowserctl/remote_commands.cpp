@@ -91,6 +91,20 @@ std::string holder(const std::string& usage) {
   }
 }
 
+// Free slots of all slots here ("free/total"), yellow when none is free:
+// a pod asking for the resource would wait. No Instance here (or a daemon
+// too old to count slots): "-".
+Cell free_slots_cell(const status_api::ConfigurationStatus& configuration) {
+  const auto& slots = configuration.slots;
+  if (slots.empty()) return Cell("-");
+  uint64_t total = 0;
+  for (const auto& [state, count] : slots) total += count;
+  const auto free = slots.find("free");
+  const uint64_t free_count = free == slots.end() ? 0 : free->second;
+  const std::string text = std::to_string(free_count) + "/" + std::to_string(total);
+  return free_count == 0 && total > 0 ? Cell(text, Colour::yellow) : Cell(text);
+}
+
 // An error that still holds in red; one discovery has recovered from, said
 // so, without the retry it announced then (none is pending any more).
 // The last error; else what was last not taken from the handler's reports.
@@ -182,13 +196,13 @@ int show_configurations(const Remote& remote, const Output& output) {
       return code;
     }
     Table table({"NAMESPACE", "NAME", "HANDLER", "STATE", "DEVICES", "INSTANCES", "CAPACITY",
-                 "LAST ERROR"});
+                 "FREE", "LAST ERROR"});
     for (const auto& c : configurations)
       table.add({c.namespace_name, c.name, c.handler,
                  c.change_refused ? Cell(c.state + " (change refused)", Colour::red)
                                   : Cell(c.state, state_colour(c.state)),
                  std::to_string(c.devices), std::to_string(c.instances), std::to_string(c.capacity),
-                 last_error_cell(c)});
+                 free_slots_cell(c), last_error_cell(c)});
     table.print(std::cout, output.colour);
     if (!errors.empty()) print_configuration_errors(errors, output);
     return code;

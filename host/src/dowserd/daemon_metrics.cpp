@@ -10,6 +10,12 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& registry, const std::string& ver
       instances(registry.gauge("dowser_instances",
                                "Instances of a Configuration visible on this node.",
                                {"namespace", "configuration", "shared"})),
+      slots(registry.gauge("dowser_slots",
+                           "Slots of the Instances of a Configuration visible on this node, by "
+                           "state: free, offline (free on a device that is offline), "
+                           "instance_level and configuration_level (held by this node's plugins), "
+                           "other_nodes, unreadable.",
+                           {"namespace", "configuration", "state"})),
       discovered_devices(registry.gauge("dowser_discovered_devices",
                                         "Devices in the last discovery snapshot of a "
                                         "Configuration.",

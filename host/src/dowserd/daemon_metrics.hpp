@@ -31,6 +31,7 @@ struct DaemonMetrics {
 
   metrics::Family<metrics::Gauge>& configurations;         // {state}
   metrics::Family<metrics::Gauge>& instances;              // {namespace, configuration, shared}
+  metrics::Family<metrics::Gauge>& slots;                  // {namespace, configuration, state}
   metrics::Family<metrics::Gauge>& discovered_devices;     // {namespace, configuration}
   metrics::Family<metrics::Counter>& discovery_snapshots;  // {handler}
   metrics::Family<metrics::Counter>& discovery_errors;     // {handler}

@@ -10,8 +10,6 @@
 namespace dowser::daemon {
 namespace {
 
-using InstanceCountKey = std::tuple<std::string, std::string, bool>;  // namespace, config, shared
-
 std::string rfc3339(std::chrono::system_clock::time_point when) {
   std::time_t seconds = std::chrono::system_clock::to_time_t(when);
   std::tm utc{};
@@ -25,16 +23,39 @@ std::string kind_of(const naming::SlotUsage& usage) {
   return usage.kind == naming::SlotUsage::Kind::configuration ? "configuration" : "instance";
 }
 
-// Instances visible on this node, per Configuration and sharing.
-std::map<InstanceCountKey, uint64_t> instances_here(
+using ConfigurationKey = std::pair<std::string, std::string>;  // namespace, name
+
+// What this node sees of one Configuration: its Instances visible here (by
+// whether they are shared) and their slots.
+struct ConfigurationTally {
+  uint64_t instances[2] = {0, 0};  // [shared]
+  capacity::SlotTally slots;
+};
+
+// Per Configuration, from the cache: one decode per Instance, which a scrape
+// of 5000 Instances pays (see docs/metrics.md).
+std::map<ConfigurationKey, ConfigurationTally> tally_here(
     const capacity::CapacityManager& capacity, const reconcile::InstanceReconciler& reconciler) {
-  std::map<InstanceCountKey, uint64_t> counts;
+  std::map<ConfigurationKey, ConfigurationTally> tallies;
   for (const auto& [key, stored] : capacity.instances()) {
     const auto& instance = stored.instance;
-    if (reconciler.visible_here(instance))
-      ++counts[{instance.namespace_name, instance.configuration_name, instance.shared}];
+    if (!reconciler.visible_here(instance)) continue;
+    auto& tally = tallies[{instance.namespace_name, instance.configuration_name}];
+    ++tally.instances[instance.shared ? 1 : 0];
+    tally.slots.add(capacity::InstanceSlots::decode(instance, reconciler.offline(key)),
+                    capacity.node());
   }
-  return counts;
+  return tallies;
+}
+
+// The slot states as the metric's label and the status API's keys name them.
+std::vector<std::pair<std::string, uint64_t>> slot_states(const capacity::SlotTally& slots) {
+  return {{"free", slots.free},
+          {"offline", slots.offline},
+          {"instance_level", slots.instance_level},
+          {"configuration_level", slots.configuration_level},
+          {"other_nodes", slots.other_nodes},
+          {"unreadable", slots.unreadable}};
 }
 
 std::string discovery_state(const std::optional<std::pair<uint64_t, bool>>& record) {
@@ -254,7 +275,7 @@ status_api::DaemonStatus Daemon::status() {
 }
 
 std::vector<status_api::ConfigurationStatus> Daemon::configuration_statuses() const {
-  auto counts = instances_here(capacity_, reconciler_);
+  const auto tallies = tally_here(capacity_, reconciler_);
   auto describe = [&](const configuration::Configuration& configuration) {
     ConfigurationKey key{configuration.namespace_name, configuration.name};
     status_api::ConfigurationStatus entry;
@@ -283,9 +304,9 @@ std::vector<status_api::ConfigurationStatus> Daemon::configuration_statuses() co
       if (r.last_snapshot) entry.last_snapshot = rfc3339(*r.last_snapshot);
     }
     entry.state = discovery_state(progress);
-    for (bool shared : {false, true}) {
-      auto count = counts.find({key.first, key.second, shared});
-      if (count != counts.end()) entry.instances += count->second;
+    if (auto tally = tallies.find(key); tally != tallies.end()) {
+      entry.instances = tally->second.instances[0] + tally->second.instances[1];
+      for (const auto& [state, count] : slot_states(tally->second.slots)) entry.slots[state] = count;
     }
     return entry;
   };
@@ -449,14 +470,19 @@ void Daemon::refresh_metrics() {
   metrics_.configurations.replace(values);
 
   values.clear();
-  auto instances = instances_here(capacity_, reconciler_);
-  values.reserve(instances.size());
-  for (const auto& [key, count] : instances) {
-    const auto& [namespace_name, configuration, shared] = key;
-    values.push_back(
-        {{namespace_name, configuration, shared ? "true" : "false"}, static_cast<double>(count)});
+  std::vector<std::pair<metrics::LabelValues, double>> slots;
+  for (const auto& [key, tally] : tally_here(capacity_, reconciler_)) {
+    const auto& [namespace_name, configuration] = key;
+    for (bool shared : {false, true}) {
+      if (const uint64_t count = tally.instances[shared ? 1 : 0]; count > 0)
+        values.push_back({{namespace_name, configuration, shared ? "true" : "false"},
+                          static_cast<double>(count)});
+    }
+    for (const auto& [state, count] : slot_states(tally.slots))
+      slots.push_back({{namespace_name, configuration, state}, static_cast<double>(count)});
   }
   metrics_.instances.replace(values);
+  metrics_.slots.replace(slots);
 
   values.clear();
   for (const auto& [key, record] : discovery_records_)

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -76,6 +77,10 @@ struct ConfigurationStatus {
   std::string last_report_problem_at;
   uint64_t devices = 0;       // devices in the last snapshot
   uint64_t instances = 0;     // Instances of it visible on this node
+  // slots: those of the Instances visible here, by state: free, offline
+  // (free on a device that is offline), instance_level and
+  // configuration_level (held by this node's plugins), other_nodes, unreadable.
+  std::map<std::string, uint64_t> slots;
   std::string last_snapshot;  // RFC 3339 UTC, empty when none yet
 };
 

@@ -48,6 +48,7 @@ auto fields_of<ConfigurationStatus>() {
                     Field{"last_report_problem_at", &T::last_report_problem_at},
                     Field{"devices", &T::devices},
                     Field{"instances", &T::instances},
+                    Field{"slots", &T::slots},
                     Field{"last_snapshot", &T::last_snapshot}};
 }
 

@@ -48,6 +48,11 @@ std::string cams_series(const std::string& name) {
   return name + "{namespace=\"default\",configuration=\"cams\"}";
 }
 
+// The cams Configuration's slots in one state.
+std::string slots_series(const std::string& state) {
+  return "dowser_slots{namespace=\"default\",configuration=\"cams\",state=\"" + state + "\"}";
+}
+
 class OperabilityTest : public DaemonTest {
  protected:
   // A node serving two debugEcho cameras of capacity 2, with its status API.
@@ -189,6 +194,8 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
              "dowser_instances{namespace=\"default\",configuration=\"cams\",shared=\"false\"}"),
       2);
   EXPECT_EQ(metric(url_, cams_series("dowser_discovered_devices")), 2);
+  EXPECT_EQ(metric(url_, slots_series("free")), 4);
+  EXPECT_EQ(metric(url_, slots_series("configuration_level")), 0);
   EXPECT_GE(metric(url_, "dowser_discovery_snapshots_total{handler=\"debugEcho\"}"), 1);
   EXPECT_GE(metric(url_, "dowser_discovery_to_kubelet_seconds_count"), 1);
   EXPECT_EQ(metric(url_, "dowser_plugins{kind=\"instance\",registered=\"true\"}"), 2);
@@ -206,6 +213,8 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
   EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"configuration\",result=\"ok\"}"), 1);
   EXPECT_EQ(metric(url_, "dowser_allocate_duration_seconds_count{kind=\"configuration\"}"), 1);
   EXPECT_EQ(metric(url_, "dowser_slot_claims_total{kind=\"configuration\"}"), 1);
+  EXPECT_EQ(metric(url_, slots_series("configuration_level")), 1);
+  EXPECT_EQ(metric(url_, slots_series("free")), 3);
 
   // The claimed slot, as the status API shows it.
   std::string held_by = "C:" + cl.device_ids.at(0) + ":node-a";
@@ -235,6 +244,16 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
   ASSERT_TRUE(il_claim.ok()) << il_claim.status.error_message();
   EXPECT_EQ(metric(url_, "dowser_allocate_total{kind=\"instance\",result=\"ok\"}"), 1);
   EXPECT_EQ(metric(url_, "dowser_slot_claims_total{kind=\"instance\"}"), 1);
+  EXPECT_EQ(metric(url_, slots_series("instance_level")), 1);
+  auto cams = api(url_, "/api/v1/configurations")["items"]
+                  .get<std::vector<status_api::ConfigurationStatus>>()
+                  .at(0);
+  EXPECT_EQ(cams.slots, (std::map<std::string, uint64_t>{{"free", 2},
+                                                         {"offline", 0},
+                                                         {"instance_level", 1},
+                                                         {"configuration_level", 1},
+                                                         {"other_nodes", 0},
+                                                         {"unreadable", 0}}));
 
   // Pods gone: the reclaimer frees both claims (each a grace after it was
   // last granted or seen in use, so not necessarily in one pass).
@@ -244,6 +263,8 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
   EXPECT_TRUE(eventually([&] { return metric(url_, "dowser_slot_reclaims_total") == 2; }))
       << http(url_, "/metrics").body;
   EXPECT_GE(metric(url_, "dowser_slot_releases_total{kind=\"instance\"}"), 1);
+  EXPECT_TRUE(eventually([&] { return metric(url_, slots_series("free")) == 4; }))
+      << http(url_, "/metrics").body;
   EXPECT_GE(metric(url_, "dowser_podresources_lists_total"), 1);
 
   // A kubelet restart: every plugin registers again.

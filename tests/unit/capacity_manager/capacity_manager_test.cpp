@@ -56,6 +56,23 @@ TEST(InstanceLevelDevices, HealthAsAkriScenariosSixAndSeven) {
             devices({{"instance-a-0", false}, {"instance-a-1", false}, {"instance-a-2", false}}));
 }
 
+TEST(SlotTally, CountsEachSlotByWhoHoldsItAndFreeOnesByTheirDevice) {
+  SlotTally tally;
+  tally.add(InstanceSlots::decode(instance("inst-a", 5, {{"inst-a-0", "node-a"},
+                                                         {"inst-a-1", "C:3:node-a"},
+                                                         {"inst-a-2", "C:1:node-b"},
+                                                         {"inst-a-3", "C:broken"}})),
+            "node-a");
+  tally.add(InstanceSlots::decode(instance("inst-b", 2, {{"inst-b-0", "node-b"}}), true), "node-a");
+  EXPECT_EQ(tally.instance_level, 1u);
+  EXPECT_EQ(tally.configuration_level, 1u);
+  EXPECT_EQ(tally.other_nodes, 2u);
+  EXPECT_EQ(tally.unreadable, 1u);
+  EXPECT_EQ(tally.free, 1u) << "inst-a-4";
+  EXPECT_EQ(tally.offline, 1u) << "inst-b-1: free, but its device is offline";
+  EXPECT_EQ(tally.total(), 7u);
+}
+
 // ---- the CL table ----------------------------------------------------------------
 
 std::vector<PluginDevice> table_for(const std::vector<Instance>& instances,

@@ -26,10 +26,26 @@ DaemonStatus sample_status() {
   status.summary.instances = 2;
   status.handlers = {{"debugEcho", "0.1.0", "/h/libecho.so", false, "loaded", ""},
                      {"", "", "/h/libbad.so", false, "failed", "open: not an ELF file"}};
-  status.configurations = {{"default", "cams", "debugEcho", "akri.sh/cams", 2, "Required",
-                            "discovering", "", false, "", true, 3, 0, 1,
+  status.configurations = {{"default",
+                            "cams",
+                            "debugEcho",
+                            "akri.sh/cams",
+                            2,
+                            "Required",
+                            "discovering",
+                            "",
+                            false,
+                            "",
+                            true,
+                            3,
+                            0,
+                            1,
                             "report refused: device id 'cam0' appears twice in one snapshot",
-                            "2024-01-01T00:00:00Z", 2, 2, "2024-01-01T00:00:00Z"}};
+                            "2024-01-01T00:00:00Z",
+                            2,
+                            2,
+                            {{"free", 3}, {"configuration_level", 1}},
+                            "2024-01-01T00:00:00Z"}};
   status.instances = {{"default",
                        "cams-aaaaaa",
                        "cams",
@@ -164,6 +180,8 @@ TEST_F(StatusServerTest, ApiServesEachPartOfTheStatusAsJson) {
   EXPECT_EQ(configurations[0].namespace_name, "default");
   EXPECT_EQ(configurations[0].state, "discovering");
   EXPECT_EQ(configurations[0].snapshots, 3u);
+  EXPECT_EQ(configurations[0].slots,
+            (std::map<std::string, uint64_t>{{"free", 3}, {"configuration_level", 1}}));
 
   auto plugins = get_json("/api/v1/plugins")["items"].get<std::vector<PluginStatus>>();
   ASSERT_EQ(plugins.size(), 1u);
