@@ -306,7 +306,8 @@ std::vector<status_api::ConfigurationStatus> Daemon::configuration_statuses() co
     entry.state = discovery_state(progress);
     if (auto tally = tallies.find(key); tally != tallies.end()) {
       entry.instances = tally->second.instances[0] + tally->second.instances[1];
-      for (const auto& [state, count] : slot_states(tally->second.slots)) entry.slots[state] = count;
+      for (const auto& [state, count] : slot_states(tally->second.slots))
+        entry.slots[state] = count;
     }
     return entry;
   };

@@ -75,8 +75,8 @@ struct ConfigurationStatus {
   uint64_t report_problems = 0;
   std::string last_report_problem;
   std::string last_report_problem_at;
-  uint64_t devices = 0;       // devices in the last snapshot
-  uint64_t instances = 0;     // Instances of it visible on this node
+  uint64_t devices = 0;    // devices in the last snapshot
+  uint64_t instances = 0;  // Instances of it visible on this node
   // slots: those of the Instances visible here, by state: free, offline
   // (free on a device that is offline), instance_level and
   // configuration_level (held by this node's plugins), other_nodes, unreadable.

@@ -69,8 +69,9 @@ TEST_F(DowserctlTest, StatusAndListsAsTablesAndJson) {
 
   auto configs = remote({"configs"});
   EXPECT_EQ(configs.exit_code, 0);
-  EXPECT_THAT(configs.out,
-              HasSubstr("default    cams  debugEcho  discovering  2        2          2         4/4"));
+  EXPECT_THAT(
+      configs.out,
+      HasSubstr("default    cams  debugEcho  discovering  2        2          2         4/4"));
 
   auto stored = instances();
   auto table = remote({"instances", "-c", "cams"});

@@ -58,10 +58,11 @@ TEST(InstanceLevelDevices, HealthAsAkriScenariosSixAndSeven) {
 
 TEST(SlotTally, CountsEachSlotByWhoHoldsItAndFreeOnesByTheirDevice) {
   SlotTally tally;
-  tally.add(InstanceSlots::decode(instance("inst-a", 5, {{"inst-a-0", "node-a"},
-                                                         {"inst-a-1", "C:3:node-a"},
-                                                         {"inst-a-2", "C:1:node-b"},
-                                                         {"inst-a-3", "C:broken"}})),
+  tally.add(InstanceSlots::decode(instance("inst-a", 5,
+                                           {{"inst-a-0", "node-a"},
+                                            {"inst-a-1", "C:3:node-a"},
+                                            {"inst-a-2", "C:1:node-b"},
+                                            {"inst-a-3", "C:broken"}})),
             "node-a");
   tally.add(InstanceSlots::decode(instance("inst-b", 2, {{"inst-b-0", "node-b"}}), true), "node-a");
   EXPECT_EQ(tally.instance_level, 1u);
