@@ -17,6 +17,7 @@ namespace {
 
 using detail::FileLock;
 using detail::InstanceFiles;
+using detail::JournalEntry;
 using detail::JournalledWrites;
 using detail::JournalRecord;
 
@@ -61,6 +62,20 @@ void rewrite_instance_file(detail::FileWatchService& watches, const std::filesys
   detail::rewrite_file(path, text, [&](const detail::FileIdentity& identity) {
     watches.wrote(instance.namespace_name, instance.name, revision, text, identity);
   });
+}
+
+// Undoes a failed write by putting `before` back, at a revision above the
+// failed one (the failed write may have reached the file).
+JournalledWrites::Undo put_back(const InstanceFiles& files, detail::FileWatchService& watches,
+                                const StoredInstance& before, uint64_t failed_revision) {
+  return [&files, &watches, &before, failed_revision] {
+    const uint64_t revision = detail::next_revision(files, failed_revision);
+    watches.handed_out(revision);
+    const Instance& instance = before.instance;
+    return JournalEntry{
+        JournalRecord::Kind::put,
+        {instance.namespace_name, instance.name, revision, instance_text(instance, revision)}};
+  };
 }
 
 }  // namespace
@@ -150,6 +165,10 @@ uint64_t FileInstanceStore::create_instance_file(const Instance& instance) {
   state_->writes.write(
       JournalRecord::Kind::put, {instance.namespace_name, instance.name, revision, text},
       [&] { rewrite_instance_file(*state_->watches, path, instance, revision, text); },
+      [&] {
+        return JournalEntry{JournalRecord::Kind::remove,
+                            {instance.namespace_name, instance.name, revision, ""}};
+      },
       JournalledWrites::Deferral::allowed);
   return revision;
 }
@@ -159,13 +178,15 @@ uint64_t FileInstanceStore::update_instance_file(const Instance& instance,
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(instance.namespace_name, instance.name);
   const detail::StoreWriteLock lock = state_->writes.lock();
-  require_revision(files, instance.namespace_name, instance.name, expected_revision);
+  const StoredInstance before =
+      require_revision(files, instance.namespace_name, instance.name, expected_revision);
   const uint64_t revision = detail::next_revision(files, expected_revision);
   state_->watches->handed_out(revision);
   std::string text = instance_text(instance, revision);
   state_->writes.write(
       JournalRecord::Kind::put, {instance.namespace_name, instance.name, revision, text},
-      [&] { rewrite_instance_file(*state_->watches, path, instance, revision, text); });
+      [&] { rewrite_instance_file(*state_->watches, path, instance, revision, text); },
+      put_back(files, *state_->watches, before, revision));
   return revision;
 }
 
@@ -174,9 +195,11 @@ void FileInstanceStore::remove_instance_file(const std::string& namespace_name,
   const InstanceFiles& files = state_->files;
   const std::filesystem::path path = files.instance_file(namespace_name, name);
   const detail::StoreWriteLock lock = state_->writes.lock();
-  require_revision(files, namespace_name, name, expected_revision);
-  state_->writes.write(JournalRecord::Kind::remove, {namespace_name, name, expected_revision, ""},
-                       [&] { detail::remove_file(path); });
+  const StoredInstance before = require_revision(files, namespace_name, name, expected_revision);
+  state_->writes.write(
+      JournalRecord::Kind::remove, {namespace_name, name, expected_revision, ""},
+      [&] { detail::remove_file(path); },
+      put_back(files, *state_->watches, before, expected_revision));
   state_->watches->removed(namespace_name, name);
 }
 

@@ -33,12 +33,11 @@ std::optional<JournalledWrite> from_record(const JournalRecord& record) {
 }
 
 // The journal's records as writes, skipping (with a warning) any it cannot read.
-std::vector<std::pair<JournalRecord::Kind, JournalledWrite>> journalled_writes(
-    StoreJournal& journal) {
-  std::vector<std::pair<JournalRecord::Kind, JournalledWrite>> writes;
+std::vector<JournalEntry> journalled_writes(StoreJournal& journal) {
+  std::vector<JournalEntry> writes;
   for (const JournalRecord& record : journal.records()) {
     if (auto write = from_record(record)) {
-      writes.emplace_back(record.kind, std::move(*write));
+      writes.push_back({record.kind, std::move(*write)});
     } else {
       spdlog::warn("instance store: {}: skipping a record that names no Instance",
                    journal.path().string());
@@ -56,6 +55,14 @@ std::optional<uint64_t> revision_on_disk(const InstanceFiles& files, const Journ
   } catch (const StoreError&) {
     return 0;
   }
+}
+
+// Whether the file still is as it was before a failed write: a put left it
+// neither torn nor at the put's revision, a removal left it in place.
+bool left_as_before(const InstanceFiles& files, const JournalEntry& failed) {
+  const std::optional<uint64_t> on_disk = revision_on_disk(files, failed.write);
+  if (failed.kind == JournalRecord::Kind::remove) return on_disk && *on_disk != 0;
+  return on_disk != std::optional<uint64_t>(0) && on_disk != failed.write.revision;
 }
 
 // Redoes a journalled write the files lost; true if it changed a file.
@@ -142,27 +149,31 @@ JournalledWrites::~JournalledWrites() {
   checkpointer_.join();
 }
 
-void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& write,
-                             const std::function<void()>& write_file, Deferral deferral) {
-  const JournalRecord record = to_record(kind, write);
-  const bool deferred =
-      deferral == Deferral::allowed && deferring_thread_.load() == std::this_thread::get_id();
-  const StoreJournal::Sync when = deferred ? StoreJournal::Sync::later : StoreJournal::Sync::now;
+void JournalledWrites::append(const JournalRecord& record, StoreJournal::Sync when) {
   const bool appended = journal_.append(record, when);
   // Appending caught up with other writers' records first: note them (and a
   // reset by another writer) before anything here counts on unsynced_.
   note_changes(journal_.take_collected_changes());
-  if (!appended) {
-    spdlog::warn(
-        "instance store: the journal {} filled before its checkpoint finished; fsyncing the "
-        "{} files it covers at once",
-        journal_.path().string(), unsynced_count());
-    checkpoint();
-    if (!journal_.append(record, when)) {
-      throw StoreError(StoreError::Kind::io, "the journal " + journal_.path().string() +
-                                                 " has no room even after a checkpoint");
-    }
+  if (appended) return;
+  spdlog::warn(
+      "instance store: the journal {} filled before its checkpoint finished; fsyncing the "
+      "{} files it covers at once",
+      journal_.path().string(), unsynced_count());
+  checkpoint();
+  if (!journal_.append(record, when)) {
+    throw StoreError(StoreError::Kind::io, "the journal " + journal_.path().string() +
+                                               " has no room even after a checkpoint");
   }
+}
+
+void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& write,
+                             const std::function<void()>& write_file, const Undo& undo,
+                             Deferral deferral) {
+  const JournalRecord record = to_record(kind, write);
+  const bool deferred =
+      deferral == Deferral::allowed && deferring_thread_.load() == std::this_thread::get_id();
+  const StoreJournal::Sync when = deferred ? StoreJournal::Sync::later : StoreJournal::Sync::now;
+  append(record, when);
   if (!deferred) {
     deferred_made_durable();  // by this append: the journal keeps order
     // Every record is durable now, so a rewritten file may reach the disk.
@@ -183,11 +194,36 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
     write_file();
   } catch (...) {
     written();
-    if (revision_on_disk(files_, write) == 0) torn_.insert_or_assign(file, std::pair{kind, write});
+    undo_failed_write({kind, write}, undo, when);
     throw;
   }
   written();
   checkpoint_step(StoreJournal::kRecordHeaderSize + record.payload.size());
+}
+
+void JournalledWrites::undo_failed_write(const JournalEntry& failed, const Undo& undo,
+                                         StoreJournal::Sync when) {
+  const UnsyncedFiles::Key file{failed.write.namespace_name, failed.write.name};
+  const std::string path = files_.instance_file(file.first, file.second).string();
+  std::optional<JournalEntry> entry;
+  try {
+    entry = undo();
+    append(to_record(entry->kind, entry->write), when);
+  } catch (const std::exception& error) {
+    spdlog::error(
+        "instance store: a write of {} failed and could not be undone in the journal ({}): a "
+        "restart may still make it",
+        path, error.what());
+    if (revision_on_disk(files_, failed.write) == 0) torn_.insert_or_assign(file, failed);
+    return;
+  }
+  torn_.erase(file);  // an earlier failure's mend is superseded
+  if (left_as_before(files_, failed)) return;
+  try {
+    replay(files_, entry->kind, entry->write);
+  } catch (const StoreError&) {
+    torn_.insert_or_assign(file, *entry);  // the file is not as before: mend it first
+  }
 }
 
 void JournalledWrites::mend_torn_files() {
@@ -426,7 +462,7 @@ void JournalledWrites::recover() {
   // one is no loss (an Instance created, then removed, has no file).
   std::map<UnsyncedFiles::Key, size_t> last_write;
   for (size_t i = 0; i < writes.size(); ++i)
-    last_write[{writes[i].second.namespace_name, writes[i].second.name}] = i;
+    last_write[{writes[i].write.namespace_name, writes[i].write.name}] = i;
   size_t repaired = 0;
   uint64_t highest_revision = 0;
   for (size_t i = 0; i < writes.size(); ++i) {

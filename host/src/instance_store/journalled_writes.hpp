@@ -51,6 +51,12 @@ struct JournalledWrite {
 
 JournalRecord to_record(JournalRecord::Kind kind, const JournalledWrite& write);
 
+// A write as the journal keeps it: what kind, and what.
+struct JournalEntry {
+  JournalRecord::Kind kind = JournalRecord::Kind::put;
+  JournalledWrite write;
+};
+
 // The Instance files written since the journal was last emptied and not
 // fsynced since, least recently written first, and the namespaces of all
 // written files (whose directories the checkpoint fsyncs at its end). Each
@@ -135,13 +141,20 @@ class JournalledWrites {
   // Makes write durable in the journal, calls write_file (which writes it to
   // the file), and wakes the checkpoint thread once the journal is a quarter
   // full (from 3/4 full, also fsyncs a few files itself).
-  // If write_file throws, the journal still redoes the write after a restart,
-  // as if the process had crashed in between; and if it left the file torn
-  // (an I/O error halfway through), readers must not be left with that: the
-  // next write redoes it from its record, and the journal is not emptied
-  // before that succeeds. Call with lock() held.
+  // A write whose write_file throws did not happen, now or after a restart
+  // (its caller was told it failed): undo() says what puts the file back as
+  // it was (a removal of a new file; the previous document, at a revision
+  // above the failed one), which is journalled after it, so that a restart
+  // redoes that instead. If the failure left the file torn or changed, the
+  // undo is written to it at once; if that fails too, readers must not be
+  // left with a torn file: the next write redoes the undo, and the journal is
+  // not emptied before that succeeds. Should the undo itself fail (the
+  // journal cannot take it), the failed write may still be redone after a
+  // restart, which is logged. Call with lock() held.
+  using Undo = std::function<JournalEntry()>;
   void write(JournalRecord::Kind kind, const JournalledWrite& write,
-             const std::function<void()>& write_file, Deferral deferral = Deferral::none);
+             const std::function<void()>& write_file, const Undo& undo,
+             Deferral deferral = Deferral::none);
 
   // Group commit: writes this thread makes from defer_sync() on with
   // Deferral::allowed return before their record is durable; sync_deferred()
@@ -168,6 +181,10 @@ class JournalledWrites {
   void recover();
   // Redoes the writes that left their file torn, those it can now.
   void mend_torn_files();
+  // Appends a record, checkpointing at once if the journal is full.
+  void append(const JournalRecord& record, StoreJournal::Sync when);
+  // After write_file failed: journals the undo and mends the file with it.
+  void undo_failed_write(const JournalEntry& failed, const Undo& undo, StoreJournal::Sync when);
   // What other writers of the journal did (from take_changes() or, right
   // after an append, take_collected_changes()); under lock().
   void note_changes(const StoreJournal::Changes& changes);
@@ -197,8 +214,9 @@ class JournalledWrites {
   std::atomic<std::thread::id> deferring_thread_{};  // none: a default id
   // Under lock(): the files of deferred writes whose records are not durable yet.
   std::vector<UnsyncedFiles::Key> deferred_files_;
-  // Under lock(): the writes whose file a failure left torn, to redo.
-  std::map<UnsyncedFiles::Key, std::pair<JournalRecord::Kind, JournalledWrite>> torn_;
+  // Under lock(): the writes to redo before the journal may be emptied: a
+  // failure left their file torn (or changed, for an undo).
+  std::map<UnsyncedFiles::Key, JournalEntry> torn_;
   // Whether deferred_files_ has any, readable without lock(): a deferral that
   // wrote nothing ends without taking the lock.
   std::atomic<bool> any_deferred_{false};

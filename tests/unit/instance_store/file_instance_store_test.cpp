@@ -172,8 +172,17 @@ TEST_F(FileInstanceStoreTest, AWriteThatFindsNoRoomLeavesTheFilesAsTheyWere) {
   EXPECT_TRUE(store_.write_failure().has_value());
 
   fallocate_error = 0;
-  EXPECT_EQ(store_.get("default", "cam-a")->revision, revision);
-  store_.update(longer, revision);
+  // The journal holds the failed writes' records: a restart (another store
+  // opened on the directory recovers from it) must not make them.
+  {
+    FileInstanceStore restarted(store_directory());
+    EXPECT_EQ(restarted.get("default", "cam-a")->instance, sample_instance("cam-a"));
+    EXPECT_FALSE(restarted.get("default", "cam-b").has_value());
+  }
+  const uint64_t now = store_.get("default", "cam-a")->revision;
+  EXPECT_GT(now, revision) << "put back at a revision above the failed one";
+  EXPECT_THROW(store_.update(longer, revision), StoreError) << "the failed write's revision";
+  store_.update(longer, now);
   EXPECT_EQ(store_.write_failure(), std::nullopt);
   EXPECT_EQ(store_.get("default", "cam-a")->instance, longer);
 }

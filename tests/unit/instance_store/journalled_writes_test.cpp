@@ -107,20 +107,49 @@ class JournalledWritesTest : public ::testing::Test {
     const std::filesystem::path path = path_of(file);
     const detail::StoreWriteLock lock = writes.lock();
     detail::ensure_directory_durably(path.parent_path());
-    latest_[name] = StoredInstance{instance, revision};  // journalled, even if the file fails
+    const auto found = latest_.find(name);
+    const std::optional<StoredInstance> before =
+        found == latest_.end() ? std::nullopt : std::optional(found->second);
+    latest_[name] = StoredInstance{instance, revision};
     writes.write(
         JournalRecord::Kind::put, {"default", name, revision, document},
+        [&] { write_file(path, document); },
         [&] {
-          const bool tear = std::exchange(tear_next_file_write_, false);
-          detail::rewrite_file(path, tear ? document.substr(0, document.size() / 3) : document);
-          {
-            const std::lock_guard guard(mutex_);
-            written_[path] = written_[path.parent_path()] = ++clock_;
+          // As the store does: the previous version again, at a new revision.
+          if (!before) {
+            latest_.erase(name);
+            return detail::JournalEntry{JournalRecord::Kind::remove,
+                                        {"default", name, revision, ""}};
           }
-          // An I/O error after some bytes reached the file.
-          if (tear) throw StoreError(StoreError::Kind::io, "staged I/O error");
+          const uint64_t undo_revision = ++revision_;
+          latest_[name] = StoredInstance{before->instance, undo_revision};
+          return detail::JournalEntry{JournalRecord::Kind::put,
+                                      {"default", name, undo_revision,
+                                       detail::to_json_text({before->instance, undo_revision})}};
         },
         deferral);
+  }
+
+  // What the next write_file of put() does instead of writing: fails before
+  // touching the file, writes a third of it then fails (an I/O error after
+  // some bytes), or leaves a directory in its way then fails (so that the
+  // file cannot be mended either until the test removes it).
+  enum class FileFault { none, fail, tear, block };
+  void write_file(const std::filesystem::path& path, const std::string& document) {
+    const FileFault fault = std::exchange(next_file_fault_, FileFault::none);
+    if (fault == FileFault::fail) throw StoreError(StoreError::Kind::io, "staged I/O error");
+    if (fault == FileFault::block) {
+      std::filesystem::remove(path);
+      std::filesystem::create_directories(path / "in-the-way");
+      throw StoreError(StoreError::Kind::io, "staged I/O error");
+    }
+    const bool tear = fault == FileFault::tear;
+    detail::rewrite_file(path, tear ? document.substr(0, document.size() / 3) : document);
+    {
+      const std::lock_guard guard(mutex_);
+      written_[path] = written_[path.parent_path()] = ++clock_;
+    }
+    if (tear) throw StoreError(StoreError::Kind::io, "staged I/O error");
   }
 
   uint64_t used(JournalledWrites& writes) {
@@ -213,7 +242,7 @@ class JournalledWritesTest : public ::testing::Test {
   const std::thread::id test_thread_ = std::this_thread::get_id();
   uint64_t revision_ = 0;
   std::map<std::string, StoredInstance> latest_;  // per name
-  bool tear_next_file_write_ = false;             // put() writes a third of the file, then fails
+  FileFault next_file_fault_ = FileFault::none;
   // Called after the bookkeeping, outside mutex_; set before opening.
   std::function<void(const std::filesystem::path&, SyncStep)> on_sync_;
 
@@ -420,21 +449,55 @@ TEST_F(JournalledWritesTest, ACrashHalfwayThroughACheckpointLosesNoWrite) {
 }
 
 // A write that fails halfway through its file (an I/O error after some bytes,
-// where no room could be reserved first) leaves it torn: readers must not be
-// left with that. While it cannot be rewritten (here a directory stands in
-// its way) no checkpoint empties the journal, which holds the write; then the
-// next write redoes it from the journal.
-TEST_F(JournalledWritesTest, AFileAFailedWriteLeftTornIsRedoneFromTheJournal) {
+// where no room could be reserved first) did not happen: its caller was told
+// so. The file is put back as it was, at once.
+TEST_F(JournalledWritesTest, AFileAFailedWriteLeftTornIsPutBackAsItWas) {
+  auto writes = open();
+  put(*writes, 0);
+  const StoredInstance before = latest_.at(name_of(0));
+  next_file_fault_ = FileFault::tear;
+  EXPECT_THROW(put(*writes, 0, 100), StoreError);
+  const std::optional<StoredInstance> stored = files_.read("default", name_of(0));
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->instance, before.instance) << "the failed write's document";
+  EXPECT_GT(stored->revision, before.revision + 1) << "a revision above the failed one";
+  expect_latest_stored();
+}
+
+// A write whose file write failed before touching it leaves the file as it
+// was; a restart (the journal still holding the failed write's record) must
+// not make the write after all.
+TEST_F(JournalledWritesTest, AFailedWriteIsNotMadeByARestart) {
+  const dowser::test::LogCapture log;
+  {
+    auto writes = open();
+    put(*writes, 0);
+    put(*writes, 1);
+    next_file_fault_ = FileFault::fail;
+    EXPECT_THROW(put(*writes, 0, 100), StoreError);
+    next_file_fault_ = FileFault::fail;
+    EXPECT_THROW(put(*writes, 2), StoreError) << "a create";
+  }
+  ASSERT_EQ(checkpoints(), 0);
+  auto reopened = open(1);
+  expect_latest_stored();
+  EXPECT_FALSE(files_.read("default", name_of(2)).has_value()) << "a failed create was made";
+  EXPECT_EQ(used(*reopened), StoreJournal::kHeaderSize);  // recovered, then emptied
+}
+
+// While the file a failed write left torn cannot be put back (here a
+// directory stands in its way) readers must not be left with that: no
+// checkpoint empties the journal, which holds how to put it back; then the
+// next write does it from the journal.
+TEST_F(JournalledWritesTest, AFileThatCannotBePutBackAtOnceIsFromTheJournalLater) {
   const dowser::test::LogCapture log;
   auto writes = open();
   put(*writes, 0);
-  tear_next_file_write_ = true;
+  next_file_fault_ = FileFault::block;
   EXPECT_THROW(put(*writes, 0, 100), StoreError);
-  EXPECT_THROW(files_.read("default", name_of(0)), StoreError) << "not torn";
-
   const std::filesystem::path torn = path_of(0);
-  std::filesystem::remove(torn);
-  std::filesystem::create_directories(torn / "in-the-way");
+  ASSERT_TRUE(std::filesystem::is_directory(torn));
+
   for (size_t i = 0; used(*writes) < kSmallJournal / 2; ++i) put(*writes, 1 + i % (kFiles - 1));
   EXPECT_TRUE(dowser::test::eventually([&] {
     return log.text().find("a failed write left the file torn") != std::string::npos;
