@@ -231,6 +231,13 @@ void parse_metadata(const YAML::Node& node, Configuration& out, const ErrorConte
     out.namespace_name = text_of(namespace_node, "metadata.namespace", errors);
     check_namespace(out.namespace_name, "metadata.namespace", errors);
   }
+  // Exported while being deleted (held by a finalizer): served, it would
+  // come back to life. (The cluster source drops such objects before this.)
+  if (present(metadata.take("deletionTimestamp"))) {
+    errors.fail("metadata.deletionTimestamp",
+                "the object was being deleted when it was exported; remove the file (or this "
+                "field, to keep the Configuration)");
+  }
 }
 
 // ---- discoveryHandler ------------------------------------------------------
@@ -409,10 +416,17 @@ void parse_spec(const YAML::Node& node, Configuration& out, const ErrorContext& 
 // ---- documents -------------------------------------------------------------
 
 void check_type(Fields& document, const ErrorContext& errors) {
+  YAML::Node kind = document.take("kind");
+  // What `kubectl get akric -o yaml` prints for several objects.
+  if (present(kind) && kind.IsScalar() && kind.Scalar() == "List") {
+    errors.fail("kind",
+                "is List (kubectl get -o yaml of several objects); write each Configuration as a "
+                "document of its own (separated by ---) or a file of its own, e.g. kubectl get "
+                "akric -n NAMESPACE NAME -o yaml");
+  }
   YAML::Node api_version = document.take("apiVersion");
   if (!present(api_version) || text_of(api_version, "apiVersion", errors) != kApiVersion)
     errors.fail("apiVersion", "must be akri.sh/v0");
-  YAML::Node kind = document.take("kind");
   if (!present(kind) || text_of(kind, "kind", errors) != kKind)
     errors.fail("kind", "must be Configuration");
 }

@@ -16,6 +16,11 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& registry, const std::string& ver
                            "instance_level and configuration_level (held by this node's plugins), "
                            "other_nodes, unreadable.",
                            {"namespace", "configuration", "state"})),
+      configuration_errors(registry
+                               .gauge("dowser_configuration_errors",
+                                      "Configuration manifests (or cluster objects) the daemon "
+                                      "could not use: they do not parse, or repeat a name.")
+                               .with()),
       discovered_devices(registry.gauge("dowser_discovered_devices",
                                         "Devices in the last discovery snapshot of a "
                                         "Configuration.",

@@ -29,12 +29,13 @@ struct DaemonMetrics {
   // kind: "instance" (IL) or "configuration" (CL).
   BackendHooks backend_hooks(const std::string& kind, std::function<void()> list_computed);
 
-  metrics::Family<metrics::Gauge>& configurations;         // {state}
-  metrics::Family<metrics::Gauge>& instances;              // {namespace, configuration, shared}
-  metrics::Family<metrics::Gauge>& slots;                  // {namespace, configuration, state}
-  metrics::Family<metrics::Gauge>& discovered_devices;     // {namespace, configuration}
-  metrics::Family<metrics::Counter>& discovery_snapshots;  // {handler}
-  metrics::Family<metrics::Counter>& discovery_errors;     // {handler}
+  metrics::Family<metrics::Gauge>& configurations;  // {state}
+  metrics::Family<metrics::Gauge>& instances;       // {namespace, configuration, shared}
+  metrics::Family<metrics::Gauge>& slots;           // {namespace, configuration, state}
+  metrics::Gauge& configuration_errors;
+  metrics::Family<metrics::Gauge>& discovered_devices;           // {namespace, configuration}
+  metrics::Family<metrics::Counter>& discovery_snapshots;        // {handler}
+  metrics::Family<metrics::Counter>& discovery_errors;           // {handler}
   metrics::Family<metrics::Counter>& discovery_report_problems;  // {handler}
   metrics::Histogram& discovery_to_kubelet;                      // seconds
   metrics::Family<metrics::Counter>& allocations;                // {kind, result}

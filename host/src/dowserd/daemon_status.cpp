@@ -469,6 +469,7 @@ void Daemon::refresh_metrics() {
   values.reserve(by_state.size());
   for (const auto& [state, count] : by_state) values.push_back({{state}, count});
   metrics_.configurations.replace(values);
+  metrics_.configuration_errors.set(static_cast<double>(configuration_errors_.size()));
 
   values.clear();
   std::vector<std::pair<metrics::LabelValues, double>> slots;

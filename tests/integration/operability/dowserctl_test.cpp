@@ -176,6 +176,7 @@ TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
   EXPECT_THAT(configs.out, HasSubstr("Refused manifests"));
   EXPECT_EQ(lines_with(configs.out, bad), 1u) << configs.out;
   EXPECT_THAT(remote({"status"}).out, HasSubstr("config errors     1"));
+  EXPECT_EQ(metric(url_, "dowser_configuration_errors"), 1);
 
   // Fixed: the error goes, and so does the exit code.
   write_file(bad,
@@ -184,6 +185,7 @@ TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
   ASSERT_TRUE(eventually([&] {
     return api(url_, "/api/v1/configuration-errors")["items"].empty();
   })) << node.log();
+  EXPECT_EQ(metric(url_, "dowser_configuration_errors"), 0);
   // It parses now, but its handler refuses it (no discovery details): still
   // a problem to fix.
   auto parsed = remote({"configs"});

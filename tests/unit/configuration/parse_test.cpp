@@ -241,6 +241,14 @@ TEST(ParseTest, DocumentLevelErrors) {
   expect_error("apiVersion: akri.sh/v1\nkind: Configuration\n" + body, "apiVersion", "akri.sh/v0");
   expect_error("apiVersion: akri.sh/v0\n" + body, "kind", "Configuration");
   expect_error("apiVersion: akri.sh/v0\nkind: Instance\n" + body, "kind", "Configuration");
+  // kubectl get akric -A -o yaml: a List of them.
+  expect_error("apiVersion: v1\nkind: List\nitems: []\nmetadata: {resourceVersion: \"\"}\n", "kind",
+               "a document of its own");
+  expect_error(
+      "apiVersion: akri.sh/v0\nkind: Configuration\n"
+      "metadata: {name: cam, deletionTimestamp: \"2026-01-01T00:00:00Z\"}\n" +
+          std::string(kMinimalSpec),
+      "metadata.deletionTimestamp", "being deleted when it was exported");
   expect_error("apiVersion: akri.sh/v0\nkind: Configuration\n" + std::string(kMinimalSpec),
                "metadata.name", "is required");
   expect_error(std::string(kHeader), "spec", "is required");
