@@ -169,9 +169,13 @@ class ConfigurationSource {
 // (`invalid`) and takes over only when that other one goes. Discovery
 // properties taken from Secrets or ConfigMaps are left unresolved: the
 // daemon refuses those that are not optional.
+// With owners_file, which file's definition is in effect for a name that
+// several files define is kept there, so that a restart (which reads files
+// in name order) keeps the same one.
 class FileConfigurationSource : public ConfigurationSource {
  public:
-  FileConfigurationSource(std::filesystem::path directory, Events events);
+  FileConfigurationSource(std::filesystem::path directory, Events events,
+                          std::filesystem::path owners_file = {});
   ~FileConfigurationSource() override;  // stops
   FileConfigurationSource(const FileConfigurationSource&) = delete;
   FileConfigurationSource& operator=(const FileConfigurationSource&) = delete;

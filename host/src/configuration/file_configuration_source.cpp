@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
@@ -183,8 +184,10 @@ std::string read_manifest(const fs::path& file, NonRegular non_regular) {
 }
 
 struct FileConfigurationSource::Watcher {
-  Watcher(fs::path directory_in, Events events_in)
-      : directory(std::move(directory_in)), events(with_defaults(std::move(events_in))) {}
+  Watcher(fs::path directory_in, Events events_in, fs::path owners_file_in)
+      : directory(std::move(directory_in)),
+        events(with_defaults(std::move(events_in))),
+        owners_file(std::move(owners_file_in)) {}
 
   // Callers may leave events they do not care about empty.
   static Events with_defaults(Events events) {
@@ -207,6 +210,10 @@ struct FileConfigurationSource::Watcher {
   void adopt(const std::string& name, const Configuration& configuration);
   void report_clashes(const std::string& name);
   Definition defined_elsewhere(const Identity& identity, const std::string& except_name) const;
+  // ---- which file holds a name several define, kept across restarts ----
+  std::vector<std::string> in_reading_order(const std::set<std::string>& names) const;
+  void load_owners();
+  void save_owners();
   std::string path_of(const std::string& name) const { return (directory / name).string(); }
 
   // ---- the thread ----
@@ -223,6 +230,11 @@ struct FileConfigurationSource::Watcher {
 
   const fs::path directory;
   const Events events;
+  const fs::path owners_file;  // empty: not kept
+  // Read at start: the file that held each contested name before.
+  std::map<Identity, std::string> owners_before;
+  std::map<Identity, std::string> owners_saved;  // as last written
+  bool reading_all = false;                      // in refresh_all
 
   // Last successfully parsed contents of each file, valid or refused; a file
   // that turns invalid keeps its entry, so its Configurations keep running.
@@ -250,7 +262,68 @@ struct FileConfigurationSource::Watcher {
 void FileConfigurationSource::Watcher::refresh_all(const std::set<std::string>& present_names) {
   std::set<std::string> names = present_names;
   for (const auto& [name, configurations] : defined_by_file) names.insert(name);
-  for (const auto& name : names) refresh(name);
+  // Saved once every file is read: halfway, a name may not look contested yet.
+  reading_all = true;
+  for (const auto& name : in_reading_order(names)) refresh(name);
+  reading_all = false;
+  save_owners();
+}
+
+// Name order, except that files which held a contested name before go
+// first, so that they take it again (the first definition read keeps it).
+std::vector<std::string> FileConfigurationSource::Watcher::in_reading_order(
+    const std::set<std::string>& names) const {
+  std::set<std::string> held_before;
+  for (const auto& [identity, name] : owners_before) held_before.insert(name);
+  std::vector<std::string> ordered(names.begin(), names.end());
+  std::stable_partition(ordered.begin(), ordered.end(),
+                        [&](const std::string& name) { return held_before.count(name) > 0; });
+  return ordered;
+}
+
+// One line per contested name: "<namespace>/<name>" TAB file name.
+void FileConfigurationSource::Watcher::load_owners() {
+  if (owners_file.empty()) return;
+  std::ifstream in(owners_file);
+  for (std::string line; std::getline(in, line);) {
+    const size_t slash = line.find('/');
+    const size_t tab = line.find('\t');
+    if (slash == std::string::npos || tab == std::string::npos || slash > tab) continue;
+    owners_before[{line.substr(0, slash), line.substr(slash + 1, tab - slash - 1)}] =
+        line.substr(tab + 1);
+  }
+  owners_saved = owners_before;
+}
+
+// Written (whole, by rename) when the holder of a contested name changes;
+// a name only one file defines is left out.
+void FileConfigurationSource::Watcher::save_owners() {
+  if (owners_file.empty() || reading_all) return;
+  std::map<Identity, std::string> contested;
+  for (const auto& [identity, name] : owner)
+    if (defined_elsewhere(identity, name).file != nullptr) contested.emplace(identity, name);
+  if (contested == owners_saved) return;
+  const fs::path temporary = owners_file.string() + ".new";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    for (const auto& [identity, name] : contested)
+      if (name.find('\n') == std::string::npos)
+        out << identity.first << '/' << identity.second << '\t' << name << '\n';
+    if (!out.flush()) {
+      spdlog::warn(
+          "cannot write {}: which file holds a name several define may change at the "
+          "next start",
+          temporary.string());
+      return;
+    }
+  }
+  std::error_code error;
+  fs::rename(temporary, owners_file, error);
+  if (error) {
+    spdlog::warn("cannot write {}: {}", owners_file.string(), error.message());
+    return;
+  }
+  owners_saved = std::move(contested);
 }
 
 void FileConfigurationSource::Watcher::refresh(const std::string& name) {
@@ -333,6 +406,7 @@ void FileConfigurationSource::Watcher::apply(const std::string& name,
   }
   defined_by_file[name] = std::move(defined);
   report_clashes(name);
+  save_owners();
 }
 
 // Every definition of the file that another file's definition shadows is
@@ -374,6 +448,7 @@ void FileConfigurationSource::Watcher::start() {
     throw std::runtime_error("cannot read configuration directory " + directory.string() + ": " +
                              error.message());
   }
+  load_owners();
   refresh_all(names);
   events.synced();
   thread = std::thread([this] {
@@ -533,8 +608,10 @@ void FileConfigurationSource::Watcher::unwatch_directory() {
 
 // ---- public face ---------------------------------------------------------------------
 
-FileConfigurationSource::FileConfigurationSource(std::filesystem::path directory, Events events)
-    : watcher_(std::make_unique<Watcher>(std::move(directory), std::move(events))) {}
+FileConfigurationSource::FileConfigurationSource(std::filesystem::path directory, Events events,
+                                                 std::filesystem::path owners_file)
+    : watcher_(std::make_unique<Watcher>(std::move(directory), std::move(events),
+                                         std::move(owners_file))) {}
 
 FileConfigurationSource::~FileConfigurationSource() { stop(); }
 

@@ -132,8 +132,8 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
       // Runs after the initial Configurations (posted before it).
       .synced = [post, this] { post([this] { withdraw_orphans(); }); }};
   if (options_.config_source == ConfigSourceKind::directory) {
-    return std::make_unique<configuration::FileConfigurationSource>(options_.config_dir,
-                                                                    std::move(events));
+    return std::make_unique<configuration::FileConfigurationSource>(
+        options_.config_dir, std::move(events), options_.state_dir / "configuration-owners");
   }
   if (!kubernetes_)
     throw std::invalid_argument("the Kubernetes Configuration source needs an API server");
@@ -245,6 +245,28 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
   return std::nullopt;
 }
 
+bool Daemon::has_stored_instances(const ConfigurationKey& key) const {
+  return std::any_of(
+      capacity_.instances().begin(), capacity_.instances().end(), [&](const auto& entry) {
+        const store::Instance& instance = entry.second.instance;
+        return instance.namespace_name == key.first && instance.configuration_name == key.second;
+      });
+}
+
+// The order Configurations are read in at a start is not the order they
+// came in: the one whose Instances are in the store held the resource name
+// before the restart (the other's were withdrawn when it was refused), so
+// it gets the name back, and the holder of the moment waits.
+void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner) {
+  const configuration::Configuration displaced = configurations_.at(holder);
+  waiting_for_name_.erase(owner);
+  configuration_removed(holder, "gives its resource name back to Configuration " + owner.first +
+                                    "/" + owner.second + ", whose Instances are in the store");
+  refused(displaced, "its resource name is taken by Configuration " + owner.first + "/" +
+                         owner.second + " (resource names carry no namespace)");
+  waiting_for_name_.insert(holder);
+}
+
 const store::Instance* Daemon::instance_named(const std::string& name) const {
   for (const auto& [key, stored] : capacity_.instances())
     if (key.second == name) return &stored.instance;
@@ -257,10 +279,13 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   try {
     resource = naming::resource_name(options_.resource_domain, configuration.name);
     if (auto holder = resource_name_holder(key)) {
-      refused(configuration, "its resource name is taken by Configuration " + holder->first + "/" +
-                                 holder->second + " (resource names carry no namespace)");
-      waiting_for_name_.insert(key);  // retried when the holder goes
-      return;
+      if (!has_stored_instances(key) || has_stored_instances(*holder)) {
+        refused(configuration, "its resource name is taken by Configuration " + holder->first +
+                                   "/" + holder->second + " (resource names carry no namespace)");
+        waiting_for_name_.insert(key);  // retried when the holder goes
+        return;
+      }
+      give_name_back(*holder, key);
     }
     // An Instance's IL plugin is named after it: "cams-1f0893" is taken by
     // an Instance of "cams", whose plugin would lose its name.

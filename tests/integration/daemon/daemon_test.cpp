@@ -519,6 +519,35 @@ TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
   EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
 }
 
+// At a start the files are read in name order, not in the order they came:
+// the Configuration that held the resource name before (its Instances, and
+// the claims of its pods, are in the store) gets it back.
+TEST_F(DaemonTest, ARestartGivesTheResourceNameBackToTheConfigurationThatHeldIt) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  ASSERT_TRUE(node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1).ok()) << node.log();
+  write_file(config_dir_ / "a-other.yaml",  // read before cams.yaml
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams, namespace: "
+             "other}\nspec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+             "'descriptions: [x, y]'}\n");
+  ASSERT_TRUE(node.wait_for_log("resource name is taken by Configuration default/cams"))
+      << node.log();
+  node.stop(SIGKILL);
+
+  node.start();
+  EXPECT_TRUE(
+      node.wait_for_log("Configuration other/cams gives its resource name back to "
+                        "Configuration default/cams, whose Instances are in the store"))
+      << node.log();
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1))
+      << "not the two devices of other/cams" << node.log();
+  EXPECT_EQ(instances(1).size(), 1u);
+  EXPECT_EQ(claims(instances()), 1u) << "pod-a's claim is kept";
+  EXPECT_FALSE(node.kubelet->allocate("akri.sh/cams", pod_b, "c", 1).ok())
+      << "default/cams (capacity 1, held by pod-a) serves akri.sh/cams, not other/cams";
+}
+
 // An IL plugin is named after its Instance: a Configuration of that name
 // would take its resource name (and its plugin) away.
 TEST_F(DaemonTest, AConfigurationCannotTakeTheResourceNameOfAnInstance) {

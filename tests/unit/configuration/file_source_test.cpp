@@ -346,6 +346,43 @@ TEST_F(FileSourceTest, SameConfigurationInTwoFilesKeepsTheFirstAndNamesBoth) {
       "from-b");
 }
 
+// Live, the file read first keeps a name; at a start files are read in name
+// order. With an owners file, the one that held the name keeps it across a
+// restart, though another file sorts first.
+TEST_F(FileSourceTest, TheFileHoldingANameSeveralDefineKeepsItAcrossARestart) {
+  const test::TempDir state_dir{"dowser-state"};
+  const fs::path owners = state_dir.path() / "configuration-owners";
+  auto start_keeping_owners = [&] {
+    source_ = std::make_unique<FileConfigurationSource>(directory_, log_.callbacks(), owners);
+    source_->start();
+  };
+  write("b.yaml", manifest("cam", "from-b"));
+  start_keeping_owners();
+  std::size_t mark = log_.size();
+  write("a.yaml", manifest("cam", "from-a"));  // sorts first, came second
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("a.yaml"))));
+  wait_until_settled();
+  source_->stop();
+
+  mark = log_.size();
+  start_keeping_owners();
+  std::vector<Event> events = log_.since(mark);
+  const auto cam = std::find_if(events.begin(), events.end(), upserted("cam"));
+  ASSERT_NE(cam, events.end());
+  EXPECT_EQ(cam->configuration.discovery_details, "from-b");
+  EXPECT_EQ(count(events, invalid_from(path("a.yaml"))), 1u);
+  EXPECT_EQ(count(events, invalid_from(path("b.yaml"))), 0u);
+
+  // Without it, name order decides.
+  source_->stop();
+  mark = log_.size();
+  start();
+  events = log_.since(mark);
+  EXPECT_EQ(
+      std::find_if(events.begin(), events.end(), upserted("cam"))->configuration.discovery_details,
+      "from-a");
+}
+
 TEST_F(FileSourceTest, HiddenAndTemporaryFilesAreIgnored) {
   write(".hidden.yaml", manifest("hidden"));
   start();
