@@ -132,17 +132,11 @@ namespace {
 constexpr size_t kSymbolsNamed = 5;         // of the extra exports, in the warning
 constexpr size_t kMaxSymbolNameBytes = 80;  // a C++ template's name can run to pages
 
-// Symbol names are ASCII: cut anywhere.
-std::string cut_symbol(const std::string& name) {
-  if (name.size() <= kMaxSymbolNameBytes) return name;
-  return name.substr(0, kMaxSymbolNameBytes) + "... (" + std::to_string(name.size()) + " bytes)";
-}
-
 // "a, b, c and 4 more".
 std::string some_symbols(const std::vector<std::string>& symbols) {
   std::string text;
   for (size_t i = 0; i < symbols.size() && i < kSymbolsNamed; ++i)
-    text += (i == 0 ? "" : ", ") + cut_symbol(demangled_symbol(symbols[i]));
+    text += (i == 0 ? "" : ", ") + shortened(demangled_symbol(symbols[i]), kMaxSymbolNameBytes);
   if (symbols.size() > kSymbolsNamed)
     text += " and " + std::to_string(symbols.size() - kSymbolsNamed) + " more";
   return text;

@@ -29,6 +29,20 @@ struct ErrorBuffer {
   std::string message() const { return {text, ::strnlen(text, sizeof text)}; }
 };
 
+}  // namespace
+
+std::string shortened(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t cut = max_bytes;
+  auto continues_a_character = [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) == 0x80;
+  };
+  while (cut > 0 && continues_a_character(text[cut])) --cut;
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+namespace {
+
 // Of a message with no NUL, this much is shown (the rest is the same junk).
 constexpr size_t kShownWithoutNul = 200;
 
@@ -381,13 +395,16 @@ void log_to(uint64_t log_id, int32_t level, std::string_view message) noexcept {
 }
 
 void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
-  const std::string_view text(message.data == nullptr ? "" : message.data,
-                              message.data == nullptr ? 0 : message.len);
-  if (level >= DOWSER_LOG_TRACE && level <= DOWSER_LOG_ERROR) {
-    log_to(id_of(ctx), level, text);
-    return;
-  }
+  std::string_view text(message.data == nullptr ? "" : message.data,
+                        message.data == nullptr ? 0 : message.len);
   try {
+    // A megabyte per line would fill the node's disk: cut, saying how long.
+    std::string cut;
+    if (text.size() > DOWSER_MAX_LOG_LEN) text = cut = shortened(text, DOWSER_MAX_LOG_LEN);
+    if (level >= DOWSER_LOG_TRACE && level <= DOWSER_LOG_ERROR) {
+      log_to(id_of(ctx), level, text);
+      return;
+    }
     log_to(id_of(ctx), kInvalidLogLevelShownAs, invalid_level_line(level, text));
   } catch (...) {  // out of memory: the line is lost, the handler goes on
   }
@@ -461,7 +478,8 @@ dowser_status host_report_error(dowser_session_host* session, dowser_status code
     return DOWSER_ERR_STOPPED;
   }
   try {
-    entry->sink->on_error(code, abi::to_string(message));
+    // Retried with backoff, logged each time and shown in the status API.
+    entry->sink->on_error(code, shortened(abi::to_string(message), DOWSER_MAX_ERRLEN));
   } catch (...) {
     return DOWSER_ERR_GENERIC;
   }

@@ -127,6 +127,10 @@ std::string demangled_symbol(const std::string& name);
 // could not be listed. nullopt when it exports the entry only.
 std::optional<std::string> extra_exports_warning(const std::filesystem::path& file);
 
+// Text from a handler as the host shows it: at most max_bytes of it (cut at
+// a UTF-8 character), then "... (N bytes)" when it was longer.
+std::string shortened(std::string_view text, size_t max_bytes);
+
 // Loads one handler file (check_handler_file first). Throws HandlerLoadError.
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
                                                   const LoadPolicy& policy = {});

@@ -105,8 +105,11 @@ extern "C" {
 #define DOWSER_ABI_VERSION_MAJOR 1
 #define DOWSER_ABI_VERSION_MINOR 0
 
-/* Advisory size for error buffers. */
+/* Advisory size for error buffers; report_error messages longer than this
+ * are cut by the host. */
 #define DOWSER_MAX_ERRLEN 1024
+/* Log lines longer than this are cut by the host (the length is shown). */
+#define DOWSER_MAX_LOG_LEN 4096
 
 /* Limits of a reported device (rules D1-D5), in bytes or entries. */
 #define DOWSER_MAX_DEVICE_ID_LEN 1024

@@ -651,6 +651,34 @@ TEST(HostTable, ALineWithAnInvalidLogLevelIsAWarningThatNamesTheLevel) {
                 invalid(99), invalid(-1), {DOWSER_LOG_ERROR, "line"}, {DOWSER_LOG_TRACE, "line"}}));
 }
 
+// A megabyte per log line, or per retried error, would fill the node's disk
+// and the status API: both are cut, at a UTF-8 character, saying how long.
+TEST(HostTable, HugeLogLinesAndErrorMessagesAreCutSayingHowLong) {
+  std::vector<std::string> logged;
+  const dowser_handler_api api = probe_api(0);
+  HandlerInstance instance(adopt_handler("probe", &api),
+                           [&](int32_t, std::string_view text) { logged.emplace_back(text); });
+  const std::string huge = "\xc3\xa9" + std::string(1'000'000, 'x');  // starts with an é
+  host_api().log(probe_context, DOWSER_LOG_INFO, dowser::abi::view(huge));
+  host_api().log(probe_context, DOWSER_LOG_INFO,
+                 dowser::abi::view(std::string_view(huge).substr(0, 2)));
+  ASSERT_EQ(logged.size(), 2u);
+  EXPECT_EQ(logged[0], huge.substr(0, DOWSER_MAX_LOG_LEN) + "... (1000002 bytes)");
+  EXPECT_EQ(logged[1], "\xc3\xa9") << "a short line is left whole";
+
+  ProbeSession probe;
+  ASSERT_EQ(host_api().report_error(probe_session, DOWSER_ERR_GENERIC, dowser::abi::view(huge)),
+            DOWSER_OK);
+  ASSERT_EQ(probe.sink->errors.size(), 1u);
+  EXPECT_EQ(probe.sink->errors[0].second,
+            huge.substr(0, DOWSER_MAX_ERRLEN) + "... (1000002 bytes)");
+}
+
+TEST(HandlerText, IsCutAtACharacterBoundary) {
+  EXPECT_EQ(dowser::host::shortened("ab\xc3\xa9z", 3), "ab... (5 bytes)") << "not half an é";
+  EXPECT_EQ(dowser::host::shortened("abc", 3), "abc");
+}
+
 TEST(HostTable, ResolvesSharingFromTheHandlerFlagUnlessTheDeviceSaysOtherwise) {
   ProbeSession probe(DOWSER_HANDLER_FLAG_SHARED_DEVICES);
   ASSERT_EQ(report({device("a"), device("b", dowser::Sharing::local)}), DOWSER_OK);

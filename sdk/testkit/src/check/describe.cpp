@@ -80,16 +80,6 @@ std::string milliseconds_text(std::chrono::milliseconds duration) {
   return std::to_string(duration.count()) + " ms";
 }
 
-std::string shortened(const std::string& text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return text;
-  size_t cut = max_bytes;
-  auto continues_a_character = [](char c) {
-    return (static_cast<unsigned char>(c) & 0xc0) == 0x80;
-  };
-  while (cut > 0 && continues_a_character(text[cut])) --cut;
-  return text.substr(0, cut) + "... (" + std::to_string(text.size()) + " bytes)";
-}
-
 std::string abi_text(uint16_t major, uint16_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }

@@ -33,10 +33,6 @@ std::string describe(const host::HandlerLoadError& error);
 std::string milliseconds_text(std::chrono::steady_clock::duration duration);
 std::string milliseconds_text(std::chrono::milliseconds duration);
 
-// text, or when it is longer than max_bytes its start (cut at a UTF-8
-// character boundary) and its full length: "abc... (100000 bytes)".
-std::string shortened(const std::string& text, size_t max_bytes);
-
 // "1.0".
 std::string abi_text(uint16_t major, uint16_t minor);
 

@@ -38,7 +38,7 @@ constexpr size_t kMaxShownBytes = 160;
 
 std::string text_of(const json& value) {
   const std::string text = value.is_string() ? value.get<std::string>() : dump_json(value);
-  return printable(shortened(text, kMaxShownBytes));
+  return printable(host::shortened(text, kMaxShownBytes));
 }
 
 // The lines shown for one device, after its id and sharing.
