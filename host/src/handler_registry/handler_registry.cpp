@@ -659,33 +659,51 @@ DeviceChanges changes_between(const Snapshot& before, const Snapshot& after) {
   return changes;
 }
 
+// Tells each kind of late call (rule T4) of one session once: a thread left
+// reporting every 100 ms must not write ten lines a second.
+class LateCallTeller {
+ public:
+  explicit LateCallTeller(std::function<void(const std::string&)> problem)
+      : problem_(std::move(problem)) {}
+  void tell(std::string_view what) {
+    {
+      const std::lock_guard lock(mutex_);
+      if (!told_.emplace(what).second) return;
+    }
+    problem_(std::string(what) +
+             " after stop_discovery returned (rule T4): dropped, and so are later ones");
+  }
+
+ private:
+  std::function<void(const std::string&)> problem_;
+  std::mutex mutex_;
+  std::set<std::string, std::less<>> told_;  // guarded by mutex_
+};
+
 CoalescingSink::CoalescingSink(std::function<void()> notify,
                                std::function<void(const std::string&)> problem)
-    : notify_(std::move(notify)), problem_(std::move(problem)) {}
+    : notify_(std::move(notify)),
+      problem_(std::move(problem)),
+      late_calls_(problem_ ? std::make_shared<LateCallTeller>(problem_) : nullptr) {}
 
 namespace {
 
 // Hears late calls for a session that is gone (see late_call_sink()).
 class LateCallSink final : public SessionSink {
  public:
-  explicit LateCallSink(std::function<void(const std::string&)> problem)
-      : problem_(std::move(problem)) {}
+  explicit LateCallSink(std::shared_ptr<LateCallTeller> teller) : teller_(std::move(teller)) {}
   void on_snapshot(Snapshot) override {}
   void on_error(dowser_status, std::string) override {}
-  void on_late_call(std::string_view what) override { problem_(late_call_problem(what)); }
-
-  static std::string late_call_problem(std::string_view what) {
-    return std::string(what) + " after stop_discovery returned (rule T4): dropped";
-  }
+  void on_late_call(std::string_view what) override { teller_->tell(what); }
 
  private:
-  std::function<void(const std::string&)> problem_;
+  std::shared_ptr<LateCallTeller> teller_;
 };
 
 }  // namespace
 
 void CoalescingSink::on_late_call(std::string_view what) {
-  if (problem_) problem_(LateCallSink::late_call_problem(what));
+  if (late_calls_) late_calls_->tell(what);
 }
 
 void CoalescingSink::on_bad_report(const std::string& reason) {
@@ -714,7 +732,7 @@ void CoalescingSink::on_invalid_devices(const std::vector<InvalidDevice>& device
 }
 
 std::shared_ptr<SessionSink> CoalescingSink::late_call_sink() const {
-  return problem_ ? std::make_shared<LateCallSink>(problem_) : nullptr;
+  return late_calls_ ? std::make_shared<LateCallSink>(late_calls_) : nullptr;
 }
 
 void CoalescingSink::on_snapshot(Snapshot snapshot) {

@@ -218,13 +218,14 @@ DeviceChanges changes_between(const Snapshot& before, const Snapshot& after);
 // into one set of changes, so the newest state is what the taker ends up
 // with (rule T5) at a cost that follows the changes, not the devices.
 // notify is called once per transition from "nothing pending" to "pending".
+class LateCallTeller;
 class CoalescingSink : public SessionSink {
  public:
   // notify: new changes or an error to take (called on handler threads).
   // problem, if set: why a report was refused, once per distinct reason in a
   // row; why a device was left out of a snapshot, once until it is reported
-  // valid, or with other problems, or not at all; and each late call (rule
-  // T4), also after the session is gone.
+  // valid, or with other problems, or not at all; and each kind of late call
+  // (rule T4) once, also after the session is gone.
   explicit CoalescingSink(std::function<void()> notify,
                           std::function<void(const std::string&)> problem = {});
   void on_snapshot(Snapshot snapshot) override;
@@ -250,7 +251,8 @@ class CoalescingSink : public SessionSink {
 
   std::function<void()> notify_;
   std::function<void(const std::string&)> problem_;
-  std::string last_bad_report_;  // guarded by report_mutex_
+  std::shared_ptr<LateCallTeller> late_calls_;  // null without problem_
+  std::string last_bad_report_;                 // guarded by report_mutex_
   std::mutex report_mutex_;      // one report at a time: each is diffed against the one before
   Snapshot last_reported_;       // sorted by id; guarded by report_mutex_
   bool first_report_ = true;     // guarded by report_mutex_

@@ -696,7 +696,8 @@ TEST(HostTable, RefusesASnapshotWithADuplicateId) {
 }
 
 // What dowserd logs of a misbehaving handler: each refused report (once per
-// reason in a row) and each report after stop, also once the session is gone.
+// reason in a row) and each kind of call after stop once, also once the
+// session is gone (a thread left reporting every 100 ms writes one line).
 TEST(HostTable, RefusedReportsAndReportsAfterTheSessionEndedAreTold) {
   std::vector<std::string> problems;  // told on this thread: report() runs here
   auto sink = std::make_shared<CoalescingSink>(
@@ -710,11 +711,15 @@ TEST(HostTable, RefusedReportsAndReportsAfterTheSessionEndedAreTold) {
   EXPECT_EQ(report({device("a")}), DOWSER_OK);
   EXPECT_EQ(report({device("a"), device("a")}), DOWSER_ERR_INVALID_ARGUMENT);
   session.reset();  // stopped, and the session object is gone
-  EXPECT_EQ(host_api().report_devices(handle, nullptr, 0), DOWSER_ERR_STOPPED);
+  for (int late = 0; late < 3; ++late)
+    EXPECT_EQ(host_api().report_devices(handle, nullptr, 0), DOWSER_ERR_STOPPED);
+  EXPECT_EQ(host_api().report_error(handle, DOWSER_ERR_GENERIC, dowser::abi::view("gone")),
+            DOWSER_ERR_STOPPED);
   const std::string twice = "report refused: device id 'a' appears twice in one snapshot";
-  EXPECT_EQ(problems,
-            (std::vector<std::string>{
-                twice, twice, "report_devices after stop_discovery returned (rule T4): dropped"}));
+  const std::string later =
+      " after stop_discovery returned (rule T4): dropped, and so are later ones";
+  EXPECT_EQ(problems, (std::vector<std::string>{twice, twice, "report_devices" + later,
+                                                "report_error" + later}));
 }
 
 // The device rules (device_rules.hpp): a device that breaks them is left
