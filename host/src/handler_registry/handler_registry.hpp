@@ -253,9 +253,9 @@ class CoalescingSink : public SessionSink {
   std::function<void(const std::string&)> problem_;
   std::shared_ptr<LateCallTeller> late_calls_;  // null without problem_
   std::string last_bad_report_;                 // guarded by report_mutex_
-  std::mutex report_mutex_;      // one report at a time: each is diffed against the one before
-  Snapshot last_reported_;       // sorted by id; guarded by report_mutex_
-  bool first_report_ = true;     // guarded by report_mutex_
+  std::mutex report_mutex_;   // one report at a time: each is diffed against the one before
+  Snapshot last_reported_;    // sorted by id; guarded by report_mutex_
+  bool first_report_ = true;  // guarded by report_mutex_
   // The problems of each device the last report left out, as told; guarded
   // by report_mutex_.
   std::set<std::vector<std::string>> told_invalid_;
