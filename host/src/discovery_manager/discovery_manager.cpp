@@ -19,6 +19,13 @@ constexpr auto kStopWait = std::chrono::seconds(10);
 // A call running longer than this at shutdown is worth a line in the log.
 constexpr auto kStopNotice = std::chrono::seconds(1);
 
+// "stop_discovery of default/cams has not returned for 42 s".
+std::string stuck_text(const std::string& what, std::chrono::steady_clock::duration running_for) {
+  return what + " has not returned for " +
+         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(running_for).count()) +
+         " s";
+}
+
 spdlog::level::level_enum spdlog_level(int32_t level) {
   switch (level) {
     case DOWSER_LOG_TRACE:
@@ -74,37 +81,48 @@ class DiscoveryManager::ControlThread {
   }
   ~ControlThread() { finish_by(std::chrono::steady_clock::now() + kStopWait); }
 
-  void post(std::function<void()> task) {
+  // what: the handler call the task makes, as a stuck one is named.
+  void post(std::function<void()> task, std::string what) {
     {
       std::lock_guard lock(queue_->mutex);
-      queue_->tasks.push_back(std::move(task));
+      queue_->tasks.push_back({std::move(task), std::move(what)});
     }
     queue_->wake.notify_all();
   }
 
   // Runs task on the thread and waits for it; false on timeout.
-  bool call(std::function<void()> task, std::chrono::milliseconds timeout) {
+  bool call(std::function<void()> task, std::string what, std::chrono::milliseconds timeout) {
     auto finished = std::make_shared<std::promise<void>>();
     auto future = finished->get_future();
-    post([task = std::move(task), finished] {
-      try {
-        task();
-        finished->set_value();
-      } catch (...) {
-        finished->set_exception(std::current_exception());
-      }
-    });
+    post(
+        [task = std::move(task), finished] {
+          try {
+            task();
+            finished->set_value();
+          } catch (...) {
+            finished->set_exception(std::current_exception());
+          }
+        },
+        std::move(what));
     if (future.wait_for(timeout) != std::future_status::ready) return false;
     future.get();  // rethrows what the task threw
     return true;
   }
 
   // How long the call running now has been running (zero when idle).
-  std::chrono::steady_clock::duration busy_for() const {
-    const int64_t since = queue_->busy_since.load();
-    if (since == 0) return {};
-    return std::chrono::steady_clock::now() -
-           std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(since));
+  std::chrono::steady_clock::duration busy_for() const { return running().running_for; }
+
+  struct Running {
+    std::string what;  // empty when idle
+    std::chrono::steady_clock::duration running_for{};
+    int64_t since = 0;  // when it started: tells one call from the next
+  };
+  Running running() const {
+    std::lock_guard lock(queue_->mutex);
+    if (queue_->busy_since == 0) return {};
+    const auto started = std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(queue_->busy_since));
+    return {queue_->busy_with, std::chrono::steady_clock::now() - started, queue_->busy_since};
   }
 
   // Lets the thread end once what is queued has run. Idempotent.
@@ -134,19 +152,24 @@ class DiscoveryManager::ControlThread {
   }
 
  private:
+  struct Task {
+    std::function<void()> run;
+    std::string what;
+  };
   struct Queue {
-    std::mutex mutex;
+    mutable std::mutex mutex;
     std::condition_variable wake;
     std::condition_variable ended;
-    std::deque<std::function<void()>> tasks;
+    std::deque<Task> tasks;
     bool quitting = false;
-    bool done = false;                   // the thread is about to end
-    std::atomic<int64_t> busy_since{0};  // steady clock ticks; 0 when idle
+    bool done = false;       // the thread is about to end
+    int64_t busy_since = 0;  // steady clock ticks; 0 when idle
+    std::string busy_with;   // the running task's call
   };
 
   static void run(Queue& queue) {
     for (;;) {
-      std::function<void()> task;
+      Task task;
       {
         std::unique_lock lock(queue.mutex);
         queue.wake.wait(lock, [&] { return queue.quitting || !queue.tasks.empty(); });
@@ -157,11 +180,14 @@ class DiscoveryManager::ControlThread {
         }
         task = std::move(queue.tasks.front());
         queue.tasks.pop_front();
+        queue.busy_since = std::chrono::steady_clock::now().time_since_epoch().count();
+        queue.busy_with = task.what;
       }
-      queue.busy_since = std::chrono::steady_clock::now().time_since_epoch().count();
-      task();
-      task = nullptr;  // what it held goes on this thread too
+      task.run();
+      task.run = nullptr;  // what it held goes on this thread too
+      std::lock_guard lock(queue.mutex);
       queue.busy_since = 0;
+      queue.busy_with.clear();
     }
   }
 
@@ -212,7 +238,8 @@ struct DiscoveryManager::LoadedInstance {
 
   ~LoadedInstance() {
     // The instance goes on its thread, after the sessions stopped there.
-    if (control && slot) control->post([slot = std::move(slot)]() mutable { slot.reset(); });
+    if (control && slot)
+      control->post([slot = std::move(slot)]() mutable { slot.reset(); }, "destroy");
   }
 };
 
@@ -259,6 +286,7 @@ void DiscoveryManager::schedule_rescan() {
   rescan_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive) return;
     rescan();
+    warn_of_stuck_calls();
     schedule_rescan();
   });
 }
@@ -303,14 +331,15 @@ void DiscoveryManager::validate(const configuration::Configuration& configuratio
   const std::string digest = request_digest(configuration.handler_name, request);
   // validate runs on the core thread: a handler that does not answer may
   // hold it up once, for validate_wait, and not at all while it stays stuck.
-  if (const auto busy = loaded->control->busy_for(); busy > options_.validate_wait) {
-    throw std::runtime_error(
-        "handler " + configuration.handler_name + ": a control call has not returned for " +
-        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(busy).count()) + " s");
+  if (const auto running = loaded->control->running();
+      running.running_for > options_.validate_wait) {
+    throw std::runtime_error("handler " + configuration.handler_name + ": " +
+                             stuck_text(running.what, running.running_for));
   }
   try {
     if (!loaded->control->call(
             [slot = loaded->slot, request] { slot->instance().validate(request); },
+            "validate_request of " + configuration.namespace_name + "/" + configuration.name,
             options_.validate_wait)) {
       throw std::runtime_error("handler " + configuration.handler_name +
                                ": validate did not return within " +
@@ -394,30 +423,31 @@ void DiscoveryManager::open_session(Session& session) {
   const std::string digest = request_digest(configuration.handler_name, request);
   if (accepted_.accepted(key, digest)) *session.accepted = true;
   // Only what outlives the manager is captured: this thread may be abandoned.
-  loaded->control->post([this, core = &core_, alive = alive_, slot = loaded->slot, request,
-                         sink = session.sink, running = session.running,
-                         accepted = session.accepted, key, generation, digest] {
-    const auto on_core = [&](auto work) {
-      if (*alive)
-        boost::asio::post(*core, [alive, work = std::move(work)] {
-          if (*alive) work();
-        });
-    };
-    try {
-      *running = slot->instance().start(request, sink);
-      *accepted = true;
-      on_core([this, key, digest] { accepted_.accept(key, digest); });
-    } catch (const host::HandlerCallError& e) {
-      const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
-      on_core([this, key, generation, refused, reason = std::string(e.what())] {
-        start_failed(key, generation, refused, reason);
-      });
-    } catch (const std::runtime_error& e) {  // init failed: it may succeed later
-      on_core([this, key, generation, reason = std::string(e.what())] {
-        start_failed(key, generation, false, reason);
-      });
-    }
-  });
+  loaded->control->post(
+      [this, core = &core_, alive = alive_, slot = loaded->slot, request, sink = session.sink,
+       running = session.running, accepted = session.accepted, key, generation, digest] {
+        const auto on_core = [&](auto work) {
+          if (*alive)
+            boost::asio::post(*core, [alive, work = std::move(work)] {
+              if (*alive) work();
+            });
+        };
+        try {
+          *running = slot->instance().start(request, sink);
+          *accepted = true;
+          on_core([this, key, digest] { accepted_.accept(key, digest); });
+        } catch (const host::HandlerCallError& e) {
+          const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
+          on_core([this, key, generation, refused, reason = std::string(e.what())] {
+            start_failed(key, generation, refused, reason);
+          });
+        } catch (const std::runtime_error& e) {  // init failed: it may succeed later
+          on_core([this, key, generation, reason = std::string(e.what())] {
+            start_failed(key, generation, false, reason);
+          });
+        }
+      },
+      "start_discovery of " + key.first + "/" + key.second);
 }
 
 // refused: the handler said the details are bad (DOWSER_ERR_INVALID_ARGUMENT).
@@ -437,10 +467,13 @@ void DiscoveryManager::close_session(Session& session) {
   session.generation = ++last_generation_;
   if (!session.owner) return;
   // Queued behind the start on the same thread, so the session exists by then.
-  session.owner->control->post([running = std::move(session.running)] {
-    if (*running) (*running)->stop();
-    running->reset();
-  });
+  session.owner->control->post(
+      [running = std::move(session.running)] {
+        if (*running) (*running)->stop();
+        running->reset();
+      },
+      "stop_discovery of " + session.configuration.namespace_name + "/" +
+          session.configuration.name);
   session.owner = nullptr;
   session.sink.reset();
 }
@@ -486,7 +519,7 @@ void DiscoveryManager::shutdown() {
   // Every thread stops its sessions and instance at once; one deadline for all.
   const auto deadline = std::chrono::steady_clock::now() + kStopWait;
   for (auto& [name, loaded] : instances_) {
-    loaded->control->post([slot = std::move(loaded->slot)]() mutable { slot.reset(); });
+    loaded->control->post([slot = std::move(loaded->slot)]() mutable { slot.reset(); }, "destroy");
     loaded->control->quit();
   }
   for (auto& [name, loaded] : instances_) {
@@ -498,11 +531,29 @@ void DiscoveryManager::shutdown() {
   instances_.clear();
 }
 
+void DiscoveryManager::warn_of_stuck_calls() {
+  for (const auto& [name, loaded] : instances_) {
+    const auto running = loaded->control->running();
+    if (running.running_for < kStuckAfter) continue;
+    if (std::exchange(told_stuck_[name], running.since) == running.since) continue;
+    spdlog::warn(
+        "handler {}: {}; its other calls (starts and stops of other Configurations) "
+        "wait behind it",
+        name, stuck_text(running.what, running.running_for));
+  }
+}
+
 std::vector<HandlerInfo> DiscoveryManager::handlers() const {
   std::vector<HandlerInfo> result;
-  for (const auto& handler : registry_.handlers())
+  for (const auto& handler : registry_.handlers()) {
     result.push_back(
-        {handler->name(), handler->version(), handler->path(), handler->shares_devices()});
+        {handler->name(), handler->version(), handler->path(), handler->shares_devices(), ""});
+    auto loaded = instances_.find(handler->name());
+    if (loaded == instances_.end()) continue;
+    const auto running = loaded->second->control->running();
+    if (running.running_for >= kStuckAfter)
+      result.back().stuck = stuck_text(running.what, running.running_for);
+  }
   return result;
 }
 

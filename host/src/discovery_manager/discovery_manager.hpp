@@ -33,7 +33,13 @@ struct HandlerInfo {
   std::string version;
   std::filesystem::path path;
   bool shares_devices = false;
+  // A call into it that has not returned for kStuckAfter or more: "stop_discovery
+  // of default/cams has not returned for 42 s"; empty otherwise.
+  std::string stuck;
 };
+
+// A handler call running this long is stuck: logged, and named in handlers().
+inline constexpr std::chrono::seconds kStuckAfter{10};
 
 struct DiscoveryOptions {
   std::filesystem::path handler_dir;
@@ -107,6 +113,9 @@ class DiscoveryManager {
 
   void rescan();
   void schedule_rescan();
+  // Warns once of each call running for kStuckAfter: the handler's other
+  // calls (other Configurations' starts and stops) wait behind it.
+  void warn_of_stuck_calls();
   // The handler's instance and control thread; nullptr when no handler of
   // that name is loaded. Its init runs on that thread, with the first call.
   LoadedInstance* instance_for(const std::string& handler_name);
@@ -127,6 +136,7 @@ class DiscoveryManager {
   uint64_t last_generation_ = 0;  // of any session (see Session::generation)
   AcceptedRequests accepted_;
   boost::asio::steady_timer rescan_timer_;
+  std::map<std::string, int64_t> told_stuck_;  // by handler: the start of the call warned of
   // False once shut down; read by handler threads too.
   std::shared_ptr<std::atomic<bool>> alive_;
 };

@@ -162,7 +162,7 @@ int show_handlers(const Remote& remote, const Output& output) {
     Table table({"NAME", "VERSION", "STATE", "SHARED", "PATH", "ERROR"});
     for (const auto& h : items<status_api::HandlerStatus>(body))
       table.add({h.name.empty() ? "-" : h.name, h.version, Cell(h.state, state_colour(h.state)),
-                 h.state == "loaded" ? (h.shares_devices ? "yes" : "no") : "", h.path, h.error});
+                 h.state == "failed" ? "" : (h.shares_devices ? "yes" : "no"), h.path, h.error});
     table.print(std::cout, output.colour);
     return kOk;
   });

@@ -251,7 +251,8 @@ status_api::DaemonStatus Daemon::status() {
   status_api::DaemonStatus status;
   for (const auto& handler : discovery_.handlers())
     status.handlers.push_back({handler.name, handler.version, handler.path.string(),
-                               handler.shares_devices, "loaded", ""});
+                               handler.shares_devices, handler.stuck.empty() ? "loaded" : "stuck",
+                               handler.stuck});
   for (const auto& failure : discovery_.load_failures())
     status.handlers.push_back({"", "", failure.file().string(), false, "failed",
                                failure.stage() + ": " + failure.reason()});
@@ -387,7 +388,12 @@ status_api::Readiness Daemon::readiness() {
   };
 
   std::set<std::string> loaded;
-  for (const auto& handler : discovery_.handlers()) loaded.insert(handler.name);
+  std::string stuck;  // a handler call that does not return holds up that handler's Configurations
+  for (const auto& handler : discovery_.handlers()) {
+    loaded.insert(handler.name);
+    if (!handler.stuck.empty())
+      stuck += (stuck.empty() ? "" : "; ") + ("handler " + handler.name + ": " + handler.stuck);
+  }
   std::set<std::string> missing;
   for (const auto& [key, configuration] : configurations_)
     if (!loaded.count(configuration.handler_name)) missing.insert(configuration.handler_name);
@@ -396,8 +402,10 @@ status_api::Readiness Daemon::readiness() {
   if (loaded.empty()) {
     check("handlers", false, "no handler loaded from " + options_.handler_dir.string());
   } else {
-    check("handlers", missing.empty(),
-          missing.empty() ? std::to_string(loaded.size()) + " loaded" : "missing: " + missing_list);
+    std::string detail =
+        missing.empty() ? std::to_string(loaded.size()) + " loaded" : "missing: " + missing_list;
+    if (!stuck.empty()) detail += "; " + stuck;
+    check("handlers", missing.empty() && stuck.empty(), detail);
   }
 
   // The API server is asked off the core (the backend's probe), so a slow network never stalls it.

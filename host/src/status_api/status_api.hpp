@@ -45,8 +45,10 @@ struct HandlerStatus {
   std::string version;  // version
   std::string path;     // path
   bool shares_devices = false;
-  std::string state;  // state: "loaded" or "failed"
-  std::string error;  // error: why a file was refused ("<stage>: <reason>")
+  // state: "loaded", "stuck" (a call into it has not returned for 10 s) or
+  // "failed" (the file was refused).
+  std::string state;
+  std::string error;  // error: why a file was refused ("<stage>: <reason>"), or the stuck call
 };
 
 struct ConfigurationStatus {

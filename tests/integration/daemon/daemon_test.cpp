@@ -946,7 +946,7 @@ TEST_F(StuckHandlerTest, AHandlerStuckInValidateHoldsUpNothingElse) {
   hangs_configuration("stuck2", "validate-hangs");
   EXPECT_TRUE(
       node.wait_for_log("Configuration default/stuck2: not validated: handler "
-                        "fixtureHangs: a control call has not returned for"))
+                        "fixtureHangs: validate_request of default/stuck has not returned for"))
       << node.log();
   EXPECT_TRUE(node.kubelet->allocate("akri.sh/good", pod_a, "c", 1).ok()) << node.log();
 }

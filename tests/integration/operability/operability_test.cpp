@@ -273,6 +273,40 @@ TEST_F(OperabilityTest, AllocationsShowAsSlotUsageAndInTheMetrics) {
       << http(url_, "/metrics").body;
 }
 
+// A handler call that does not return (here a stop_discovery, the session
+// restarted for new details) holds up that handler's other Configurations:
+// dowserd warns, naming the handler and the call, /readyz fails on it and
+// the handler shows as stuck, while everything else is served.
+TEST_F(OperabilityTest, AHandlerCallThatDoesNotReturnIsWarnedOfAndFailsReadiness) {
+  fs::copy_file(HANGS_ON_REQUEST_SO, handler_dir_ / "libfixture-hangs-on-request.so");
+  auto hangs = [&](const std::string& details) {
+    write_file(config_dir_ / "stuck.yaml",
+               "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata:\n  name: stuck\nspec:\n"
+               "  discoveryHandler:\n    name: fixtureHangs\n    discoveryDetails: " +
+                   details + "\n");
+  };
+  hangs("stop-hangs");
+  auto& node = cams_node({"--handler-rescan-ms=200"});
+  ASSERT_TRUE(node.wait_for_log("Configuration default/stuck added")) << node.log();
+  ASSERT_TRUE(eventually([&] { return ready(); })) << http(url_, "/readyz").body;
+  hangs("restarted");
+  ASSERT_TRUE(node.wait_for_log("Configuration default/stuck changed")) << node.log();
+
+  const std::string stuck = "stop_discovery of default/stuck has not returned for";
+  EXPECT_TRUE(node.wait_for_log("handler fixtureHangs: " + stuck, 30s)) << node.log();
+  const auto readiness = http(url_, "/readyz");
+  EXPECT_EQ(readiness.status, 503);
+  EXPECT_THAT(readiness.body, HasSubstr(stuck)) << readiness.body;
+  bool shown = false;
+  for (const auto& handler :
+       api(url_, "/api/v1/handlers")["items"].get<std::vector<status_api::HandlerStatus>>())
+    if (handler.name == "fixtureHangs")
+      shown = handler.state == "stuck" && handler.error.find(stuck) != std::string::npos;
+  EXPECT_TRUE(shown) << http(url_, "/api/v1/handlers").body;
+  EXPECT_TRUE(node.kubelet->allocate("akri.sh/cams", {"default", "pod-a"}, "c", 1).ok())
+      << "the other handler's Configuration is served";
+}
+
 // A claim written back into an Instance deleted from outside is a restore,
 // not a new claim: the claims counter counts what pods asked for.
 TEST_F(OperabilityTest, ARestoredClaimIsCountedAsARestoreNotAClaim) {
