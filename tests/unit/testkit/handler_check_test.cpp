@@ -226,6 +226,26 @@ TEST(CheckPermissions, AFileTheLoaderRefusesIsNotOpenedByAnyCheck) {
   }
 }
 
+// start_discovery must return promptly (rule T3): one that takes 300 ms
+// fails against a 100 ms limit, naming the rule, and stderr tells each check
+// as it ends (a run can take minutes).
+TEST(CheckHang, ASlowStartFailsAgainstTheStartLimit) {
+  TempDir dir;
+  std::ofstream(dir.path() / "details.txt") << "start-slow";
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-hangs-on-request.so";
+  CheckRun run = run_check({file, "--details", (dir.path() / "details.txt").string(), "--duration",
+                            "0.2", "--start-timeout-ms", "100"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto failed = lines_starting_with(run.out, "FAIL discover: ");
+  ASSERT_EQ(failed.size(), 1u) << run.out;
+  EXPECT_NE(failed[0].find("start_discovery took "), std::string::npos) << failed[0];
+  EXPECT_NE(failed[0].find("over 100 ms (--start-timeout-ms): rule T3"), std::string::npos)
+      << failed[0];
+  EXPECT_EQ(lines_starting_with(run.err, "dowser-handler-check: discover: FAIL").size(), 1u)
+      << run.err;
+  EXPECT_EQ(lines_starting_with(run.err, "dowser-handler-check: load: PASS").size(), 1u) << run.err;
+}
+
 TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
   EXPECT_EQ(run_check({DEBUG_ECHO_SO, "--property", "=value"}).exit_code, 2);
 }

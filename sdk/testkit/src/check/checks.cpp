@@ -135,14 +135,27 @@ Passed with_host(const Settings& settings, Progress& progress,
   }
 }
 
-SessionId start_session(FakeHost& host, const DiscoverRequest& request, Progress& progress,
+// A start that never returns is left to the child's watchdog; one that
+// returns late fails here (rule T3).
+SessionId start_session(FakeHost& host, const Settings& settings, Progress& progress,
                         const std::string& context = {}) {
   progress.phase(context + "start_discovery");
+  const auto started = Clock::now();
+  SessionId session;
   try {
-    return host.start(request);
+    session = host.start(settings.request);
   } catch (const host::HandlerCallError& e) {
     throw CheckFailed(context + describe(e));
   }
+  const auto took = Clock::now() - started;
+  if (took > settings.start_timeout) {
+    throw CheckFailed(context + "start_discovery took " + milliseconds_text(took) + ", over " +
+                      milliseconds_text(settings.start_timeout) +
+                      " (--start-timeout-ms): rule T3, start_discovery returns promptly and "
+                      "does longer work (waiting on devices or the network) on the handler's "
+                      "own threads");
+  }
+  return session;
 }
 
 // Stops on another thread so that a stop that overstays the timeout can be
@@ -291,7 +304,7 @@ Passed check_init(const Settings& settings, Progress& progress) {
 
 Passed check_discover(const Settings& settings, Progress& progress) {
   return with_host(settings, progress, [&](FakeHost& host) {
-    auto session = start_session(host, settings.request, progress);
+    auto session = start_session(host, settings, progress);
     progress.phase("discovering");
     // Runs the whole duration, so the snapshot shown is the latest; a
     // misbehaving session ends it early.
@@ -373,7 +386,7 @@ Passed check_start_stop(const Settings& settings, Progress& progress) {
     std::vector<SessionId> sessions;
     for (int cycle = 1; cycle <= kCycles; ++cycle) {
       std::string context = "cycle " + std::to_string(cycle) + ": ";
-      sessions.push_back(start_session(host, settings.request, progress, context));
+      sessions.push_back(start_session(host, settings, progress, context));
       // The last session runs until it reported: a handler whose reports are
       // bad fails every time, not only when a report beats a stop.
       if (cycle == kCycles) wait_until_busy(host, sessions.back(), settings);
@@ -391,7 +404,7 @@ Passed check_stop_latency(const Settings& settings, Progress& progress) {
   return with_host(settings, progress, [&](FakeHost& host) {
     Clock::duration slowest{};
     for (int round = 0; round < kLatencyRounds; ++round) {
-      auto session = start_session(host, settings.request, progress);
+      auto session = start_session(host, settings, progress);
       wait_until_busy(host, session, settings);  // stop a busy session, not one just created
       slowest = std::max(slowest, stop_session(host, session, settings, progress));
     }
@@ -403,7 +416,7 @@ Passed check_stop_latency(const Settings& settings, Progress& progress) {
 
 Passed check_no_report_after_stop(const Settings& settings, Progress& progress) {
   return with_host(settings, progress, [&](FakeHost& host) {
-    auto session = start_session(host, settings.request, progress);
+    auto session = start_session(host, settings, progress);
     host.wait_for_snapshot(
         session, [](const auto&) { return true; }, settings.duration);
     stop_session(host, session, settings, progress);
@@ -428,7 +441,7 @@ Passed check_concurrent_sessions(const Settings& settings, Progress& progress) {
     std::vector<SessionId> sessions;
     for (int i = 1; i <= kConcurrentSessions; ++i) {
       std::string context = "session " + std::to_string(i) + ": ";
-      sessions.push_back(start_session(host, settings.request, progress, context));
+      sessions.push_back(start_session(host, settings, progress, context));
     }
     progress.phase("discovering in " + std::to_string(kConcurrentSessions) + " sessions");
     host.wait_for_violation(settings.duration);  // runs the duration unless one misbehaves
@@ -528,15 +541,17 @@ bool Report::passed() const {
                      [](const CheckOutcome& c) { return c.verdict == Verdict::passed; });
 }
 
-Report run_checks(const Settings& settings) {
+Report run_checks(const Settings& settings,
+                  const std::function<void(const CheckOutcome&)>& finished) {
   // Any single step (one handler call, or the discovery duration) fits in this.
-  const auto quiet_limit = settings.duration + settings.stop_timeout +
+  const auto quiet_limit = settings.duration + settings.stop_timeout + settings.start_timeout +
                            std::chrono::duration_cast<std::chrono::milliseconds>(kQuietAllowance);
   Report report;
   std::optional<std::string> hung_start;
   for (const Check& check : all_checks()) {
     if (auto why = reason_to_skip(check, report, hung_start)) {
       report.checks.push_back(skipped(check, std::move(*why)));
+      if (finished) finished(report.checks.back());
       continue;
     }
     auto child = run_in_child(
@@ -549,6 +564,7 @@ Report run_checks(const Settings& settings) {
         },
         quiet_limit);
     report.checks.push_back(outcome_of(check, child, quiet_limit, report));
+    if (finished) finished(report.checks.back());
     if (hung_in_start(child) && !hung_start)
       hung_start = "start_discovery did not return in " + std::string(check.name);
   }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,8 +19,9 @@ namespace dowser::check {
 struct Settings {
   std::filesystem::path handler_file;
   DiscoverRequest request;
-  std::chrono::milliseconds duration{1000};      // how long discovery runs
-  std::chrono::milliseconds stop_timeout{2000};  // the longest stop_discovery may take
+  std::chrono::milliseconds duration{1000};       // how long discovery runs
+  std::chrono::milliseconds stop_timeout{2000};   // the longest stop_discovery may take
+  std::chrono::milliseconds start_timeout{1000};  // the longest start_discovery may take (T3)
 };
 
 enum class Verdict { passed, failed, skipped };
@@ -40,7 +42,9 @@ struct Report {
 };
 
 // Runs every check in order; a check whose prerequisite failed is skipped.
-// Must be called while this process is single-threaded (it forks).
-Report run_checks(const Settings& settings);
+// finished, if set, hears each outcome as it is known (a run can take
+// minutes). Must be called while this process is single-threaded (it forks).
+Report run_checks(const Settings& settings,
+                  const std::function<void(const CheckOutcome&)>& finished = {});
 
 }  // namespace dowser::check

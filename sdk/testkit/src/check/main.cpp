@@ -41,6 +41,7 @@ struct CommandLine {
   std::vector<std::string> properties;
   double duration_seconds = 1.0;
   int stop_timeout_ms = 2000;
+  int start_timeout_ms = 1000;
   bool json = false;
   bool show_log = false;
 };
@@ -81,6 +82,10 @@ void describe_options(CLI::App& app, CommandLine& line) {
                  "the longest stop_discovery may take, in milliseconds")
       ->default_val(2000)
       ->check(dowser::command_line::whole_number(1, 3600L * 1000, "ms"));
+  app.add_option("--start-timeout-ms", line.start_timeout_ms,
+                 "the longest start_discovery may take, in milliseconds (rule T3: promptly)")
+      ->default_val(1000)
+      ->check(dowser::command_line::whole_number(1, 3600L * 1000, "ms"));
 }
 
 std::string read_details(const std::string& file) {
@@ -120,6 +125,7 @@ dowser::check::Settings settings_from(const CommandLine& line) {
   settings.duration = std::chrono::ceil<std::chrono::milliseconds>(
       std::chrono::duration<double>(line.duration_seconds));
   settings.stop_timeout = std::chrono::milliseconds(line.stop_timeout_ms);
+  settings.start_timeout = std::chrono::milliseconds(line.start_timeout_ms);
   return settings;
 }
 
@@ -147,7 +153,11 @@ int main(int argc, char** argv) {
   }
 
   try {
-    auto report = dowser::check::run_checks(settings);
+    // A run can take minutes: say on stderr how far it got, as it goes.
+    auto report = dowser::check::run_checks(settings, [](const dowser::check::CheckOutcome& c) {
+      std::cerr << "dowser-handler-check: " << c.name << ": "
+                << dowser::check::verdict_word(c.verdict) << '\n';
+    });
     if (line.json) {
       dowser::check::print_json(std::cout, report);
     } else {

@@ -88,6 +88,17 @@ void print_devices(std::ostream& out, const std::optional<json>& listed) {
   }
 }
 
+void print_handler(std::ostream& out, const std::filesystem::path& file, const Report& report) {
+  out << "file     " << printable(file.string()) << '\n';
+  if (!report.handler) return;
+  const json& handler = *report.handler;
+  out << "handler  " << text_of(handler["name"]) << ' ' << text_of(handler["version"]) << " (ABI "
+      << text_of(handler["abi"]) << ", " << (handler.value("shared", false) ? "shared" : "local")
+      << " devices)\n";
+}
+
+}  // namespace
+
 const char* verdict_word(Verdict verdict) {
   switch (verdict) {
     case Verdict::passed:
@@ -99,17 +110,6 @@ const char* verdict_word(Verdict verdict) {
   }
   return "FAIL";
 }
-
-void print_handler(std::ostream& out, const std::filesystem::path& file, const Report& report) {
-  out << "file     " << printable(file.string()) << '\n';
-  if (!report.handler) return;
-  const json& handler = *report.handler;
-  out << "handler  " << text_of(handler["name"]) << ' ' << text_of(handler["version"]) << " (ABI "
-      << text_of(handler["abi"]) << ", " << (handler.value("shared", false) ? "shared" : "local")
-      << " devices)\n";
-}
-
-}  // namespace
 
 void print_text(std::ostream& out, const std::filesystem::path& handler_file, const Report& report,
                 bool show_log) {

@@ -20,4 +20,7 @@ void print_text(std::ostream& out, const std::filesystem::path& handler_file, co
 //  checks:[{name,passed,skipped,detail,warnings,log}], passed}
 void print_json(std::ostream& out, const Report& report);
 
+// "PASS", "FAIL" or "SKIP", as the text report begins a check's line.
+const char* verdict_word(Verdict verdict);
+
 }  // namespace dowser::check
