@@ -135,20 +135,21 @@ class DiscoveryManager::ControlThread {
   }
 
   // Quits and joins the thread if it ends by deadline; else abandons it
-  // (a handler's call hangs: the daemon must not hang with it).
-  void finish_by(std::chrono::steady_clock::time_point deadline) {
-    if (!thread_.joinable()) return;
+  // (a handler's call hangs: the daemon must not hang with it) and returns false.
+  bool finish_by(std::chrono::steady_clock::time_point deadline) {
+    if (!thread_.joinable()) return true;
     quit();
     std::unique_lock lock(queue_->mutex);
     const bool ended = queue_->ended.wait_until(lock, deadline, [this] { return queue_->done; });
     lock.unlock();
     if (ended) {
       thread_.join();
-      return;
+      return true;
     }
     spdlog::error("handler {}: a control call did not return within {} s; abandoning it", name_,
                   kStopWait.count());
     thread_.detach();
+    return false;
   }
 
  private:
@@ -510,8 +511,8 @@ void DiscoveryManager::retry_later(Session& session, const std::string& reason) 
       });
 }
 
-void DiscoveryManager::shutdown() {
-  if (!*alive_) return;
+bool DiscoveryManager::shutdown() {
+  if (!*alive_) return every_call_returned_;
   *alive_ = false;
   rescan_timer_.cancel();
   for (auto& [key, session] : sessions_) close_session(*session);
@@ -526,9 +527,10 @@ void DiscoveryManager::shutdown() {
     if (loaded->control->busy_for() > kStopNotice)
       spdlog::info("handler {}: waiting up to {} s for its calls to return", name,
                    kStopWait.count());
-    loaded->control->finish_by(deadline);
+    every_call_returned_ = loaded->control->finish_by(deadline) && every_call_returned_;
   }
   instances_.clear();
+  return every_call_returned_;
 }
 
 void DiscoveryManager::warn_of_stuck_calls() {

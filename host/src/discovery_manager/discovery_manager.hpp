@@ -99,8 +99,9 @@ class DiscoveryManager {
   void run(const configuration::Configuration& configuration);
   // Stops a Configuration's session, if any.
   void stop(const ConfigurationKey& configuration);
-  // Stops every session and handler (blocking).
-  void shutdown();
+  // Stops every session and handler (blocking, up to 10 s for a call that
+  // hangs, which is then abandoned and logged). Returns false if one was.
+  bool shutdown();
 
   std::vector<HandlerInfo> handlers() const;
   std::vector<host::HandlerLoadError> load_failures() const { return failures_; }
@@ -137,6 +138,7 @@ class DiscoveryManager {
   AcceptedRequests accepted_;
   boost::asio::steady_timer rescan_timer_;
   std::map<std::string, int64_t> told_stuck_;  // by handler: the start of the call warned of
+  bool every_call_returned_ = true;            // at shutdown
   // False once shut down; read by handler threads too.
   std::shared_ptr<std::atomic<bool>> alive_;
 };

@@ -107,7 +107,9 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
     return kProblems;
   }
   auto pass = handlers.discover_once(configuration, options.timeout);
-  const int code = options.strict && !pass.problems.empty() ? kProblems : kOk;
+  // A stop_discovery that never returns is a problem even if the pass went well.
+  const bool stopped = handlers.finish();
+  const int code = (options.strict && !pass.problems.empty()) || !stopped ? kProblems : kOk;
   if (!pass.snapshot) {
     std::cerr << "dowserctl: discovery failed: " << log_lines::escape_controls(pass.error) << "\n";
     return kProblems;

@@ -38,6 +38,9 @@ class LocalDiscovery {
   // One discovery pass: until the first snapshot, a failure or the timeout.
   Pass discover_once(const configuration::Configuration& configuration,
                      std::chrono::milliseconds timeout);
+  // Stops the handlers, as dowserd does at exit; false if a call into one
+  // did not return (given up on after 10 s, and logged).
+  bool finish() { return manager_.shutdown(); }
 
  private:
   discovery::DiscoveryManager::Events events();  // what ends a pass of discover_once

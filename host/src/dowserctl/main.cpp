@@ -6,6 +6,7 @@
 #include "log_lines.hpp"
 #include "naming.hpp"
 #include "status_api.hpp"
+#include "thread_names.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -45,6 +46,9 @@ std::string command_names(const CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // validate and discover run handlers in this process, each on a thread
+  // named h:<handler>: a crash in one says whose it was.
+  dowser::report_fatal_signals("dowserctl");
   CLI::App app{"dowserctl: inspect dowserd, validate Configurations, try discovery handlers"};
   app.set_version_flag("--version", DOWSER_VERSION);
   app.require_subcommand(1);

@@ -246,6 +246,29 @@ TEST_F(DowserctlTest, ConfigsShowsWhatTheHostLeftOutOfTheHandlersReports) {
       << configs.out;
 }
 
+// The dry run runs the handler in dowserctl's own process: a handler that
+// crashes says so on its way out, naming its thread; one whose
+// stop_discovery never returns is given up on, and the run fails.
+TEST_F(DowserctlTest, DiscoverNamesAHandlerThatCrashesOrDoesNotStop) {
+  fs::copy_file(CRASHES_IN_START_SO, handler_dir_ / "libfixture-crashes-in-start.so");
+  fs::copy_file(HANGS_ON_REQUEST_SO, handler_dir_ / "libfixture-hangs-on-request.so");
+  auto crash =
+      ctl({"discover", "--handler=fixtureCrashesInStart", "--details=" + manifest("empty.yaml", ""),
+           "--handler-dir=" + handler_dir_.string()});
+  EXPECT_NE(crash.exit_code, 0);
+  EXPECT_THAT(crash.err, HasSubstr("[dowserctl] fatal signal SIGILL in thread h:fixtureCrashe "
+                                   "(a discovery handler's thread)"));
+
+  auto hangs = ctl({"discover", "--handler=fixtureHangs",
+                    "--details=" + manifest("stop-hangs.yaml", "stop-hangs"),
+                    "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(hangs.exit_code, 1) << hangs.out << hangs.err;
+  EXPECT_THAT(hangs.err, HasSubstr("handler fixtureHangs: a control call did not return within "
+                                   "10 s; abandoning it"));
+  EXPECT_THAT(hangs.out, HasSubstr("0 devices found by fixtureHangs"))
+      << "the pass itself went well: " << hangs.err;
+}
+
 // The dry run says what dowserd would leave out of the handler's reports,
 // and --strict fails on it (for a handler author's CI).
 TEST_F(DowserctlTest, DiscoverCountsWhatDowserdWouldLeaveOut) {
