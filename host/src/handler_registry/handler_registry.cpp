@@ -41,6 +41,20 @@ std::string shortened(std::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
+// A C++ exception crossed the C ABI, against rule T6 (a hand-written table
+// without the SDK's trampolines). It is stopped here, so that one broken
+// handler cannot end the daemon.
+std::string thrown_across_abi() {
+  std::string why(kThrownAcrossAbi);
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    why += std::string(": ") + e.what();
+  } catch (...) {
+  }
+  return why;
+}
+
 namespace {
 
 // Of a message with no NUL, this much is shown (the rest is the same junk).
@@ -54,20 +68,6 @@ std::string shown_message(const std::string& message) {
   return message.substr(0, kShownWithoutNul) + "... (the handler filled all " +
          std::to_string(DOWSER_MAX_ERRLEN) +
          " bytes of the error buffer with no NUL, against rule O5)";
-}
-
-// Why a call that threw failed: a C++ exception crossed the C ABI, against
-// rule T6 (a hand-written table without the SDK's trampolines). It is stopped
-// here, so that one broken handler cannot end the daemon.
-std::string thrown_across_abi() {
-  std::string why = "threw a C++ exception across the C ABI (rule T6)";
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    why += std::string(": ") + e.what();
-  } catch (...) {
-  }
-  return why;
 }
 
 std::string abi_text(uint16_t major, uint16_t minor) {

@@ -127,6 +127,13 @@ std::string demangled_symbol(const std::string& name);
 // could not be listed. nullopt when it exports the entry only.
 std::optional<std::string> extra_exports_warning(const std::filesystem::path& file);
 
+// Why a handler call failed when a C++ exception came out of it (rule T6):
+// kThrownAcrossAbi, then ": <what()>" if it was a std::exception. Call only
+// inside a catch block.
+inline constexpr std::string_view kThrownAcrossAbi =
+    "threw a C++ exception across the C ABI (rule T6)";
+std::string thrown_across_abi();
+
 // Text from a handler as the host shows it: at most max_bytes of it (cut at
 // a UTF-8 character), then "... (N bytes)" when it was longer.
 std::string shortened(std::string_view text, size_t max_bytes);

@@ -471,6 +471,13 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"raw-table-throws", "start-stop-100",
                     "cycle 1: stop_discovery threw a C++ exception across the C ABI (rule T6): "
                     "fixture: stop throws past the ABI"},
+        // Where no status can say it: an exception out of destroy, or out of the entry.
+        FixtureCase{"throws-at-edges", "init",
+                    "destroy threw a C++ exception across the C ABI (rule T6): fixture: destroy "
+                    "throws past the ABI"},
+        FixtureCase{"throws-at-edges", "negotiate",
+                    "dowser_get_handler_api(2.0) threw a C++ exception across the C ABI (rule "
+                    "T6): fixture: the entry throws past the ABI"},
         FixtureCase{"crashes-in-start", "discover",
                     "start_discovery crashed: child killed by signal 4 (SIGILL)"}),
     [](const ::testing::TestParamInfo<FixtureCase>& info) {

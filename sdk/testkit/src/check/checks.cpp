@@ -115,6 +115,13 @@ FakeHost::Options checker_host(Progress& progress) {
   return options;
 }
 
+// destroy cannot fail: the host logs an exception out of it as the handler's
+// error line, which fails the check (the instance is destroyed in each).
+bool is_destroy_failure(const testkit::LogLine& line) {
+  return line.level == DOWSER_LOG_ERROR &&
+         line.text.starts_with("destroy " + std::string(host::kThrownAcrossAbi));
+}
+
 // Loads and initialises the handler, runs use, then destroys the instance.
 // A failure ends the child at once: a session still running may be stuck,
 // and nothing after the failure would change the verdict.
@@ -122,13 +129,20 @@ Passed with_host(const Settings& settings, Progress& progress,
                  const std::function<Passed(FakeHost&)>& use) {
   std::unique_ptr<FakeHost> fake_host;
   try {
-    progress.phase("load_handler");
+    progress.phase("loading (dlopen, then dowser_get_handler_api)");
     auto handler = host::load_handler(settings.handler_file);
     progress.phase("init");
-    fake_host = std::make_unique<FakeHost>(std::move(handler), checker_host(progress));
+    std::optional<std::string> destroy_failure;  // set on this thread, in reset()
+    FakeHost::Options options = checker_host(progress);
+    options.on_log = [&destroy_failure, forward = options.on_log](const testkit::LogLine& line) {
+      if (is_destroy_failure(line)) destroy_failure = line.text;
+      forward(line);
+    };
+    fake_host = std::make_unique<FakeHost>(std::move(handler), options);
     Passed passed = use(*fake_host);
     progress.phase("destroy");
     fake_host.reset();
+    if (destroy_failure) throw CheckFailed(*destroy_failure);
     return passed;
   } catch (...) {
     progress.finish(failed_result_of_current_exception());
@@ -222,7 +236,7 @@ bool has_trouble(const SessionRecord& record) {
 // The loader's own checks: file ownership, entry symbol, negotiation, table;
 // and what else the file exports.
 Passed check_load(const Settings& settings, Progress& progress) {
-  progress.phase("load_handler");
+  progress.phase("loading (dlopen, then dowser_get_handler_api)");
   auto handler = host::load_handler(settings.handler_file);
   json info = handler_json(*handler);
   Passed passed{info["name"].get<std::string>() + " " + info["version"].get<std::string>() +
@@ -242,10 +256,15 @@ struct Offer {
 };
 
 Offer offer(dowser_get_handler_api_fn entry, uint16_t major, uint16_t minor, Progress& progress) {
-  progress.phase("dowser_get_handler_api(" + abi_text(major, minor) + ")");
+  const std::string call = "dowser_get_handler_api(" + abi_text(major, minor) + ")";
+  progress.phase(call);
   char error[DOWSER_MAX_ERRLEN] = {};
-  const dowser_handler_api* table = entry(major, minor, error, sizeof error);
-  return {table, std::string(error, strnlen(error, sizeof error))};
+  try {
+    const dowser_handler_api* table = entry(major, minor, error, sizeof error);
+    return {table, std::string(error, strnlen(error, sizeof error))};
+  } catch (...) {  // the handler's fault, not the checker's
+    throw CheckFailed(call + " " + host::thrown_across_abi());
+  }
 }
 
 // A host of major.minor was offered table: it must be one that host can use,
