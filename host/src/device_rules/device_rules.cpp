@@ -111,12 +111,6 @@ std::string_view view_of(dowser_str text) {
   return text.len == 0 ? std::string_view() : std::string_view(text.data, text.len);
 }
 
-// The problem of a string, named `name`, that cannot be read (rule O4).
-std::optional<std::string> unreadable_problem(std::string_view name, dowser_str text) {
-  if (readable(text)) return std::nullopt;
-  return std::string(name) + ": data is NULL but len is " + to_string(text.len) + ": rule O4";
-}
-
 // What is wrong with a string of a device, named `name`: unreadable, longer
 // than limit, or not UTF-8 without the bytes `banned` refuses.
 std::optional<std::string> string_problem(std::string_view name, dowser_str text, size_t limit,
@@ -387,6 +381,11 @@ std::string joined_problems(const InvalidDevice& device) {
   std::string text;
   for (const auto& problem : device.problems) text += (text.empty() ? "" : "; ") + problem;
   return text;
+}
+
+std::optional<std::string> unreadable_problem(std::string_view name, dowser_str text) {
+  if (readable(text)) return std::nullopt;
+  return std::string(name) + ": data is NULL but len is " + to_string(text.len) + ": rule O4";
 }
 
 }  // namespace dowser::host

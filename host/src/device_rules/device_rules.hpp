@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,5 +75,9 @@ bool is_environment_variable_name(std::string_view name);
 
 // A device's problems on one line: "; " between them.
 std::string joined_problems(const InvalidDevice& device);
+
+// The problem of a string a handler passed, named `name`, if it cannot be
+// read: its data is NULL but its len is not 0 (rule O4).
+std::optional<std::string> unreadable_problem(std::string_view name, dowser_str text);
 
 }  // namespace dowser::host

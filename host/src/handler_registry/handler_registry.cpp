@@ -398,6 +398,10 @@ void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
   std::string_view text(message.data == nullptr ? "" : message.data,
                         message.data == nullptr ? 0 : message.len);
   try {
+    if (auto problem = unreadable_problem(kUnreadableLogMessage, message)) {
+      log_to(id_of(ctx), DOWSER_LOG_WARN, *problem);  // an empty line would hide the mistake
+      return;
+    }
     // A megabyte per line would fill the node's disk: cut, saying how long.
     std::string cut;
     if (text.size() > DOWSER_MAX_LOG_LEN) text = cut = shortened(text, DOWSER_MAX_LOG_LEN);
@@ -442,6 +446,8 @@ dowser_status with_running_session(dowser_session_host* session, const char* wha
 
 dowser_status host_report_devices(dowser_session_host* session, const dowser_device* devices,
                                   size_t devices_len) {
+  // No session can be this: not STOPPED, which would tell the handler to give up.
+  if (session == nullptr) return DOWSER_ERR_INVALID_ARGUMENT;
   return with_running_session(session, "report_devices", [&](SessionEntry& entry) {
     try {
       CheckedReport report = check_report(devices, devices_len);
@@ -464,6 +470,7 @@ dowser_status host_report_devices(dowser_session_host* session, const dowser_dev
 
 dowser_status host_report_error(dowser_session_host* session, dowser_status code,
                                 dowser_str message) {
+  if (session == nullptr) return DOWSER_ERR_INVALID_ARGUMENT;
   auto entry = session_table().find(id_of(session));
   if (entry) {
     // Exclusive: no report may slip in between the error and the flag.
@@ -479,7 +486,11 @@ dowser_status host_report_error(dowser_session_host* session, dowser_status code
   }
   try {
     // Retried with backoff, logged each time and shown in the status API.
-    entry->sink->on_error(code, shortened(abi::to_string(message), DOWSER_MAX_ERRLEN));
+    // An unreadable message still ends the session (that is what the handler
+    // meant); the message says what was wrong with it.
+    const auto unreadable = unreadable_problem("report_error message", message);
+    entry->sink->on_error(
+        code, unreadable ? *unreadable : shortened(abi::to_string(message), DOWSER_MAX_ERRLEN));
   } catch (...) {
     return DOWSER_ERR_GENERIC;
   }

@@ -127,6 +127,10 @@ std::string demangled_symbol(const std::string& name);
 // could not be listed. nullopt when it exports the entry only.
 std::optional<std::string> extra_exports_warning(const std::filesystem::path& file);
 
+// What the host logs (a warning, as the handler's) for a log call whose
+// text cannot be read: "<kUnreadableLogMessage>: data is NULL but len is 5: rule O4".
+inline constexpr std::string_view kUnreadableLogMessage = "log message";
+
 // Why a handler call failed when a C++ exception came out of it (rule T6):
 // kThrownAcrossAbi, then ": <what()>" if it was a std::exception. Call only
 // inside a catch block.

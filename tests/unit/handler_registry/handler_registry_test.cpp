@@ -674,6 +674,31 @@ TEST(HostTable, HugeLogLinesAndErrorMessagesAreCutSayingHowLong) {
             huge.substr(0, DOWSER_MAX_ERRLEN) + "... (1000002 bytes)");
 }
 
+// A NULL with a length (rule O4) or no session at all is the handler's
+// mistake, said as such: not an empty line, not "stopped" (which tells a
+// handler to give up), not an empty error.
+TEST(HostTable, UnreadableArgumentsAreNamedNotPassedOn) {
+  std::vector<std::pair<int32_t, std::string>> logged;
+  const dowser_handler_api api = probe_api(0);
+  HandlerInstance instance(adopt_handler("probe", &api), [&](int32_t level, std::string_view text) {
+    logged.emplace_back(level, text);
+  });
+  host_api().log(probe_context, DOWSER_LOG_INFO, dowser_str{nullptr, 5});
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_EQ(logged[0], (std::pair<int32_t, std::string>{
+                           DOWSER_LOG_WARN, "log message: data is NULL but len is 5: rule O4"}));
+
+  EXPECT_EQ(host_api().report_devices(nullptr, nullptr, 0), DOWSER_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(host_api().report_error(nullptr, DOWSER_ERR_GENERIC, dowser::abi::view("x")),
+            DOWSER_ERR_INVALID_ARGUMENT);
+  ProbeSession probe;
+  EXPECT_EQ(host_api().report_error(probe_session, DOWSER_ERR_GENERIC, dowser_str{nullptr, 3}),
+            DOWSER_OK);
+  ASSERT_EQ(probe.sink->errors.size(), 1u);
+  EXPECT_EQ(probe.sink->errors[0].second,
+            "report_error message: data is NULL but len is 3: rule O4");
+}
+
 TEST(HandlerText, IsCutAtACharacterBoundary) {
   EXPECT_EQ(dowser::host::shortened("ab\xc3\xa9z", 3), "ab... (5 bytes)") << "not half an é";
   EXPECT_EQ(dowser::host::shortened("abc", 3), "abc");

@@ -478,6 +478,8 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"throws-at-edges", "negotiate",
                     "dowser_get_handler_api(2.0) threw a C++ exception across the C ABI (rule "
                     "T6): fixture: the entry throws past the ABI"},
+        FixtureCase{"hangs-on-request", "discover",
+                    "the host logged: log message: data is NULL but len is 5: rule O4", "log-null"},
         FixtureCase{"crashes-in-start", "discover",
                     "start_discovery crashed: child killed by signal 4 (SIGILL)"}),
     [](const ::testing::TestParamInfo<FixtureCase>& info) {

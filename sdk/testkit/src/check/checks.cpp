@@ -212,18 +212,22 @@ std::optional<std::string> session_problem(const SessionRecord& record) {
   return std::nullopt;
 }
 
-// An SDK handler's late reports never reach the host: the SDK drops them
-// and says so in the log, which no session's record shows.
-void require_no_dropped_late_report(const FakeHost& host) {
-  const auto logs = host.logs();
-  if (std::any_of(logs.begin(), logs.end(),
-                  [](const testkit::LogLine& l) { return l.text == kReportAfterStopWarning; }))
-    throw CheckFailed(std::string("the handler logged: ") + std::string(kReportAfterStopWarning));
+// What only the log shows: an SDK handler's late reports never reach the
+// host (the SDK drops them and says so), and the host says there when a log
+// call's text could not be read (rule O4); no session's record shows either.
+void require_no_logged_violation(const FakeHost& host) {
+  for (const auto& line : host.logs()) {
+    if (line.text == kReportAfterStopWarning) throw CheckFailed("the handler logged: " + line.text);
+    if (line.level == DOWSER_LOG_WARN &&
+        line.text.starts_with(std::string(host::kUnreadableLogMessage) + ": ") &&
+        line.text.ends_with(": rule O4"))
+      throw CheckFailed("the host logged: " + line.text);
+  }
 }
 
 void require_clean(const FakeHost& host, SessionId session, const std::string& context = {}) {
   if (auto problem = session_problem(host.record(session))) throw CheckFailed(context + *problem);
-  require_no_dropped_late_report(host);
+  require_no_logged_violation(host);
 }
 
 bool has_trouble(const SessionRecord& record) {
