@@ -148,6 +148,10 @@ void InstanceReconciler::report(const configuration::Configuration& configuratio
       seen.device == device && lists_this_node(instance_key))
     return;
   if (seen.offline_until || seen.configuration != key) changed.insert(instance_key);
+  // The other half of "is gone; kept, offline": an operator following a
+  // flapping device needs both.
+  if (seen.offline_until && seen.configuration == key)
+    spdlog::info("{}: device {} is back; online again", instance_key.second, device.id);
   seen = Seen{key, device, std::nullopt, snapshot};
   offline_.erase(instance_key);
   auto wanted = instance_for(configuration, device, node_, domain_);

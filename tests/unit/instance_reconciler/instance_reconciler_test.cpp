@@ -215,6 +215,7 @@ TEST_F(InstanceReconcilerTest, VanishedSharedDeviceStaysOfflineForItsGrace) {
 }
 
 TEST_F(InstanceReconcilerTest, SharedDeviceBackWithinItsGraceIsOnlineAgain) {
+  const dowser::test::LogCapture log;
   auto config = configuration("cams");
   auto dev = device("dev_1", Sharing::shared);
   reconciler_->reconcile(config, {dev}, start_);
@@ -224,6 +225,9 @@ TEST_F(InstanceReconcilerTest, SharedDeviceBackWithinItsGraceIsOnlineAgain) {
   EXPECT_EQ(reconciler_->reconcile(config, {dev}, start_ + std::chrono::seconds(5)),
             std::set<InstanceKey>{kShared});
   EXPECT_FALSE(reconciler_->offline(kShared));
+  EXPECT_NE(log.text().find(kShared.second + ": device dev_1 is back; online again"),
+            std::string::npos)
+      << log.text();
   EXPECT_FALSE(reconciler_->next_expiry());
   EXPECT_TRUE(reconciler_->expire(start_ + std::chrono::hours(1)).empty());
   EXPECT_TRUE(stored(kShared));
