@@ -185,6 +185,8 @@ int main(int argc, char** argv) {
   // (while it waits for a lock, say): killed by it, it would leave no log line
   // and systemd would count a clean exit, not restarting it.
   std::signal(SIGHUP, SIG_IGN);
+  // Handlers run in this process: one calling exit() must not end it unsaid.
+  const dowser::ExitWatch exits_from_elsewhere;
   try {
     // Before anything is discovered or written: a second dowserd stops here.
     // Always in this order, so that two starting at once cannot each hold

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -41,21 +43,38 @@ class LineBuffer {
   size_t used_ = 0;
 };
 
+// "(a discovery handler's thread)" after a thread named h:<handler>.
+void add_thread_name(LineBuffer& line) {
+  std::array<char, 17> thread{};
+  ::prctl(PR_GET_NAME, thread.data());
+  line.add(" in thread ");
+  line.add(thread.data());
+  line.add(thread[0] == 'h' && thread[1] == ':' ? " (a discovery handler's thread)\n" : "\n");
+}
+
+std::atomic<bool> exit_watched{false};
+
+void on_exit_call() {
+  if (!exit_watched.load()) return;
+  LineBuffer line;
+  line.add("[");
+  line.add(program_name.data());
+  line.add("] exit() called");
+  add_thread_name(line);
+  line.write_to(STDERR_FILENO);
+}
+
 void on_fatal_signal(int number, siginfo_t* info, void*) {
   FatalSignal* fatal = nullptr;
   for (auto& candidate : fatal_signals)
     if (candidate.number == number) fatal = &candidate;
   if (fatal == nullptr) return;
-  std::array<char, 17> thread{};
-  ::prctl(PR_GET_NAME, thread.data());
   LineBuffer line;
   line.add("[");
   line.add(program_name.data());
   line.add("] fatal signal ");
   line.add(fatal->name);
-  line.add(" in thread ");
-  line.add(thread.data());
-  line.add(thread[0] == 'h' && thread[1] == ':' ? " (a discovery handler's thread)\n" : "\n");
+  add_thread_name(line);
   line.write_to(STDERR_FILENO);
   ::sigaction(number, &fatal->before, nullptr);
   // A fault comes back when its instruction runs again; a sent signal must be sent again.
@@ -68,6 +87,13 @@ void name_this_thread(std::string_view name) {
   const std::string cut(name.substr(0, kThreadNameMax));
   ::pthread_setname_np(::pthread_self(), cut.c_str());
 }
+
+ExitWatch::ExitWatch() {
+  static const bool registered = std::atexit(on_exit_call) == 0;
+  exit_watched.store(registered);
+}
+
+ExitWatch::~ExitWatch() { exit_watched.store(false); }
 
 void report_fatal_signals(std::string_view program) {
   const size_t length = std::min(program.size(), program_name.size() - 1);

@@ -20,4 +20,17 @@ void name_this_thread(std::string_view name);
 // signal goes on to what handled it before (a core dump, a sanitizer's report).
 void report_fatal_signals(std::string_view program);
 
+// From now until the returned guard is destroyed (main returning), an exit()
+// called anywhere (a discovery handler calling exit, say) first writes one
+// line to standard error naming the thread that called it ("[program] exit()
+// called in thread h:NAME (a discovery handler's thread)"): the program did
+// not choose to end. Call after report_fatal_signals, which names the program.
+class ExitWatch {
+ public:
+  ExitWatch();
+  ~ExitWatch();
+  ExitWatch(const ExitWatch&) = delete;
+  ExitWatch& operator=(const ExitWatch&) = delete;
+};
+
 }  // namespace dowser

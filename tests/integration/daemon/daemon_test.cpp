@@ -970,6 +970,20 @@ TEST_F(StuckHandlerTest, SigtermExitsWhileAHandlersStopHangs) {
       << node.log();
 }
 
+// A handler that calls exit() ends dowserd (it runs in the process); the
+// last line of the log says it was not dowserd's choice, and whose thread.
+TEST_F(StuckHandlerTest, AHandlerCallingExitIsNamedOnTheWayOut) {
+  hangs_configuration("quitter", "exit-in-start");
+  auto& node = add_node("node-a");
+  const auto status = node.wait_exit(30s);
+  ASSERT_TRUE(status) << node.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << node.log();
+  EXPECT_NE(node.log().find("[dowserd] exit() called in thread h:fixtureHangs (a discovery "
+                            "handler's thread)"),
+            std::string::npos)
+      << node.log();
+}
+
 // A handler that crashes takes dowserd with it (it runs in the process);
 // the last line of the log names the thread, so the handler, it struck.
 TEST_F(DaemonTest, ACrashInAHandlerSaysWhoseThreadItWas) {
@@ -1005,6 +1019,7 @@ TEST_F(DaemonTest, SigtermStopsCleanlyAndRemovesEverySocket) {
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
   expect_sigterm_stops_cleanly(node);
   EXPECT_EQ(instances().size(), 2u) << "Instances stay for the next start";
+  EXPECT_EQ(node.log().find("exit() called"), std::string::npos) << "dowserd's own end";
 }
 
 // SIGHUP killed dowserd with no log line and left its plugin sockets behind,
