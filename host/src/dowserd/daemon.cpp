@@ -262,9 +262,15 @@ void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationK
   waiting_for_name_.erase(owner);
   configuration_removed(holder, "gives its resource name back to Configuration " + owner.first +
                                     "/" + owner.second + ", whose Instances are in the store");
-  refused(displaced, "its resource name is taken by Configuration " + owner.first + "/" +
-                         owner.second + " (resource names carry no namespace)");
-  waiting_for_name_.insert(holder);
+  wait_for_name(displaced, owner);
+}
+
+// Refused, and started again by configuration_removed once the holder goes.
+void Daemon::wait_for_name(const configuration::Configuration& waiting,
+                           const ConfigurationKey& holder) {
+  refused(waiting, "its resource name is taken by Configuration " + holder.first + "/" +
+                       holder.second + " (resource names carry no namespace)");
+  waiting_for_name_.insert({waiting.namespace_name, waiting.name});
 }
 
 const store::Instance* Daemon::instance_named(const std::string& name) const {
@@ -280,9 +286,7 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
     resource = naming::resource_name(options_.resource_domain, configuration.name);
     if (auto holder = resource_name_holder(key)) {
       if (!has_stored_instances(key) || has_stored_instances(*holder)) {
-        refused(configuration, "its resource name is taken by Configuration " + holder->first +
-                                   "/" + holder->second + " (resource names carry no namespace)");
-        waiting_for_name_.insert(key);  // retried when the holder goes
+        wait_for_name(configuration, *holder);
         return;
       }
       give_name_back(*holder, key);

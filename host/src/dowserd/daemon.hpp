@@ -93,6 +93,7 @@ class Daemon {
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
   bool has_stored_instances(const ConfigurationKey& key) const;
   void give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner);
+  void wait_for_name(const configuration::Configuration& waiting, const ConfigurationKey& holder);
   // An Instance (in any namespace) whose IL plugin has the resource name a
   // Configuration named `name` would take for its CL plugin.
   const store::Instance* instance_named(const std::string& name) const;
