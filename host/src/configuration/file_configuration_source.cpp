@@ -299,9 +299,12 @@ void FileConfigurationSource::Watcher::load_owners() {
 // a name only one file defines is left out.
 void FileConfigurationSource::Watcher::save_owners() {
   if (owners_file.empty() || reading_all) return;
+  std::map<Identity, size_t> definitions;  // one pass over the files, not one per name
+  for (const auto& [name, configurations] : defined_by_file)
+    for (const auto& configuration : configurations) ++definitions[identity_of(configuration)];
   std::map<Identity, std::string> contested;
   for (const auto& [identity, name] : owner)
-    if (defined_elsewhere(identity, name).file != nullptr) contested.emplace(identity, name);
+    if (definitions[identity] > 1) contested.emplace(identity, name);
   if (contested == owners_saved) return;
   const fs::path temporary = owners_file.string() + ".new";
   {
