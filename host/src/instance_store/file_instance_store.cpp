@@ -203,7 +203,7 @@ void FileInstanceStore::remove_instance_file(const std::string& namespace_name,
   state_->watches->removed(namespace_name, name);
 }
 
-void FileInstanceStore::defer_sync() { state_->writes.defer_sync(); }
+void FileInstanceStore::defer_sync(Deferring deferring) { state_->writes.defer_sync(deferring); }
 
 void FileInstanceStore::sync() { state_->writes.sync_deferred(); }
 

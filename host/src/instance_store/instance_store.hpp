@@ -91,16 +91,26 @@ class InstanceStore {
   // A callback may destroy its own subscription; it must not destroy the store.
   virtual std::unique_ptr<WatchSubscription> watch(
       std::function<void(const WatchEvent&)> callback) = 0;
-  // Group commit, for new Instances: from defer_sync() on, the Instances
-  // this thread creates are stored (readers see them) but may not be durable
-  // when create returns; sync() makes them durable together and ends the
-  // deferral. Every other write, and every other thread's, is durable when it
-  // returns, and makes the creates before it durable too. A new Instance
-  // holds no claim, so a crash before sync() loses nothing a pod relies on:
-  // discovery finds the device again. One thread defers at a time. A store
-  // whose writes are durable when they return anyway (the API server's)
-  // ignores both. sync() throws StoreError(io).
-  virtual void defer_sync() {}
+  // Group commit: from defer_sync() on, writes this thread makes return
+  // before they are durable, as `deferring` says; sync() makes them durable
+  // together and ends the deferral. Every other write, and every other
+  // thread's, is durable when it returns, and makes the deferred ones before
+  // it durable too. One thread defers at a time. A store whose writes are
+  // durable when they return anyway (the API server's) ignores both. sync()
+  // throws StoreError(io).
+  // - Deferring::creates: the Instances this thread creates are stored
+  //   (readers see them) but may be in memory only. A new Instance holds no
+  //   claim, so a crash before sync() loses nothing a pod relies on:
+  //   discovery finds the device again.
+  // - Deferring::flush (an Allocate's claims): every write of this thread
+  //   returns once it is written to the disk, before the disk's volatile
+  //   cache is flushed. A crash of dowserd loses nothing; a power cut loses
+  //   it only if no flush of that disk came after, and the one that makes
+  //   the kubelet's own record of the allocation durable does (with the
+  //   state directory on the kubelet's disk): after a power cut dowser still
+  //   knows every claim the kubelet knows of.
+  enum class Deferring { creates, flush };
+  virtual void defer_sync(Deferring /*deferring*/) {}
   virtual void sync() {}
   // Ends the deferral like sync(), but the store's own thread makes the
   // Instances durable, soon after, and this one goes on at once. A failure
@@ -127,9 +137,10 @@ class InstanceStore {
 class DeferredSync {
  public:
   enum class SyncOn { this_thread, store_thread };
-  explicit DeferredSync(InstanceStore& store, SyncOn sync_on = SyncOn::this_thread)
+  explicit DeferredSync(InstanceStore& store, SyncOn sync_on = SyncOn::this_thread,
+                        InstanceStore::Deferring deferring = InstanceStore::Deferring::creates)
       : store_(store), sync_on_(sync_on) {
-    store_.defer_sync();
+    store_.defer_sync(deferring);
   }
   ~DeferredSync();
   DeferredSync(const DeferredSync&) = delete;
@@ -195,7 +206,7 @@ class FileInstanceStore : public InstanceStore {
               uint64_t expected_revision) override;
   std::unique_ptr<WatchSubscription> watch(
       std::function<void(const WatchEvent&)> callback) override;
-  void defer_sync() override;
+  void defer_sync(Deferring deferring) override;
   void sync() override;
   void sync_in_background() override;
   std::optional<uint64_t> journal_syncs() const override;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -170,9 +171,8 @@ void JournalledWrites::write(JournalRecord::Kind kind, const JournalledWrite& wr
                              const std::function<void()>& write_file, const Undo& undo,
                              Deferral deferral) {
   const JournalRecord record = to_record(kind, write);
-  const bool deferred =
-      deferral == Deferral::allowed && deferring_thread_.load() == std::this_thread::get_id();
-  const StoreJournal::Sync when = deferred ? StoreJournal::Sync::later : StoreJournal::Sync::now;
+  const StoreJournal::Sync when = sync_of(deferral);
+  const bool deferred = when != StoreJournal::Sync::now;
   append(record, when);
   if (!deferred) {
     deferred_made_durable();  // by this append: the journal keeps order
@@ -242,7 +242,16 @@ void JournalledWrites::mend_torn_files() {
   }
 }
 
-void JournalledWrites::defer_sync() { deferring_thread_.store(std::this_thread::get_id()); }
+StoreJournal::Sync JournalledWrites::sync_of(Deferral deferral) const {
+  if (deferring_thread_.load() != std::this_thread::get_id()) return StoreJournal::Sync::now;
+  if (deferring_.load() == InstanceStore::Deferring::flush) return StoreJournal::Sync::written;
+  return deferral == Deferral::allowed ? StoreJournal::Sync::later : StoreJournal::Sync::now;
+}
+
+void JournalledWrites::defer_sync(InstanceStore::Deferring deferring) {
+  deferring_.store(deferring);  // before the thread: a write that sees the thread sees this
+  deferring_thread_.store(std::this_thread::get_id());
+}
 
 void JournalledWrites::sync_deferred() {
   deferring_thread_.store(std::thread::id());
@@ -263,8 +272,18 @@ void JournalledWrites::sync_deferred_in_background() {
 
 void JournalledWrites::settle_deferred_in_background() {
   try {
+    uint64_t point = 0;
+    uint64_t through = 0;
+    {
+      const StoreWriteLock held = lock();
+      if (deferred_files_.empty()) return;
+      point = journal_.flush_point();
+      through = deferred_settled_ + deferred_files_.size();
+    }
+    journal_.flush();
     const StoreWriteLock held = lock();
-    settle_deferred();
+    journal_.flushed(point);
+    deferred_durable_through(through);
   } catch (const std::exception& error) {
     spdlog::warn(
         "instance store: new Instances could not be made durable yet; the next durable write "
@@ -274,8 +293,18 @@ void JournalledWrites::settle_deferred_in_background() {
 }
 
 void JournalledWrites::deferred_made_durable() {
-  any_deferred_.store(false);
-  for (const UnsyncedFiles::Key& file : std::exchange(deferred_files_, {})) note_written(file);
+  deferred_durable_through(deferred_settled_ + deferred_files_.size());
+}
+
+void JournalledWrites::deferred_durable_through(uint64_t count) {
+  if (count <= deferred_settled_) return;  // settled meanwhile (a checkpoint, a durable write)
+  const auto durable =
+      deferred_files_.begin() + static_cast<std::ptrdiff_t>(std::min<uint64_t>(
+                                    count - deferred_settled_, deferred_files_.size()));
+  for (auto file = deferred_files_.begin(); file != durable; ++file) note_written(*file);
+  deferred_settled_ += static_cast<uint64_t>(durable - deferred_files_.begin());
+  deferred_files_.erase(deferred_files_.begin(), durable);
+  any_deferred_.store(!deferred_files_.empty());
 }
 
 void JournalledWrites::settle_deferred() {

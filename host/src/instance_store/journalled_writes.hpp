@@ -156,16 +156,19 @@ class JournalledWrites {
              const std::function<void()>& write_file, const Undo& undo,
              Deferral deferral = Deferral::none);
 
-  // Group commit: writes this thread makes from defer_sync() on with
-  // Deferral::allowed return before their record is durable; sync_deferred()
-  // makes them durable with one fdatasync and ends the deferral. Until their
+  // Group commit: writes this thread makes from defer_sync() on return
+  // before their record is durable: with Deferring::creates those with
+  // Deferral::allowed (their records may be in memory only), with
+  // Deferring::flush all (each written to the disk, not flushed);
+  // sync_deferred() makes them durable with one fdatasync and ends the
+  // deferral. Until their
   // records are durable their files are not fsynced (no file should reach the
   // disk before its record) and the journal is not emptied; a checkpoint that
   // needs it makes them durable first. One thread defers at a time (a second
   // call takes over). Every other write is durable when it returns, and makes
   // the deferred ones durable with it. Call without lock(); sync_deferred()
   // throws StoreError(io).
-  void defer_sync();
+  void defer_sync(InstanceStore::Deferring deferring);
   void sync_deferred();
   // Ends the deferral like sync_deferred(), but the store's own thread makes
   // the records durable, soon after; the caller goes on at once. A failure is
@@ -181,6 +184,8 @@ class JournalledWrites {
   void recover();
   // Redoes the writes that left their file torn, those it can now.
   void mend_torn_files();
+  // How this thread's write with `deferral` is made durable (see defer_sync).
+  StoreJournal::Sync sync_of(Deferral deferral) const;
   // Appends a record, checkpointing at once if the journal is full.
   void append(const JournalRecord& record, StoreJournal::Sync when);
   // After write_file failed: journals the undo and mends the file with it.
@@ -194,8 +199,13 @@ class JournalledWrites {
   // Deferred records: made durable by the latest append; made durable now.
   // Either way their files may be fsynced from then on. Under lock().
   void deferred_made_durable();
+  // The first `count` deferred records ever made are durable (by a flush
+  // begun once they were all appended); those of them still deferred go.
+  void deferred_durable_through(uint64_t count);
   void settle_deferred();
-  void settle_deferred_in_background();  // takes lock()
+  // Takes lock(), but not while the journal is flushed: the next claim need
+  // not wait for the disk.
+  void settle_deferred_in_background();
   // Who fsyncs: the checkpoint thread, a write's step (each skips the file the
   // other is fsyncing), or a checkpoint all at once.
   enum class Syncer { background, step, all };
@@ -212,8 +222,10 @@ class JournalledWrites {
   std::mutex writers_;
   StoreJournal journal_;                             // under lock()
   std::atomic<std::thread::id> deferring_thread_{};  // none: a default id
+  std::atomic<InstanceStore::Deferring> deferring_{InstanceStore::Deferring::creates};
   // Under lock(): the files of deferred writes whose records are not durable yet.
   std::vector<UnsyncedFiles::Key> deferred_files_;
+  uint64_t deferred_settled_ = 0;  // under lock(): how many ever left deferred_files_
   // Under lock(): the writes to redo before the journal may be emptied: a
   // failure left their file torn (or changed, for an undo).
   std::map<UnsyncedFiles::Key, JournalEntry> torn_;

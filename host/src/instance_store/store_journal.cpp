@@ -116,14 +116,31 @@ bool StoreJournal::append(const JournalRecord& record, Sync when) {
   encode_header(header, bytes.data());
   bytes += record.payload;
   write_all_at(fd_.get(), bytes, position_.end, path_);
-  if (when == Sync::now) sync();
+  if (when == Sync::now || (when == Sync::written && position_.end + size > durable_size_))
+    sync();
+  else if (when == Sync::written)
+    write_out(position_.end, size);
   position_.end += size;
   return true;
 }
 
 void StoreJournal::sync() {
+  const uint64_t point = flush_point();
+  flush();
+  flushed(point);
+}
+
+void StoreJournal::flush() {
   if (::fdatasync(fd_.get()) != 0) throw_io_error("fdatasync", path_, errno);
   syncs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StoreJournal::write_out(uint64_t offset, uint64_t size) {
+  constexpr unsigned kWriteAndWait =
+      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(size),
+                        kWriteAndWait) != 0)
+    throw_io_error("sync_file_range", path_, errno);
 }
 
 std::vector<JournalRecord> StoreJournal::records() {
@@ -190,6 +207,7 @@ void StoreJournal::write_header(uint64_t epoch) {
 void StoreJournal::start_afresh(uint64_t epoch) {
   if (::ftruncate(fd_.get(), 0) != 0) throw_io_error("truncate", path_, errno);
   known_size_ = 0;
+  durable_size_ = 0;
   write_header(epoch);
   // The journal's own directory entry must outlive a crash, or its records would.
   fsync_directory(path_.parent_path());

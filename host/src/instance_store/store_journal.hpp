@@ -20,6 +20,7 @@
 // processes appended before it writes, and hands them to take_changes().
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -52,15 +53,26 @@ class StoreJournal {
   // one is started afresh (with a warning). Throws StoreError(io).
   StoreJournal(std::filesystem::path path, size_t capacity);
 
-  // When an append is durable: before it returns, or at the next sync() or
-  // durable append (which makes every earlier record durable too).
-  enum class Sync { now, later };
+  // When an append is durable: before it returns (now); at the next sync()
+  // or durable append, which makes every earlier record durable too (later);
+  // or written: on the disk before it returns (in its volatile write cache at
+  // worst) and durable at the next flush of the disk, whoever asks for it.
+  // A written record whose blocks the file may not own durably yet (the file
+  // grew since this instance's last sync) is made durable at once: a flush
+  // of data alone would not keep it.
+  enum class Sync { now, later, written };
   // Appends record. False (nothing written) if it does not fit in what is
   // left of the capacity: checkpoint, reset(), then append again. Throws
   // StoreError(io) on I/O errors and for a record larger than an empty journal.
   bool append(const JournalRecord& record, Sync when = Sync::now);
   // Makes every record appended so far durable. Throws StoreError(io).
   void sync();
+  // The same in three steps, so that the flush need not hold the store's
+  // lock: flush_point() and flushed() under it, flush() from any thread,
+  // in between. Records appended after flush_point() may not be covered.
+  uint64_t flush_point() const { return known_size_; }
+  void flush();
+  void flushed(uint64_t point) { durable_size_ = std::max(durable_size_, point); }
   // How many times this instance made the journal durable (fdatasync),
   // readable from any thread.
   uint64_t syncs() const { return syncs_.load(std::memory_order_relaxed); }
@@ -109,6 +121,8 @@ class StoreJournal {
   // Logs what ended records() early, if a record of this epoch did.
   void report_damage_at_end();
   void zero_fill_to(uint64_t size);  // right after reaches() said no
+  // Waits until [offset, offset + size) is written to the disk; no flush.
+  void write_out(uint64_t offset, uint64_t size);
   // Whether the file is at least end bytes long. Asks the file (fstat) only
   // when known_size_ says no: on kernels with fine-grained timestamps
   // (Linux 6.13 on), a stat makes the next write change the inode's times, and
@@ -124,6 +138,9 @@ class StoreJournal {
   // A lower bound on the file's size: while it is open, every writer only
   // grows it (zero-filling ahead of records).
   uint64_t known_size_ = 0;
+  // The file's size as of this instance's last sync(): its blocks up to here
+  // are the file's durably, so a write into them needs no metadata flushed.
+  uint64_t durable_size_ = 0;
   Changes changes_;  // since the last take_changes()
   std::atomic<uint64_t> syncs_{0};
 };

@@ -1,12 +1,21 @@
 // Deferred sync of the file store: the Instances one thread creates between
-// defer_sync() and sync() share one fdatasync of the journal; every other
-// write stays durable when it returns.
+// defer_sync(creates) and sync() share one fdatasync of the journal; every
+// other write stays durable when it returns. Between defer_sync(flush) and
+// sync(), every write of the thread is written to the disk, and the flush
+// that makes them durable is shared.
 //
-// The journal's fdatasync calls are counted by wrapping the C library's
-// fdatasync in this executable (each call still goes to the real one, on the
-// real file): nothing else can tell whether a write reached the disk.
+// The journal's fdatasync and sync_file_range calls are counted by wrapping
+// the C library's in this executable (each call still goes to the real one,
+// on the real file): nothing else can tell whether a write reached the disk.
+// Where the kernel has cachestat (Linux 6.5), a test also reads the journal's
+// page cache, to see that a written record left nothing dirty.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+
+#include <linux/magic.h>
 
 #include <gtest/gtest.h>
 
@@ -27,9 +36,17 @@
 namespace {
 
 std::atomic<int> journal_syncs{0};
+std::atomic<int> journal_write_outs{0};
 std::atomic<std::thread::id> last_journal_sync_thread{};
 
 }  // namespace
+
+extern "C" int sync_file_range(int fd, off64_t offset, off64_t count, unsigned int flags) {
+  using Real = int (*)(int, off64_t, off64_t, unsigned int);
+  static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "sync_file_range"));
+  if (dowser::store::testing::is_journal_fd(fd)) ++journal_write_outs;
+  return real(fd, offset, count, flags);
+}
 
 extern "C" int fdatasync(int fd) {
   using Real = int (*)(int);
@@ -58,6 +75,21 @@ class DeferredSyncTest : public ::testing::Test {
     work();
     return journal_syncs.load() - before;
   }
+  // The same for writing the journal out without a flush (sync_file_range).
+  template <typename Work>
+  int journal_write_outs_of(Work work) {
+    const int before = journal_write_outs.load();
+    work();
+    return journal_write_outs.load() - before;
+  }
+  // Claims slot 0 of cam-<i> for node-a.
+  void claim(int i) {
+    const std::string name = "cam-" + std::to_string(i);
+    auto stored = store_.get("default", name);
+    auto changed = stored->instance;
+    changed.device_usage[name + "-0"] = "node-a";
+    store_.update(changed, stored->revision);
+  }
 
   TemporaryDirectory directory_{TemporaryDirectory::Medium::memory};
   FileInstanceStore store_{directory_.path()};
@@ -69,7 +101,7 @@ TEST_F(DeferredSyncTest, EveryWriteSyncsTheJournalWhenNotDeferred) {
 }
 
 TEST_F(DeferredSyncTest, DeferredCreatesShareOneSync) {
-  store_.defer_sync();
+  store_.defer_sync(InstanceStore::Deferring::creates);
   EXPECT_EQ(journal_syncs_of([&] { create(0, 3); }), 0);
   ASSERT_TRUE(store_.get("default", "cam-1").has_value()) << "a deferred create is stored at once";
   EXPECT_EQ(store_.list().size(), 3u);
@@ -78,7 +110,7 @@ TEST_F(DeferredSyncTest, DeferredCreatesShareOneSync) {
 }
 
 TEST_F(DeferredSyncTest, UpdatesAndRemovalsAreDurableAtOnceAndTakeTheCreatesWithThem) {
-  store_.defer_sync();
+  store_.defer_sync(InstanceStore::Deferring::creates);
   create(0, 2);
   EXPECT_EQ(journal_syncs_of([&] {
               auto stored = store_.get("default", "cam-0");
@@ -88,7 +120,7 @@ TEST_F(DeferredSyncTest, UpdatesAndRemovalsAreDurableAtOnceAndTakeTheCreatesWith
             }),
             1);
   EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 0) << "the update's sync covered the creates";
-  store_.defer_sync();
+  store_.defer_sync(InstanceStore::Deferring::creates);
   EXPECT_EQ(journal_syncs_of([&] {
               store_.remove("default", "cam-1", store_.get("default", "cam-1")->revision);
             }),
@@ -99,7 +131,7 @@ TEST_F(DeferredSyncTest, UpdatesAndRemovalsAreDurableAtOnceAndTakeTheCreatesWith
 }
 
 TEST_F(DeferredSyncTest, AnotherThreadsCreatesAreDurableWhenTheyReturn) {
-  store_.defer_sync();
+  store_.defer_sync(InstanceStore::Deferring::creates);
   create(0, 1);
   EXPECT_EQ(journal_syncs_of([&] { std::thread([&] { create(1, 2); }).join(); }), 2);
   // Those syncs made the deferred create durable too: nothing is owed.
@@ -110,7 +142,7 @@ TEST_F(DeferredSyncTest, TheStoreCountsItsJournalSyncsAsTheyHappen) {
   const uint64_t before = store_.journal_syncs().value();
   const int made = journal_syncs_of([&] {
     create(0, 2);
-    store_.defer_sync();
+    store_.defer_sync(InstanceStore::Deferring::creates);
     create(2, 3);
     store_.sync();
   });
@@ -125,7 +157,7 @@ TEST_F(DeferredSyncTest, ADeferralThatCreatedNothingEndsWithoutWaitingForTheStor
   auto other_process = std::make_unique<detail::FileLock>(
       detail::InstanceFiles(directory_.path()).lock_file(), detail::FileLock::Mode::exclusive);
   auto ended = std::async(std::launch::async, [&] {
-    store_.defer_sync();
+    store_.defer_sync(InstanceStore::Deferring::creates);
     store_.sync();
   });
   EXPECT_EQ(ended.wait_for(std::chrono::seconds(10)), std::future_status::ready)
@@ -157,10 +189,106 @@ TEST_F(DeferredSyncTest, ASyncHandedToTheStoresThreadHappensThereOnce) {
   EXPECT_EQ(journal_syncs_of([&] { create(3, 1); }), 1) << "the deferral ended";
 }
 
+// An Allocate's claims: on the disk before the call answers, flushed after.
+TEST_F(DeferredSyncTest, UnderAFlushDeferralEveryWriteIsWrittenOutAndTheFlushWaits) {
+  create(0, 3);  // durable: the journal's room is the file's for good
+  store_.defer_sync(InstanceStore::Deferring::flush);
+  int write_outs = 0;
+  EXPECT_EQ(journal_syncs_of([&] {
+              write_outs = journal_write_outs_of([&] {
+                claim(0);
+                claim(1);
+                store_.remove("default", "cam-2", store_.get("default", "cam-2")->revision);
+              });
+            }),
+            0);
+  EXPECT_EQ(write_outs, 3) << "each write must be on the disk when it returns";
+  EXPECT_EQ(store_.get("default", "cam-1")->instance.device_usage.at("cam-1-0"), "node-a");
+  EXPECT_EQ(journal_syncs_of([&] { store_.sync(); }), 1) << "one flush for all three";
+  EXPECT_EQ(journal_syncs_of([&] { claim(0); }), 1) << "sync() ended the deferral";
+}
+
+// A flush keeps data, not the file's own record of its size and blocks: a
+// record in room the journal grew into since its last fdatasync (a new
+// journal, here) is made durable at once.
+TEST_F(DeferredSyncTest, AFlushDeferredWriteIntoNewlyGrownRoomIsMadeDurableAtOnce) {
+  TemporaryDirectory directory{TemporaryDirectory::Medium::memory};
+  FileInstanceStore store(directory.path());
+  store.defer_sync(InstanceStore::Deferring::flush);
+  int write_outs = 0;
+  EXPECT_EQ(journal_syncs_of([&] {
+              write_outs = journal_write_outs_of([&] { store.create(sample_instance("cam-0")); });
+            }),
+            1);
+  EXPECT_EQ(write_outs, 0);
+  EXPECT_EQ(journal_syncs_of([&] {
+              write_outs = journal_write_outs_of([&] { store.create(sample_instance("cam-1")); });
+            }),
+            0)
+      << "the room is the journal's now";
+  EXPECT_EQ(write_outs, 1);
+  store.sync();
+}
+
+TEST_F(DeferredSyncTest, AFlushDeferralHandedToTheStoresThreadIsFlushedThere) {
+  create(0, 2);
+  const int before = journal_syncs.load();
+  {
+    const DeferredSync claims(store_, DeferredSync::SyncOn::store_thread,
+                              InstanceStore::Deferring::flush);
+    claim(0);
+    claim(1);
+  }
+  ASSERT_TRUE(dowser::test::eventually([&] { return journal_syncs.load() > before; }))
+      << "the handed-over flush never happened";
+  EXPECT_EQ(journal_syncs.load() - before, 1);
+  EXPECT_NE(last_journal_sync_thread.load(), std::this_thread::get_id());
+}
+
+// What the kernel holds of the journal in memory, by cachestat(2); nullopt
+// where the kernel has none.
+struct JournalPages {
+  uint64_t cached = 0, dirty = 0, writeback = 0, evicted = 0, recently_evicted = 0;
+};
+std::optional<JournalPages> journal_pages(const std::filesystem::path& directory) {
+  constexpr long kCachestat = 451;  // the same on every architecture
+  const detail::UniqueFd fd(
+      ::open(detail::InstanceFiles(directory).journal_file().c_str(), O_RDONLY | O_CLOEXEC));
+  struct {
+    uint64_t offset = 0, length = 0;  // length 0: to the end of the file
+  } range;
+  JournalPages pages;
+  if (!fd || ::syscall(kCachestat, fd.get(), &range, &pages, 0) != 0) return std::nullopt;
+  return pages;
+}
+
+// The real disk, not the counts: after a flush-deferred write returns, no
+// page of the journal is dirty or still being written.
+TEST(FlushDeferralOnDisk, LeavesNoPageOfTheJournalDirty) {
+  TemporaryDirectory directory{TemporaryDirectory::Medium::disk};
+  struct statfs file_system {};
+  ASSERT_EQ(::statfs(directory.path().c_str(), &file_system), 0);
+  if (file_system.f_type == TMPFS_MAGIC) GTEST_SKIP() << "the temporary directory is in memory";
+  FileInstanceStore store(directory.path());
+  store.create(sample_instance("cam-0"));
+  if (!journal_pages(directory.path())) GTEST_SKIP() << "this kernel has no cachestat";
+  store.defer_sync(InstanceStore::Deferring::flush);
+  auto stored = store.get("default", "cam-0");
+  auto changed = stored->instance;
+  changed.device_usage["cam-0-0"] = "node-a";
+  store.update(changed, stored->revision);
+  const auto pages = journal_pages(directory.path());
+  ASSERT_TRUE(pages.has_value());
+  EXPECT_GT(pages->cached, 0u);
+  EXPECT_EQ(pages->dirty, 0u) << "a record was left in memory only";
+  EXPECT_EQ(pages->writeback, 0u) << "a record was not waited for";
+  store.sync();
+}
+
 TEST_F(DeferredSyncTest, ClosingTheStoreMakesDeferredCreatesDurable) {
   TemporaryDirectory directory{TemporaryDirectory::Medium::memory};
   auto store = std::make_unique<FileInstanceStore>(directory.path());
-  store->defer_sync();
+  store->defer_sync(InstanceStore::Deferring::creates);
   store->create(sample_instance("cam-0"));
   EXPECT_EQ(journal_syncs_of([&] { store.reset(); }), 1);
   EXPECT_EQ(FileInstanceStore(directory.path()).list().size(), 1u);

@@ -269,7 +269,7 @@ TEST_F(JournalledWritesTest, EveryFileIsDurableBeforeTheJournalIsEmptied) {
 TEST_F(JournalledWritesTest, DeferredWritesAreDurableBeforeTheJournalIsEmptied) {
   {
     auto writes = open();
-    writes->defer_sync();
+    writes->defer_sync(InstanceStore::Deferring::creates);
     for (size_t i = 0; i < 1000; ++i)
       put(*writes, (i * 7) % kFiles, 0, JournalledWrites::Deferral::allowed);
     writes->sync_deferred();
@@ -283,9 +283,23 @@ TEST_F(JournalledWritesTest,
   {
     auto writes = open();
     for (size_t i = 0; i < 1000; ++i) {
-      if (i % 4 == 0) writes->defer_sync();
+      if (i % 4 == 0) writes->defer_sync(InstanceStore::Deferring::creates);
       put(*writes, (i * 7) % kFiles, 0, JournalledWrites::Deferral::allowed);
       if (i % 4 == 3) writes->sync_deferred_in_background();
+    }
+  }
+  EXPECT_GE(checkpoints(), 3);
+  expect_latest_stored();
+}
+
+// An Allocate's claims: every write on the disk, flushed by the store's thread.
+TEST_F(JournalledWritesTest, WritesFlushedInTheBackgroundAreDurableBeforeTheJournalIsEmptied) {
+  {
+    auto writes = open();
+    for (size_t i = 0; i < 1000; ++i) {
+      if (i % 3 == 0) writes->defer_sync(InstanceStore::Deferring::flush);
+      put(*writes, (i * 7) % kFiles);
+      if (i % 3 == 2) writes->sync_deferred_in_background();
     }
   }
   EXPECT_GE(checkpoints(), 3);
