@@ -453,6 +453,12 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
 
 std::vector<ContainerClaims> CapacityManager::all_or_nothing(const std::string& namespace_name,
                                                              const AllocationBody& body) {
+  // The kubelet waits for the answer: the claims are on the disk when it
+  // goes, and flushed by the store's thread right after (see
+  // InstanceStore::Deferring::flush for why that loses no claim the kubelet
+  // knows of).
+  const store::DeferredSync claims_on_disk(store_, store::DeferredSync::SyncOn::store_thread,
+                                           store::InstanceStore::Deferring::flush);
   std::vector<Claim> made;
   try {
     auto granted = body(made);

@@ -240,6 +240,8 @@ class CapacityManager {
   // IL Allocate: claims the named slots (ids "<instance>-<i>") for this
   // node, per container request; a slot this node's IL already holds is
   // reused. All or nothing: on failure every claim of the call is undone.
+  // Its writes are on the disk when it returns, and the store's thread
+  // flushes them right after (InstanceStore::Deferring::flush).
   std::vector<ContainerClaims> allocate_instance_level(
       const InstanceKey& instance, const std::vector<std::vector<std::string>>& container_ids,
       bool offline);

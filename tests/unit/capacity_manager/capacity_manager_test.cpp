@@ -4,18 +4,59 @@
 // scenarios 3, 6-8, 11-12, 21-22, with Akri's defects fixed as DESIGN.md says.
 #include "capacity_manager.hpp"
 #include "capacity_test_support.hpp"
+#include "eventually.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 
 using namespace dowser::capacity;
 using dowser::naming::SlotUsage;
 using dowser::store::Instance;
+
+// What a thread asked of the store's journal: flushes (fdatasync) and writes
+// to the disk without a flush (sync_file_range), counted by wrapping the C
+// library's (each call still goes to the real one): nothing else tells
+// whether an Allocate waited for the disk's flush.
+namespace {
+
+thread_local int journal_flushes_here = 0;
+thread_local int journal_write_outs_here = 0;
+
+bool is_journal(int fd) {
+  std::error_code error;
+  auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), error);
+  return !error && target.filename() == ".journal";
+}
+
+template <typename Real>
+Real real_function(const char* name) {
+  return reinterpret_cast<Real>(dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+
+extern "C" int fdatasync(int fd) {
+  static const auto real = real_function<int (*)(int)>("fdatasync");
+  if (is_journal(fd)) ++journal_flushes_here;
+  return real(fd);
+}
+
+extern "C" int sync_file_range(int fd, off64_t offset, off64_t count, unsigned int flags) {
+  static const auto real =
+      real_function<int (*)(int, off64_t, off64_t, unsigned int)>("sync_file_range");
+  if (is_journal(fd)) ++journal_write_outs_here;
+  return real(fd, offset, count, flags);
+}
 
 namespace {
 
@@ -393,6 +434,23 @@ TEST_F(CapacityManagerTest, AFailedInstanceLevelCallClaimsNothing) {
   EXPECT_THROW(node_a_->allocate_instance_level({"default", "inst"}, {{"inst-0"}}, true),
                AllocationError)
       << "an offline device is not allocated";
+}
+
+// The claims of an Allocate are on the disk before it returns; the flush
+// that makes them durable is the store's thread's, after the answer.
+TEST_F(CapacityManagerTest, AnAllocateWaitsForItsClaimsToReachTheDiskNotForTheFlush) {
+  add(instance("cam-1", 2));
+  add(instance("cam-2", 2));
+  const int flushes = journal_flushes_here;
+  const int write_outs = journal_write_outs_here;
+  const uint64_t synced = store_a_->journal_syncs().value();
+  node_a_->allocate_instance_level({"default", "cam-1"}, {{"cam-1-0"}}, false);
+  node_a_->allocate_configuration_level(
+      "default", {{"0", "1"}}, table_of(*node_a_, {"cam-1", "cam-2"}), UniqueInstances::required);
+  EXPECT_EQ(journal_flushes_here - flushes, 0) << "an Allocate waited for the disk's flush";
+  EXPECT_EQ(journal_write_outs_here - write_outs, 3) << "a claim was not on the disk";
+  EXPECT_TRUE(dowser::test::eventually([&] { return store_a_->journal_syncs().value() > synced; }))
+      << "the claims were never flushed";
 }
 
 TEST_F(CapacityManagerTest, TwoCameraRequestGetsTwoDistinctDevicesAndThreeFails) {
