@@ -2,6 +2,7 @@
 // temp handler directory: sessions started, restarted and waiting for a
 // handler that is not there yet; events arrive on a core thread of the test.
 #include "discovery_manager.hpp"
+#include "eventually.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -146,6 +147,12 @@ class DiscoveryManagerTest : public ::testing::Test {
     EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
       return mentions(reports.failures, "the handler ended discovery: fixture: lost the device");
     }));
+    // The fixture may end discovery before its start returns, and the
+    // acceptance is recorded only after that: a restart must come later.
+    EXPECT_TRUE(dowser::test::eventually([this] {
+      std::error_code error;
+      return fs::file_size(dir_ / "accepted-requests", error) > 0 && !error;
+    })) << "the accepted details were never recorded";
     return configuration;
   }
 
