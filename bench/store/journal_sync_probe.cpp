@@ -1,21 +1,23 @@
-// journal_sync_probe: what one durable journal record costs on the disk under
-// --base, and what a stat of the file before each write adds to it.
+// journal_sync_probe: what one journal record costs on the disk under --base:
+// made durable as the store makes every write but an Allocate's; the same
+// with a stat of the file before each write; and written to the disk with
+// its flush after, as an Allocate's claims are (the flush timed apart).
 //
 //   journal_sync_probe [--base /var/tmp] [--records 2000] [--record-bytes 600]
 //                      [--gap-us 300] [--run 100]
 //
-// Opens two store journals (StoreJournal, as the file store uses it, 1 MiB
-// each) in a scratch directory under --base and appends durable records to
-// them: one as the store does, the other with a stat of the journal before
-// every append, as the journal itself did before 0fea074. They take turns in
-// runs of --run records, so both see the same disk but not each other's
-// writes: two files made one after the other may share an inode-table block,
-// and records interleaved one by one would make each journal's fdatasync
-// write the other's inode as well. Since Linux 6.13 a stat makes the next
-// write take a fine-grained timestamp, so the inode changes on every write;
-// where fdatasync then writes the inode too (ext4 without a journal, for
-// one), the second is slower. Where a time-only change costs fdatasync
-// nothing (journaled ext4, XFS, older kernels) the two are alike.
+// Opens three store journals (StoreJournal, as the file store uses it, 1 MiB
+// each) in scratch directories under --base and appends records to them.
+// They take turns in runs of --run records, so all see the same disk but not
+// each other's writes: two files made one after the other may share an
+// inode-table block, and records interleaved one by one would make each
+// journal's fdatasync write the other's inode as well. Since Linux 6.13 a
+// stat makes the next write take a fine-grained timestamp, so the inode
+// changes on every write; where fdatasync then writes the inode too (ext4
+// without a journal, for one), the stat is slower (the journal has not
+// stat'ed itself since 0fea074). A record written to the disk waits for one
+// write to the disk; its flush is what fdatasync adds on a disk with a
+// volatile write cache.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -51,33 +53,48 @@ struct Options {
   size_t run = 100;
 };
 
-// One journal's durable appends, timed; emptied (untimed) when full.
+double micros_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+// How a journal's records are appended.
+enum class Append { durable, stat_then_durable, written_then_flushed };
+
+// One journal's appends, timed (and their flushes, if apart); emptied
+// (untimed) when full.
 class TimedJournal {
  public:
-  TimedJournal(const fs::path& journal, bool stat_before_append)
-      : journal_(journal, kJournalBytes), stat_(stat_before_append) {}
+  TimedJournal(const fs::path& journal, Append how) : journal_(journal, kJournalBytes), how_(how) {}
 
   void append(const JournalRecord& record) {
-    if (stat_) {
+    if (how_ == Append::stat_then_durable) {
       struct stat status {};
       if (::stat(journal_.path().c_str(), &status) != 0)
         throw std::system_error(errno, std::generic_category(), "stat " + journal_.path().string());
     }
+    const bool written = how_ == Append::written_then_flushed;
     const auto start = Clock::now();
-    const bool appended = journal_.append(record);
-    const auto end = Clock::now();
+    const bool appended =
+        journal_.append(record, written ? StoreJournal::Sync::written : StoreJournal::Sync::now);
+    const double took = micros_since(start);
     if (!appended) {
       journal_.reset();
       return append(record);
     }
-    micros_.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    micros_.push_back(took);
+    if (!written) return;
+    const auto flush_start = Clock::now();
+    journal_.sync();
+    flush_micros_.push_back(micros_since(flush_start));
   }
   const std::vector<double>& micros() const { return micros_; }
+  const std::vector<double>& flush_micros() const { return flush_micros_; }
 
  private:
   StoreJournal journal_;
-  bool stat_;
+  Append how_;
   std::vector<double> micros_;
+  std::vector<double> flush_micros_;
 };
 
 void run(const Options& options) {
@@ -89,10 +106,12 @@ void run(const Options& options) {
                                                StoreJournal::kRecordHeaderSize));
   if (options.run == 0) throw std::invalid_argument("--run must be at least 1");
   // Each journal in a directory of its own, as a store's is.
-  const dowser::test::TempDir plain_directory("journal-sync-probe", options.base);
+  const dowser::test::TempDir durable_directory("journal-sync-probe", options.base);
   const dowser::test::TempDir stat_directory("journal-sync-probe", options.base);
-  TimedJournal plain(plain_directory.path() / ".journal", false);
-  TimedJournal stat_first(stat_directory.path() / ".journal", true);
+  const dowser::test::TempDir written_directory("journal-sync-probe", options.base);
+  TimedJournal durable(durable_directory.path() / ".journal", Append::durable);
+  TimedJournal stat_first(stat_directory.path() / ".journal", Append::stat_then_durable);
+  TimedJournal written(written_directory.path() / ".journal", Append::written_then_flushed);
   const JournalRecord record{JournalRecord::Kind::put, std::string(options.record_bytes, 'r')};
   auto write_run = [&](TimedJournal& journal) {
     for (size_t i = 0; i < options.run && journal.micros().size() < options.records; ++i) {
@@ -100,21 +119,25 @@ void run(const Options& options) {
       std::this_thread::sleep_for(std::chrono::microseconds(options.gap_us));
     }
   };
-  while (stat_first.micros().size() < options.records) {
-    write_run(plain);
+  while (written.micros().size() < options.records) {
+    write_run(durable);
     write_run(stat_first);
+    write_run(written);
   }
   std::printf("records of %zu bytes under %s, %u us apart, in runs of %zu\n", options.record_bytes,
               options.base.c_str(), options.gap_us, options.run);
-  dowser::bench::print_percentiles("append (as the store)", plain.micros());
-  dowser::bench::print_percentiles("stat, then append", stat_first.micros());
+  dowser::bench::print_percentiles("durable (as the store)", durable.micros());
+  dowser::bench::print_percentiles("stat, then durable", stat_first.micros());
+  dowser::bench::print_percentiles("on the disk (a claim)", written.micros());
+  dowser::bench::print_percentiles("  then its flush", written.flush_micros());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
-  CLI::App app{"journal_sync_probe: a durable journal record's cost, with and without a stat"};
+  CLI::App app{
+      "journal_sync_probe: a journal record's cost: durable, after a stat, written then flushed"};
   app.add_option("--base", options.base, "directory on the disk to probe (files made there)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--records", options.records, "records timed per file");
