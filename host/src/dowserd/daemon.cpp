@@ -389,9 +389,9 @@ void Daemon::reapply(const ConfigurationKey& key) {
 // stage_creates), and one sync, on the store's own thread, then makes all of
 // them durable: a new device reaches the kubelet without waiting for the
 // store, and this thread does not wait for the disk. Nothing is promised on
-// them meanwhile: a claim's own durable write covers them (the store keeps
-// order). A crash before the sync loses only Instances that discovery finds
-// again.
+// them meanwhile: a claim on one of them takes every record before its own
+// to the disk with it (the store keeps order). A crash before the sync loses
+// only Instances that discovery finds again.
 AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
                                                const Reconcile& reconcile) {
   AdvertiseTimes times;

@@ -270,6 +270,11 @@ void JournalledWrites::sync_deferred_in_background() {
   wake_.notify_all();
 }
 
+bool JournalledWrites::deferred_sync_due() {
+  const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
+  return std::exchange(deferred_sync_wanted_, false);
+}
+
 void JournalledWrites::settle_deferred_in_background() {
   try {
     uint64_t point = 0;
@@ -468,8 +473,11 @@ void JournalledWrites::run_checkpoints() {
 // write came meanwhile; else goes on with the files written meanwhile.
 void JournalledWrites::checkpoint_in_background() {
   while (true) {
-    while (const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::background))
+    while (const std::optional<UnsyncedFiles::Write> oldest = next_to_sync(Syncer::background)) {
       sync(*oldest);
+      // An Allocate's flush does not wait for the round (thousands of files).
+      if (deferred_sync_due()) settle_deferred_in_background();
+    }
     const StoreWriteLock held = lock();
     note_changes(journal_.take_changes());
     settle_deferred();  // a deferral that is still open must not hold the checkpoint up

@@ -203,6 +203,9 @@ class JournalledWrites {
   // begun once they were all appended); those of them still deferred go.
   void deferred_durable_through(uint64_t count);
   void settle_deferred();
+  // Whether sync_deferred_in_background() asked for a flush since the last
+  // call (which takes the request); on the checkpoint thread.
+  bool deferred_sync_due();
   // Takes lock(), but not while the journal is flushed: the next claim need
   // not wait for the disk.
   void settle_deferred_in_background();

@@ -1,7 +1,9 @@
 #include "store_journal.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -83,6 +85,9 @@ size_t read_at(int fd, char* out, size_t size, uint64_t offset, const std::files
 StoreJournal::StoreJournal(std::filesystem::path path, size_t capacity)
     : path_(std::move(path)), capacity_(std::max(capacity, kHeaderSize + kRecordHeaderSize)) {
   fd_ = open_or_throw(path_, O_RDWR | O_CREAT, 0644);
+  struct statfs file_system {};
+  if (::fstatfs(fd_.get(), &file_system) != 0) throw_io_error("statfs", path_, errno);
+  overwrites_in_place_ = overwrites_in_place(static_cast<int64_t>(file_system.f_type));
   std::array<char, kHeaderMagic.size()> magic{};
   if (read_at(fd_.get(), magic.data(), magic.size(), 0, path_) != magic.size() ||
       magic != kHeaderMagic) {
@@ -116,10 +121,12 @@ bool StoreJournal::append(const JournalRecord& record, Sync when) {
   encode_header(header, bytes.data());
   bytes += record.payload;
   write_all_at(fd_.get(), bytes, position_.end, path_);
-  if (when == Sync::now || (when == Sync::written && position_.end + size > durable_size_))
+  const bool written_is_durable_later =
+      overwrites_in_place_ && position_.end + size <= durable_size_;
+  if (when == Sync::now || (when == Sync::written && !written_is_durable_later))
     sync();
   else if (when == Sync::written)
-    write_out(position_.end, size);
+    write_out(position_.end + size);
   position_.end += size;
   return true;
 }
@@ -135,12 +142,25 @@ void StoreJournal::flush() {
   syncs_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void StoreJournal::write_out(uint64_t offset, uint64_t size) {
+// From the start: records appended before (deferred creates, another
+// process's) may be in memory only, and replay would stop at them. Pages
+// already clean cost nothing.
+void StoreJournal::write_out(uint64_t size) {
   constexpr unsigned kWriteAndWait =
       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-  if (::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(size),
-                        kWriteAndWait) != 0)
+  if (::sync_file_range(fd_.get(), 0, static_cast<off_t>(size), kWriteAndWait) != 0)
     throw_io_error("sync_file_range", path_, errno);
+}
+
+bool overwrites_in_place(int64_t file_system_type) {
+  switch (file_system_type) {
+    case EXT4_SUPER_MAGIC:  // ext2 and ext3 too
+    case XFS_SUPER_MAGIC:
+    case TMPFS_MAGIC:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::vector<JournalRecord> StoreJournal::records() {

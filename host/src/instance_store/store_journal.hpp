@@ -33,6 +33,14 @@
 
 namespace dowser::store::detail {
 
+// Whether a file system of this type (statfs f_type) rewrites a file's
+// blocks in place, so that data written over them is durable with the next
+// flush of the disk and no metadata of the file's: ext4 and XFS (tmpfs too,
+// where nothing is durable anyway). Not copy-on-write ones (Btrfs, ZFS,
+// F2FS), whose new blocks need their own commit, nor overlayfs, NFS and the
+// like, where sync_file_range does not reach the disk.
+bool overwrites_in_place(int64_t file_system_type);
+
 struct JournalRecord {
   enum class Kind : uint8_t { put = 1, remove = 2 };
   Kind kind = Kind::put;
@@ -55,11 +63,12 @@ class StoreJournal {
 
   // When an append is durable: before it returns (now); at the next sync()
   // or durable append, which makes every earlier record durable too (later);
-  // or written: on the disk before it returns (in its volatile write cache at
-  // worst) and durable at the next flush of the disk, whoever asks for it.
-  // A written record whose blocks the file may not own durably yet (the file
-  // grew since this instance's last sync) is made durable at once: a flush
-  // of data alone would not keep it.
+  // or written: on the disk before it returns, with every record before it
+  // (replay stops at the first record missing), in the disk's volatile write
+  // cache at worst, and durable at the next flush of the disk, whoever asks
+  // for it. That holds only where a flush of data alone keeps an overwritten
+  // block (see overwrites_in_place); elsewhere, and for a record in room the
+  // file grew into since this instance's last sync, written is now.
   enum class Sync { now, later, written };
   // Appends record. False (nothing written) if it does not fit in what is
   // left of the capacity: checkpoint, reset(), then append again. Throws
@@ -121,8 +130,8 @@ class StoreJournal {
   // Logs what ended records() early, if a record of this epoch did.
   void report_damage_at_end();
   void zero_fill_to(uint64_t size);  // right after reaches() said no
-  // Waits until [offset, offset + size) is written to the disk; no flush.
-  void write_out(uint64_t offset, uint64_t size);
+  // Waits until the file's first `size` bytes are written to the disk; no flush.
+  void write_out(uint64_t size);
   // Whether the file is at least end bytes long. Asks the file (fstat) only
   // when known_size_ says no: on kernels with fine-grained timestamps
   // (Linux 6.13 on), a stat makes the next write change the inode's times, and
@@ -141,6 +150,10 @@ class StoreJournal {
   // The file's size as of this instance's last sync(): its blocks up to here
   // are the file's durably, so a write into them needs no metadata flushed.
   uint64_t durable_size_ = 0;
+  // Whether the file system under the journal keeps overwritten blocks where
+  // they are, so that a later flush of the disk alone makes a written record
+  // durable (see overwrites_in_place).
+  bool overwrites_in_place_ = false;
   Changes changes_;  // since the last take_changes()
   std::atomic<uint64_t> syncs_{0};
 };

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,6 +32,7 @@
 #include "instance_files.hpp"
 #include "instance_store.hpp"
 #include "posix_io.hpp"
+#include "store_journal.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -263,16 +265,22 @@ std::optional<JournalPages> journal_pages(const std::filesystem::path& directory
 }
 
 // The real disk, not the counts: after a flush-deferred write returns, no
-// page of the journal is dirty or still being written.
+// page of the journal is dirty or still being written, those of deferred
+// creates before it included (replay stops at the first record missing).
 TEST(FlushDeferralOnDisk, LeavesNoPageOfTheJournalDirty) {
   TemporaryDirectory directory{TemporaryDirectory::Medium::disk};
   struct statfs file_system {};
   ASSERT_EQ(::statfs(directory.path().c_str(), &file_system), 0);
-  if (file_system.f_type == TMPFS_MAGIC) GTEST_SKIP() << "the temporary directory is in memory";
+  const auto type = static_cast<int64_t>(file_system.f_type);
+  if (type == TMPFS_MAGIC || !detail::overwrites_in_place(type))
+    GTEST_SKIP() << "the temporary directory is not on a disk written in place";
   FileInstanceStore store(directory.path());
-  store.create(sample_instance("cam-0"));
+  store.create(sample_instance("cam-0"));  // the journal's room is the file's for good
   if (!journal_pages(directory.path())) GTEST_SKIP() << "this kernel has no cachestat";
-  store.defer_sync(InstanceStore::Deferring::flush);
+  store.defer_sync(InstanceStore::Deferring::creates);  // a discovery report's
+  for (int i = 1; i <= 12; ++i) store.create(sample_instance("cam-" + std::to_string(i)));
+  ASSERT_GT(journal_pages(directory.path())->dirty, 0u) << "deferred creates were written out";
+  store.defer_sync(InstanceStore::Deferring::flush);  // then an Allocate's
   auto stored = store.get("default", "cam-0");
   auto changed = stored->instance;
   changed.device_usage["cam-0-0"] = "node-a";
@@ -283,6 +291,18 @@ TEST(FlushDeferralOnDisk, LeavesNoPageOfTheJournalDirty) {
   EXPECT_EQ(pages->dirty, 0u) << "a record was left in memory only";
   EXPECT_EQ(pages->writeback, 0u) << "a record was not waited for";
   store.sync();
+}
+
+// Where a flush of the disk alone would not keep a written record, the
+// store makes it durable instead.
+TEST(FlushDeferral, IsTrustedOnlyOnFileSystemsThatWriteInPlace) {
+  for (const int64_t type :
+       std::initializer_list<int64_t>{EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC, TMPFS_MAGIC})
+    EXPECT_TRUE(detail::overwrites_in_place(type)) << std::hex << type;
+  for (const int64_t type :
+       std::initializer_list<int64_t>{BTRFS_SUPER_MAGIC, OVERLAYFS_SUPER_MAGIC, NFS_SUPER_MAGIC,
+                                      F2FS_SUPER_MAGIC, SQUASHFS_MAGIC, FUSE_SUPER_MAGIC})
+    EXPECT_FALSE(detail::overwrites_in_place(type)) << std::hex << type;
 }
 
 TEST_F(DeferredSyncTest, ClosingTheStoreMakesDeferredCreatesDurable) {

@@ -306,6 +306,38 @@ TEST_F(JournalledWritesTest, WritesFlushedInTheBackgroundAreDurableBeforeTheJour
   expect_latest_stored();
 }
 
+// The flush of an Allocate's claims, asked for while the checkpoint thread
+// works through its files, comes after the file it is fsyncing, not after
+// all of them (thousands, on a big node).
+TEST_F(JournalledWritesTest, AFlushAskedForDuringACheckpointDoesNotWaitForTheRound) {
+  Gate first_file;
+  std::atomic<bool> first{true};
+  std::atomic<JournalledWrites*> opened{nullptr};
+  std::mutex mutex;
+  std::vector<uint64_t> flushes_at_file;  // the journal's syncs as each file's fsync starts
+  on_sync_ = [&](const std::filesystem::path& path, SyncStep step) {
+    if (step != SyncStep::starting || is_test_thread() || path.extension() != ".json") return;
+    {
+      const std::lock_guard guard(mutex);
+      flushes_at_file.push_back(opened.load()->journal_syncs());
+    }
+    if (first.exchange(false)) first_file.hold();
+  };
+  auto writes = open();
+  opened = writes.get();
+  fill_to_half(*writes);
+  ASSERT_TRUE(first_file.wait_until_held()) << "the checkpoint thread never started";
+  writes->defer_sync(InstanceStore::Deferring::flush);
+  put(*writes, 0);
+  const uint64_t before = writes->journal_syncs();
+  writes->sync_deferred_in_background();
+  first_file.release();
+  ASSERT_TRUE(dowser::test::eventually([&] { return checkpoints() > 0; }));
+  const std::lock_guard guard(mutex);
+  ASSERT_GE(flushes_at_file.size(), 3u);
+  EXPECT_GT(flushes_at_file[1], before) << "the flush waited for the checkpoint's other files";
+}
+
 TEST_F(JournalledWritesTest, WritesLeaveTheCheckpointToItsThread) {
   const dowser::test::LogCapture log;
   {
