@@ -244,7 +244,8 @@ void JournalledWrites::mend_torn_files() {
 
 StoreJournal::Sync JournalledWrites::sync_of(Deferral deferral) const {
   if (deferring_thread_.load() != std::this_thread::get_id()) return StoreJournal::Sync::now;
-  if (deferring_.load() == InstanceStore::Deferring::flush) return StoreJournal::Sync::written;
+  if (deferring_.load() == InstanceStore::Deferring::flush)
+    return journal_.keeps_written_records() ? StoreJournal::Sync::written : StoreJournal::Sync::now;
   return deferral == Deferral::allowed ? StoreJournal::Sync::later : StoreJournal::Sync::now;
 }
 

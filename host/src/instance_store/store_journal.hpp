@@ -74,6 +74,9 @@ class StoreJournal {
   // left of the capacity: checkpoint, reset(), then append again. Throws
   // StoreError(io) on I/O errors and for a record larger than an empty journal.
   bool append(const JournalRecord& record, Sync when = Sync::now);
+  // Whether a written append is durable later than it returns here (the file
+  // system rewrites blocks in place); if not, written is now.
+  bool keeps_written_records() const { return overwrites_in_place_; }
   // Makes every record appended so far durable. Throws StoreError(io).
   void sync();
   // The same in three steps, so that the flush need not hold the store's
