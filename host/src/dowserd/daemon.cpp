@@ -1,5 +1,7 @@
 #include "daemon.hpp"
 
+#include <sys/stat.h>
+
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
@@ -92,6 +94,22 @@ void Daemon::await_signal() {
   });
 }
 
+// An Allocate's claim is durable with the next flush of the state
+// directory's disk, the kubelet's record of it with the next of its own
+// (docs/operators.md): on two disks a power cut could keep only the second.
+void Daemon::warn_if_state_is_off_the_kubelets_file_system() const {
+  struct stat state {};
+  struct stat kubelet {};
+  if (::stat(options_.state_dir.c_str(), &state) != 0 ||
+      ::stat(options_.kubelet_dir.c_str(), &kubelet) != 0 || state.st_dev == kubelet.st_dev)
+    return;
+  spdlog::warn(
+      "the state directory {} is on another file system than the kubelet directory {}: if that "
+      "is another disk, a power cut within a millisecond of an Allocate can lose its claim while "
+      "the kubelet keeps it (see docs/operators.md, State directory)",
+      options_.state_dir.string(), options_.kubelet_dir.string());
+}
+
 std::unique_ptr<store::InstanceStore> Daemon::make_store() {
   if (options_.store == StoreKind::file)
     return std::make_unique<store::FileInstanceStore>(options_.state_dir / "instances");
@@ -155,6 +173,7 @@ void Daemon::start() {
       options_.node_name, kube_source ? "from the API server" : options_.config_dir.string(),
       options_.handler_dir.string(), kube_store ? "on the API server" : options_.state_dir.string(),
       options_.kubelet_dir.string());
+  if (!kube_store) warn_if_state_is_off_the_kubelets_file_system();
   if (kubernetes_) {
     spdlog::info("Kubernetes API server {}, {}", kubernetes_->server(),
                  options_.kube_namespace.empty() ? "all namespaces"

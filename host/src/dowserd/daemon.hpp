@@ -141,6 +141,7 @@ class Daemon {
   void unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices);
   bool claim_again_for_pod_in_use(const reclaim::DeviceRef& device);
   void report_unreadable_slots(const store::Instance& instance);
+  void warn_if_state_is_off_the_kubelets_file_system() const;
   // Tells every CL plugin which of its ids the kubelet holds without a claim.
   void hold_configuration_devices(const std::set<reclaim::DeviceRef>& unclaimed);
 

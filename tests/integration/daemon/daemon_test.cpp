@@ -1,10 +1,13 @@
 // dowserd as a process, driven by the kubelet simulator over real gRPC on
 // unix sockets: the scenarios the daemon issue asks for.
 #include "daemon_harness.hpp"
+#include "temp_dir.hpp"
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <set>
@@ -74,6 +77,24 @@ TEST_F(DaemonTest, TwoDevicesOfCapacityTwo) {
   EXPECT_TRUE(node.wait_free(il[0], 0));
   EXPECT_TRUE(node.wait_allocatable(il[0], 1)) << "its own IL claim stays Healthy";
   EXPECT_EQ(claims(instances()), 3u);
+}
+
+// An Allocate's claim and the kubelet's record of it are durable with their
+// own disks' flushes: dowserd warns when the two directories are apart.
+TEST_F(DaemonTest, AStateDirectoryOffTheKubeletsFileSystemIsWarnedOf) {
+  const fs::path shared_memory = "/dev/shm";
+  struct stat memory {};
+  struct stat here {};
+  if (::stat(shared_memory.c_str(), &memory) != 0 || ::stat(root_.c_str(), &here) != 0 ||
+      memory.st_dev == here.st_dev || ::access(shared_memory.c_str(), W_OK) != 0)
+    GTEST_SKIP() << "no writable file system apart from " << root_;
+  const test::TempDir apart_state("dowser-state", shared_memory);
+  const char* const kWarning = "is on another file system than the kubelet directory";
+  Node& together = add_node("node-a");
+  Node apart(root_, "node-b", apart_state.path(), config_dir_, handler_dir_);
+  EXPECT_TRUE(apart.wait_for_log(kWarning)) << apart.log();
+  EXPECT_TRUE(together.wait_for_log("dowserd on node"));
+  EXPECT_EQ(together.log().find(kWarning), std::string::npos) << together.log();
 }
 
 TEST_F(DaemonTest, PreferredLetsOneContainerTakeTwoSlotsOfOneDevice) {
