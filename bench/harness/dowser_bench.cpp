@@ -251,12 +251,11 @@ Latency store_update_baseline(const fs::path& dir, int samples, StoreUpdate kind
   for (int i = 0; i < samples; ++i) {
     instance.device_usage["baseline-0a1b2c-0"] = i % 2 ? "node-a" : "C:0:node-a";
     auto start = Clock::now();
-    if (kind == StoreUpdate::written) {
-      const dowser::store::DeferredSync flushed_after(
-          store, dowser::store::DeferredSync::SyncOn::store_thread,
-          dowser::store::InstanceStore::Deferring::flush);
-      revision = store.update(instance, revision);
-    } else {
+    {
+      std::optional<dowser::store::DeferredSync> flushed_after;
+      if (kind == StoreUpdate::written)
+        flushed_after.emplace(store, dowser::store::DeferredSync::SyncOn::store_thread,
+                              dowser::store::InstanceStore::Deferring::flush);
       revision = store.update(instance, revision);
     }
     updates.push_back(micros_since(start));
