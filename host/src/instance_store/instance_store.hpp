@@ -169,26 +169,27 @@ std::optional<StoredInstance> update_with_retry(
 
 // One JSON file per Instance under <directory>/<namespace>/<name>.json, in
 // Akri's Instance shape plus a top-level "revision". A flock on
-// <directory>/.lock makes compare-and-swap safe across processes (readers
-// take it shared), and revisions come from a store-wide counter in
+// <directory>/.lock makes compare-and-swap safe across processes (readers take
+// it shared), and revisions come from a store-wide counter in
 // <directory>/.revision. Every write is first made durable in a write-ahead
-// journal, <directory>/.journal (one fdatasync, no file created), then the
-// Instance file is rewritten in place; opening the store redoes journalled
-// writes a machine crash took from the files; from a quarter full, a thread
-// of the store fsyncs the files the journal covers and empties it, and writes
-// help only if it falls behind (journal_capacity bytes, zero-filled as it
-// grows). Creates of a deferred sync share one fdatasync of the journal (a
-// power cut before it could leave a new file torn: unreadable, holding no
-// claim, logged). One inotify thread per store drives watches: it reads a
-// changed file under the shared lock, except that the store's own writes,
-// when nothing else touched the file since, it reports from memory (so it
-// does not hold up the store's next write). Namespaces and
-// names that are empty, contain '/' or start with '.' are refused (StoreError io).
+// journal, <directory>/.journal (one fdatasync, no file created; a deferred
+// sync, see Deferring, differs), then the Instance file is rewritten in place;
+// opening the store redoes journalled writes a machine crash took from the
+// files; from a quarter full, a thread of the store fsyncs the files the
+// journal covers and empties it, and writes help only if it falls behind
+// (journal_capacity bytes, zero-filled as it grows; by that thread, ahead, when
+// it flushes deferred writes). Creates of a deferred sync share one fdatasync
+// of the journal (a power cut before it could leave a new file torn:
+// unreadable, holding no claim, logged). One inotify thread per store drives
+// watches: it reads a changed file under the shared lock, except that the
+// store's own writes, when nothing else touched the file since, it reports from
+// memory (so it does not hold up the store's next write). Namespaces and names
+// that are empty, contain '/' or start with '.' are refused (StoreError io).
 // list() skips an unreadable file with a logged warning; get() of one throws
-// StoreError(io) naming it. A full disk fails a write, not its file: the room
-// a longer file needs is reserved before its old bytes are overwritten (a new
-// file is not left empty); a file another I/O error left torn is rewritten
-// from the journal by the next write, and the journal keeps the write until then.
+// StoreError(io) naming it. A full disk fails a write, not its file: the room a
+// longer file needs is reserved before its old bytes are overwritten (a new
+// file is not left empty); a file another I/O error left torn is rewritten from
+// the journal by the next write, and the journal keeps the write until then.
 inline constexpr size_t kDefaultJournalCapacity = size_t{16} << 20;
 
 class FileInstanceStore : public InstanceStore {

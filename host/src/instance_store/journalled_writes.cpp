@@ -283,6 +283,7 @@ void JournalledWrites::settle_deferred_in_background() {
     {
       const StoreWriteLock held = lock();
       if (deferred_files_.empty()) return;
+      journal_.grow_ahead();  // the next claims' room, flushed with them
       point = journal_.flush_point();
       through = deferred_settled_ + deferred_files_.size();
     }

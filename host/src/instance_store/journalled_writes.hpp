@@ -161,9 +161,9 @@ class JournalledWrites {
   // Deferral::allowed (their records may be in memory only), with
   // Deferring::flush all (each written to the disk, not flushed);
   // sync_deferred() makes them durable with one fdatasync and ends the
-  // deferral. Until their
-  // records are durable their files are not fsynced (no file should reach the
-  // disk before its record) and the journal is not emptied; a checkpoint that
+  // deferral. Until their records are durable their files are not fsynced
+  // (no file should reach the disk before its record) and the journal is not
+  // emptied; a checkpoint that
   // needs it makes them durable first. One thread defers at a time (a second
   // call takes over). Every other write is durable when it returns, and makes
   // the deferred ones durable with it. Call without lock(); sync_deferred()

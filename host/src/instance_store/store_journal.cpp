@@ -108,10 +108,7 @@ bool StoreJournal::append(const JournalRecord& record, Sync when) {
   }
   catch_up();
   if (position_.end + size > capacity_) return false;
-  if (!reaches(position_.end + size)) {
-    const uint64_t steps = (position_.end + size + kGrowthStep - 1) / kGrowthStep;
-    zero_fill_to(std::min<uint64_t>(capacity_, steps * kGrowthStep));
-  }
+  zero_fill_through(position_.end + size);
   RecordHeader header;
   header.kind = static_cast<uint8_t>(record.kind);
   header.length = static_cast<uint32_t>(record.payload.size());
@@ -278,9 +275,15 @@ size_t StoreJournal::valid_record_at(uint64_t offset, std::string* payload,
   return kRecordHeaderSize + header.length;
 }
 
-void StoreJournal::zero_fill_to(uint64_t size) {
+void StoreJournal::grow_ahead() {
+  zero_fill_through(std::min<uint64_t>(capacity_, position_.end + kGrowthStep));
+}
+
+void StoreJournal::zero_fill_through(uint64_t end) {
+  if (reaches(end)) return;
   const uint64_t from = known_size_;  // fresh: reaches() has just asked the file
-  if (from >= size) return;
+  const uint64_t steps = (end + kGrowthStep - 1) / kGrowthStep;
+  const uint64_t size = std::min<uint64_t>(capacity_, steps * kGrowthStep);
   const std::string zeros(size - from, '\0');
   write_all_at(fd_.get(), zeros, from, path_);
   known_size_ = size;

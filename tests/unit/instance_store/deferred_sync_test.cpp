@@ -40,6 +40,7 @@ namespace {
 std::atomic<int> journal_syncs{0};
 std::atomic<int> journal_write_outs{0};
 std::atomic<std::thread::id> last_journal_sync_thread{};
+thread_local int journal_syncs_on_this_thread = 0;
 
 }  // namespace
 
@@ -56,6 +57,7 @@ extern "C" int fdatasync(int fd) {
   if (!dowser::store::testing::is_journal_fd(fd)) return real(fd);
   const int result = real(fd);
   last_journal_sync_thread = std::this_thread::get_id();
+  ++journal_syncs_on_this_thread;
   ++journal_syncs;  // after the thread: a waiter for the count then sees the thread
   return result;
 }
@@ -245,6 +247,35 @@ TEST_F(DeferredSyncTest, AFlushDeferralHandedToTheStoresThreadIsFlushedThere) {
       << "the handed-over flush never happened";
   EXPECT_EQ(journal_syncs.load() - before, 1);
   EXPECT_NE(last_journal_sync_thread.load(), std::this_thread::get_id());
+}
+
+// Room the journal grows into needs an fdatasync before a record there is
+// durable with a flush alone (the file's size changes): the store's thread
+// zero-fills the next step ahead when it flushes, so that claims handed to it
+// only ever wait for their record's write, also past the journal's first step.
+TEST_F(DeferredSyncTest, TheStoresThreadGrowsTheJournalAheadOfFlushDeferredWrites) {
+  create(0, 1);  // durable: the journal's first step is its own
+  const std::filesystem::path journal = detail::InstanceFiles(directory_.path()).journal_file();
+  constexpr int kClaims = 400;  // records of about 500 bytes: past the third step
+  int syncs_by_claims = 0;
+  for (int i = 0; i < kClaims; ++i) {
+    const int flushes_before = journal_syncs.load();
+    const int syncs_before = journal_syncs_on_this_thread;
+    {
+      const DeferredSync claims(store_, DeferredSync::SyncOn::store_thread,
+                                InstanceStore::Deferring::flush);
+      auto stored = store_.get("default", "cam-0");
+      auto changed = stored->instance;
+      changed.device_usage["cam-0-0"] = i % 2 == 0 ? "node-a" : "";
+      store_.update(changed, stored->revision);
+    }
+    syncs_by_claims += journal_syncs_on_this_thread - syncs_before;
+    ASSERT_TRUE(dowser::test::eventually([&] { return journal_syncs.load() > flushes_before; }))
+        << "claim " << i << " was never flushed";
+  }
+  ASSERT_GT(std::filesystem::file_size(journal), 3 * detail::StoreJournal::kGrowthStep)
+      << "the claims never took the journal past its third step: the test proves nothing";
+  EXPECT_EQ(syncs_by_claims, 0) << "a claim grew the journal and made its record durable itself";
 }
 
 // What the kernel holds of the journal in memory, by cachestat(2); nullopt
