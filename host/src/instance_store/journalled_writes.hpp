@@ -156,18 +156,17 @@ class JournalledWrites {
              const std::function<void()>& write_file, const Undo& undo,
              Deferral deferral = Deferral::none);
 
-  // Group commit: writes this thread makes from defer_sync() on return
-  // before their record is durable: with Deferring::creates those with
+  // Group commit: writes this thread makes from defer_sync() on return before
+  // their record is durable: with Deferring::creates those with
   // Deferral::allowed (their records may be in memory only), with
   // Deferring::flush all (each written to the disk, not flushed);
   // sync_deferred() makes them durable with one fdatasync and ends the
-  // deferral. Until their records are durable their files are not fsynced
-  // (no file should reach the disk before its record) and the journal is not
-  // emptied; a checkpoint that
-  // needs it makes them durable first. One thread defers at a time (a second
-  // call takes over). Every other write is durable when it returns, and makes
-  // the deferred ones durable with it. Call without lock(); sync_deferred()
-  // throws StoreError(io).
+  // deferral. Until their records are durable their files are not fsynced (no
+  // file should reach the disk before its record) and the journal is not
+  // emptied; a checkpoint that needs it makes them durable first. One thread
+  // defers at a time (a second call takes over). Every other write is durable
+  // when it returns, and makes the deferred ones durable with it. Call without
+  // lock(); sync_deferred() throws StoreError(io).
   void defer_sync(InstanceStore::Deferring deferring);
   void sync_deferred();
   // Ends the deferral like sync_deferred(), but the store's own thread makes
