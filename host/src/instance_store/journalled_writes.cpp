@@ -276,6 +276,17 @@ bool JournalledWrites::deferred_sync_due() {
   return std::exchange(deferred_sync_wanted_, false);
 }
 
+// The next claims' room, flushed with them. Best effort: if the disk is full
+// the flush still goes ahead, and an append that needs the room grows the
+// journal itself (and fails there, saying so, if it cannot).
+void JournalledWrites::grow_journal_ahead() {
+  try {
+    journal_.grow_ahead();
+  } catch (const StoreError& error) {
+    spdlog::debug("instance store: the journal was not grown ahead: {}", error.what());
+  }
+}
+
 void JournalledWrites::settle_deferred_in_background() {
   try {
     uint64_t point = 0;
@@ -283,7 +294,7 @@ void JournalledWrites::settle_deferred_in_background() {
     {
       const StoreWriteLock held = lock();
       if (deferred_files_.empty()) return;
-      journal_.grow_ahead();  // the next claims' room, flushed with them
+      grow_journal_ahead();
       point = journal_.flush_point();
       through = deferred_settled_ + deferred_files_.size();
     }

@@ -208,6 +208,7 @@ class JournalledWrites {
   // Takes lock(), but not while the journal is flushed: the next claim need
   // not wait for the disk.
   void settle_deferred_in_background();
+  void grow_journal_ahead();  // call with lock() held
   // Who fsyncs: the checkpoint thread, a write's step (each skips the file the
   // other is fsyncing), or a checkpoint all at once.
   enum class Syncer { background, step, all };

@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -41,6 +42,15 @@ std::atomic<int> journal_syncs{0};
 std::atomic<int> journal_write_outs{0};
 std::atomic<std::thread::id> last_journal_sync_thread{};
 thread_local int journal_syncs_on_this_thread = 0;
+std::atomic<int> journal_zero_fill_error{0};  // the errno zero-filling the journal fails with
+
+// Zeros written to the journal are its growth (records start with a magic).
+bool is_journal_zero_fill(int fd, const void* data, size_t count) {
+  if (journal_zero_fill_error.load() == 0 || count < 4096) return false;
+  const auto* bytes = static_cast<const char*>(data);
+  return std::all_of(bytes, bytes + count, [](char c) { return c == 0; }) &&
+         dowser::store::testing::is_journal_fd(fd);
+}
 
 }  // namespace
 
@@ -49,6 +59,16 @@ extern "C" int sync_file_range(int fd, off64_t offset, off64_t count, unsigned i
   static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "sync_file_range"));
   if (dowser::store::testing::is_journal_fd(fd)) ++journal_write_outs;
   return real(fd, offset, count, flags);
+}
+
+extern "C" ssize_t pwrite(int fd, const void* data, size_t count, off_t offset) {
+  using Real = ssize_t (*)(int, const void*, size_t, off_t);
+  static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "pwrite"));
+  if (is_journal_zero_fill(fd, data, count)) {
+    errno = journal_zero_fill_error.load();
+    return -1;
+  }
+  return real(fd, data, count, offset);
 }
 
 extern "C" int fdatasync(int fd) {
@@ -256,7 +276,7 @@ TEST_F(DeferredSyncTest, AFlushDeferralHandedToTheStoresThreadIsFlushedThere) {
 TEST_F(DeferredSyncTest, TheStoresThreadGrowsTheJournalAheadOfFlushDeferredWrites) {
   create(0, 1);  // durable: the journal's first step is its own
   const std::filesystem::path journal = detail::InstanceFiles(directory_.path()).journal_file();
-  constexpr int kClaims = 400;  // records of about 500 bytes: past the third step
+  constexpr int kClaims = 600;  // records of about 500 bytes: well past the fourth step
   int syncs_by_claims = 0;
   for (int i = 0; i < kClaims; ++i) {
     const int flushes_before = journal_syncs.load();
@@ -270,12 +290,31 @@ TEST_F(DeferredSyncTest, TheStoresThreadGrowsTheJournalAheadOfFlushDeferredWrite
       store_.update(changed, stored->revision);
     }
     syncs_by_claims += journal_syncs_on_this_thread - syncs_before;
-    ASSERT_TRUE(dowser::test::eventually([&] { return journal_syncs.load() > flushes_before; }))
+    ASSERT_TRUE(dowser::test::eventually([&] { return journal_syncs.load() > flushes_before; },
+                                         std::chrono::seconds(10), std::chrono::milliseconds(1)))
         << "claim " << i << " was never flushed";
   }
-  ASSERT_GT(std::filesystem::file_size(journal), 3 * detail::StoreJournal::kGrowthStep)
-      << "the claims never took the journal past its third step: the test proves nothing";
+  // Grown ahead, the file is at most two steps past the records: past four
+  // steps, the records crossed at least two steps' ends.
+  ASSERT_GT(std::filesystem::file_size(journal), 4 * detail::StoreJournal::kGrowthStep)
+      << "the claims never took the journal far enough: the test proves nothing";
   EXPECT_EQ(syncs_by_claims, 0) << "a claim grew the journal and made its record durable itself";
+}
+
+// Growing ahead is the store's own idea: a disk too full for it must not
+// keep the claims already written from their flush.
+TEST_F(DeferredSyncTest, AJournalThatCannotGrowAheadStillFlushesTheClaims) {
+  create(0, 1);  // the journal's first step, durable: a claim fits in it
+  journal_zero_fill_error = ENOSPC;
+  const int before = journal_syncs.load();
+  {
+    const DeferredSync claims(store_, DeferredSync::SyncOn::store_thread,
+                              InstanceStore::Deferring::flush);
+    claim(0);
+  }
+  const bool flushed = dowser::test::eventually([&] { return journal_syncs.load() > before; });
+  journal_zero_fill_error = 0;
+  EXPECT_TRUE(flushed) << "a failed growth took the claim's flush with it";
 }
 
 // What the kernel holds of the journal in memory, by cachestat(2); nullopt
