@@ -43,6 +43,7 @@ std::atomic<int> journal_write_outs{0};
 std::atomic<std::thread::id> last_journal_sync_thread{};
 thread_local int journal_syncs_on_this_thread = 0;
 std::atomic<int> journal_zero_fill_error{0};  // the errno zero-filling the journal fails with
+std::atomic<int> journal_zero_fills_failed{0};
 
 // Zeros written to the journal are its growth (records start with a magic).
 bool is_journal_zero_fill(int fd, const void* data, size_t count) {
@@ -65,6 +66,7 @@ extern "C" ssize_t pwrite(int fd, const void* data, size_t count, off_t offset) 
   using Real = ssize_t (*)(int, const void*, size_t, off_t);
   static const auto real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "pwrite"));
   if (is_journal_zero_fill(fd, data, count)) {
+    ++journal_zero_fills_failed;
     errno = journal_zero_fill_error.load();
     return -1;
   }
@@ -306,6 +308,7 @@ TEST_F(DeferredSyncTest, TheStoresThreadGrowsTheJournalAheadOfFlushDeferredWrite
 TEST_F(DeferredSyncTest, AJournalThatCannotGrowAheadStillFlushesTheClaims) {
   create(0, 1);  // the journal's first step, durable: a claim fits in it
   journal_zero_fill_error = ENOSPC;
+  const int failed_before = journal_zero_fills_failed.load();
   const int before = journal_syncs.load();
   {
     const DeferredSync claims(store_, DeferredSync::SyncOn::store_thread,
@@ -315,6 +318,8 @@ TEST_F(DeferredSyncTest, AJournalThatCannotGrowAheadStillFlushesTheClaims) {
   const bool flushed = dowser::test::eventually([&] { return journal_syncs.load() > before; });
   journal_zero_fill_error = 0;
   EXPECT_TRUE(flushed) << "a failed growth took the claim's flush with it";
+  EXPECT_GT(journal_zero_fills_failed.load(), failed_before)
+      << "the store's thread never tried to grow the journal: the test proves nothing";
 }
 
 // What the kernel holds of the journal in memory, by cachestat(2); nullopt
