@@ -218,15 +218,16 @@ int show_instances(const Remote& remote, const Output& output, const std::string
       print_json(body);
       return kOk;
     }
-    Table table({"NAME", "CONFIGURATION", "SHARED", "HERE", "USED", "NODES", "OFFLINE"});
+    Table table(
+        {"NAMESPACE", "NAME", "CONFIGURATION", "SHARED", "HERE", "USED", "NODES", "OFFLINE"});
     for (const auto& i : items<status_api::InstanceStatus>(body)) {
       size_t used = 0;
       for (const auto& slot : i.slots) used += slot.usage.empty() ? 0 : 1;
       std::string nodes;
       for (const auto& node : i.nodes) nodes += (nodes.empty() ? "" : ",") + node;
-      table.add({i.name, i.configuration, i.shared ? "yes" : "no", i.here ? "yes" : "no",
-                 std::to_string(used) + "/" + std::to_string(i.capacity), nodes,
-                 i.offline ? Cell("yes", Colour::red) : Cell("no")});
+      table.add({i.namespace_name, i.name, i.configuration, i.shared ? "yes" : "no",
+                 i.here ? "yes" : "no", std::to_string(used) + "/" + std::to_string(i.capacity),
+                 nodes, i.offline ? Cell("yes", Colour::red) : Cell("no")});
     }
     table.print(std::cout, output.colour);
     return kOk;

@@ -76,7 +76,9 @@ TEST_F(DowserctlTest, StatusAndListsAsTablesAndJson) {
   auto stored = instances();
   auto table = remote({"instances", "-c", "cams"});
   EXPECT_EQ(table.exit_code, 0);
-  for (const auto& s : stored) EXPECT_EQ(lines_with(table.out, s.instance.name), 1u) << table.out;
+  EXPECT_THAT(table.out, HasSubstr("NAMESPACE  NAME")) << table.out;
+  for (const auto& s : stored)
+    EXPECT_EQ(lines_with(table.out, "default    " + s.instance.name), 1u) << table.out;
   EXPECT_EQ(lines_with(table.out, "0/2"), 2u);
 
   auto json = remote({"instances", "-o", "json"});
