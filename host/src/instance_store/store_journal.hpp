@@ -84,14 +84,14 @@ class StoreJournal {
   // lock: flush_point() and flushed() under it, flush() from any thread,
   // in between. Records appended after flush_point() may not be covered.
   uint64_t flush_point() const { return known_size_; }
-  // Zero-fills the next growth step (up to capacity) once less than a step of
-  // room is left past the records, so that the flush after makes the room the
-  // journal's before a written append reaches it: called by the store's
-  // thread before its flush, it keeps the growth, and the fdatasync a written
-  // append into new room needs, off the appending thread. Under the lock.
-  void grow_ahead();
   void flush();
   void flushed(uint64_t point) { durable_size_ = std::max(durable_size_, point); }
+  // Zero-fills the next growth step (up to capacity) once less than a step of
+  // room is left past the records. Called by the store's thread under the
+  // lock before flush_point(), so that its flush makes the room the journal's
+  // before a written append reaches it: the growth, and the fdatasync a
+  // written append into new room needs, stay off the appending thread.
+  void grow_ahead();
   // How many times this instance made the journal durable (fdatasync),
   // readable from any thread.
   uint64_t syncs() const { return syncs_.load(std::memory_order_relaxed); }
