@@ -10,15 +10,12 @@
 
 namespace dowser::test {
 
-// `poll` is how often to look again, not a wait: shorten it where a test
-// waits hundreds of times for something that takes well under a millisecond.
 inline bool eventually(const std::function<bool()>& condition,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(10),
-                       std::chrono::milliseconds poll = std::chrono::milliseconds(20)) {
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!condition()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(poll);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll interval, not a wait
   }
   return true;
 }
