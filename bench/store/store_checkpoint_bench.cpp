@@ -3,6 +3,7 @@
 //
 //   store_checkpoint_bench [--instances 1000] [--updates 30000] [--journal-kib 16384]
 //                          [--base /tmp] [--seed 1] [--watch] [--new-instance-every-us 0]
+//                          [--flushed-after]
 //
 // Creates --instances Instances of about 1.5 KB (an ONVIF camera's properties,
 // capacity 4) in a fresh store under --base, then claims and releases their
@@ -22,6 +23,10 @@
 // N microseconds while the updates are timed, as dowserd does for a discovery
 // report with a new device: the create's sync is deferred and handed to the
 // store's own thread. The updates then show what that sync costs a claim.
+// With --flushed-after, each update is written as an Allocate's claims are:
+// on the disk when it returns, flushed by the store's thread right after
+// (Deferring::flush). Then the updates show what the checkpoint's fsyncs
+// cost claims that do not flush themselves.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -62,6 +67,7 @@ struct Options {
   unsigned seed = 1;
   bool watch = false;
   unsigned new_instance_every_us = 0;  // 0: none while updating
+  bool flushed_after = false;
 };
 
 // The epoch in the journal's header; it changes when the journal is emptied.
@@ -173,7 +179,7 @@ class Bench {
             [this, next = options_.instances]() mutable { create_discovered(next++); });
       for (size_t i = 0; i < options_.updates; ++i) {
         const size_t index = random_() % instances_.size();
-        updates.push_back(timed(index, [&] { claim_or_release(index); }));
+        updates.push_back(timed(index, [&] { write_claim_or_release(index); }));
       }
       if (discovery) discovered = discovery->ticks();
     }
@@ -236,6 +242,14 @@ class Bench {
     store_.create(camera(index));
   }
 
+  void write_claim_or_release(size_t index) {
+    if (!options_.flushed_after) return claim_or_release(index);
+    const dowser::store::DeferredSync claims_on_disk(
+        store_, dowser::store::DeferredSync::SyncOn::store_thread,
+        dowser::store::InstanceStore::Deferring::flush);
+    claim_or_release(index);
+  }
+
   // Claims a free slot for a virtual device of node-a, or frees a held one.
   void claim_or_release(size_t index) {
     Instance& instance = instances_[index];
@@ -276,6 +290,9 @@ int main(int argc, char** argv) {
   app.add_option("--new-instance-every-us", options.new_instance_every_us,
                  "meanwhile, create a new Instance this often, its sync handed to the store's "
                  "thread as dowserd does (0: none)");
+  app.add_flag("--flushed-after", options.flushed_after,
+               "write each update as an Allocate's claims: on the disk, flushed by the store's "
+               "thread after it returns");
   CLI11_PARSE(app, argc, argv);
   try {
     Bench(options).run();
