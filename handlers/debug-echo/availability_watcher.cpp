@@ -23,9 +23,9 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-AvailabilityWatcher::AvailabilityWatcher(const std::string& file, dowser::Host host,
+AvailabilityWatcher::AvailabilityWatcher(const std::string& file, dowser::Reporter log,
                                          std::function<void()> on_change)
-    : host_(host), on_change_(std::move(on_change)) {
+    : log_(std::move(log)), on_change_(std::move(on_change)) {
   if (!open_watch(file)) {
     close_fds();
     return;
@@ -51,11 +51,11 @@ bool AvailabilityWatcher::open_watch(const std::string& file) {
   inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (inotify_fd_ < 0 || stop_fd_ < 0) {
-    host_.warn("debugEcho: cannot set up inotify: " + errno_text() + fallback);
+    log_.warn("debugEcho: cannot set up inotify: " + errno_text() + fallback);
     return false;
   }
   if (::inotify_add_watch(inotify_fd_, directory_.c_str(), kWatchMask) < 0) {
-    host_.warn("debugEcho: cannot watch " + directory_ + ": " + errno_text() + fallback);
+    log_.warn("debugEcho: cannot watch " + directory_ + ": " + errno_text() + fallback);
     return false;
   }
   return true;
@@ -66,7 +66,7 @@ void AvailabilityWatcher::run() {
   for (;;) {
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      host_.warn("debugEcho: inotify poll failed: " + errno_text());
+      log_.warn("debugEcho: inotify poll failed: " + errno_text());
       return;
     }
     if (fds[1].revents != 0) return;  // stopping
@@ -92,7 +92,7 @@ bool AvailabilityWatcher::handle_events() {
     }
   }
   if (ended) {
-    host_.warn("debugEcho: " + directory_ + " was removed or moved; relying on periodic re-reads");
+    log_.warn("debugEcho: " + directory_ + " was removed or moved; relying on periodic re-reads");
     changed = true;  // the file went with its directory
   }
   if (changed) on_change_();

@@ -14,8 +14,10 @@ namespace debug_echo {
 class AvailabilityWatcher {
  public:
   // Watches `file` and calls on_change from the watcher's own thread. When
-  // inotify cannot be set up, logs a warning to host and never calls back.
-  AvailabilityWatcher(const std::string& file, dowser::Host host, std::function<void()> on_change);
+  // inotify cannot be set up, logs a warning through `log` (the session's
+  // Reporter) and never calls back.
+  AvailabilityWatcher(const std::string& file, dowser::Reporter log,
+                      std::function<void()> on_change);
   // Stops and joins the thread promptly; on_change is not called afterwards.
   ~AvailabilityWatcher();
 
@@ -32,7 +34,7 @@ class AvailabilityWatcher {
   bool handle_events();
   void close_fds() noexcept;
 
-  dowser::Host host_;
+  dowser::Reporter log_;  // lines about the session
   std::function<void()> on_change_;
   std::string directory_;
   std::string file_name_;

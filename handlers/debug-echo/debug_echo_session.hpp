@@ -16,7 +16,7 @@ class DebugEchoSession final : public dowser::Session {
       : polling_(
             reporter, settings.poll_interval,
             [settings] { return make_devices(settings, is_online(settings.availability_file)); }),
-        watcher_(settings.availability_file, reporter.host(), [this] { polling_.wake(); }) {
+        watcher_(settings.availability_file, reporter, [this] { polling_.wake(); }) {
     // A change between the first scan and the watch being set up is seen now.
     polling_.wake();
   }

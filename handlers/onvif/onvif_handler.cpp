@@ -25,8 +25,8 @@ class OnvifSession final : public dowser::Session {
             [reporter](const std::vector<dowser::Device>& devices) {
               return reporter.report(devices);
             },
-            [host = reporter.host()](dowser::LogLevel level, const std::string& line) {
-              host.log(level, line);
+            [reporter](dowser::LogLevel level, const std::string& line) {
+              reporter.log(level, line);
             }) {}
 
  private:
@@ -44,7 +44,7 @@ class OnvifHandler final : public dowser::Handler {
                                          dowser::Reporter reporter) override {
     Settings settings = parse_settings(request);
     auto credentials = CredentialStore::from_properties(request.properties);
-    for (const auto& warning : settings.warnings) reporter.host().warn(warning);
+    for (const auto& warning : settings.warnings) reporter.warn(warning);
     return std::make_unique<OnvifSession>(settings, std::move(credentials), reporter);
   }
 };

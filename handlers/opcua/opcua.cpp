@@ -19,8 +19,8 @@ class OpcuaSession final : public dowser::Session {
             [reporter](const std::vector<dowser::Device>& devices) {
               return reporter.report(devices);
             },
-            [host = reporter.host()](dowser::LogLevel level, const std::string& line) {
-              host.log(level, line);
+            [reporter](dowser::LogLevel level, const std::string& line) {
+              reporter.log(level, line);
             }) {}
 
  private:
@@ -36,7 +36,7 @@ class OpcuaHandler final : public dowser::Handler {
   std::unique_ptr<dowser::Session> start(const dowser::DiscoverRequest& request,
                                          dowser::Reporter reporter) override {
     Settings settings = parse_settings(request.discovery_details);
-    for (const auto& warning : settings.warnings) reporter.host().warn(warning);
+    for (const auto& warning : settings.warnings) reporter.warn(warning);
     return std::make_unique<OpcuaSession>(settings, reporter);
   }
 };

@@ -419,6 +419,9 @@ void DiscoveryManager::open_session(Session& session) {
         boost::asio::post(*core, [this, alive, key, problem] {
           if (*alive && events_.report_problem) events_.report_problem(key, problem);
         });
+      },
+      [handler = configuration.handler_name, key](int32_t level, std::string_view message) {
+        spdlog::log(spdlog_level(level), "[{} {}/{}] {}", handler, key.first, key.second, message);
       });
   session.running = std::make_shared<std::unique_ptr<host::DiscoverySession>>();
   const std::string digest = request_digest(configuration.handler_name, request);

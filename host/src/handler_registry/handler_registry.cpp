@@ -394,22 +394,29 @@ void log_to(uint64_t log_id, int32_t level, std::string_view message) noexcept {
   }
 }
 
+// A line a handler logged, as the host shows it: a line that cannot be read
+// is a warning saying why (an empty line would hide the mistake); a long one
+// is cut (a megabyte per line would fill the node's disk), saying how long;
+// one with an invalid level is a warning that says so.
+struct ShownLogLine {
+  int32_t level;
+  std::string text;
+};
+
+ShownLogLine shown_log_line(int32_t level, dowser_str message) {
+  if (auto problem = unreadable_problem(kUnreadableLogMessage, message))
+    return {DOWSER_LOG_WARN, *problem};
+  const std::string_view view(message.len == 0 ? "" : message.data, message.len);
+  std::string text =
+      view.size() > DOWSER_MAX_LOG_LEN ? shortened(view, DOWSER_MAX_LOG_LEN) : std::string(view);
+  if (level >= DOWSER_LOG_TRACE && level <= DOWSER_LOG_ERROR) return {level, std::move(text)};
+  return {kInvalidLogLevelShownAs, invalid_level_line(level, text)};
+}
+
 void host_log(dowser_host_ctx* ctx, int32_t level, dowser_str message) {
-  std::string_view text(message.data == nullptr ? "" : message.data,
-                        message.data == nullptr ? 0 : message.len);
   try {
-    if (auto problem = unreadable_problem(kUnreadableLogMessage, message)) {
-      log_to(id_of(ctx), DOWSER_LOG_WARN, *problem);  // an empty line would hide the mistake
-      return;
-    }
-    // A megabyte per line would fill the node's disk: cut, saying how long.
-    std::string cut;
-    if (text.size() > DOWSER_MAX_LOG_LEN) text = cut = shortened(text, DOWSER_MAX_LOG_LEN);
-    if (level >= DOWSER_LOG_TRACE && level <= DOWSER_LOG_ERROR) {
-      log_to(id_of(ctx), level, text);
-      return;
-    }
-    log_to(id_of(ctx), kInvalidLogLevelShownAs, invalid_level_line(level, text));
+    const ShownLogLine line = shown_log_line(level, message);
+    log_to(id_of(ctx), line.level, line.text);
   } catch (...) {  // out of memory: the line is lost, the handler goes on
   }
 }
@@ -466,6 +473,23 @@ dowser_status host_report_devices(dowser_session_host* session, const dowser_dev
       return DOWSER_ERR_INVALID_ARGUMENT;
     }
   });
+}
+
+// A handle no session of this host ever had names nothing to log under: the
+// line is dropped. After stop_discovery returned it is a late call (rule T4).
+void host_log_session(dowser_session_host* session, int32_t level, dowser_str message) {
+  try {
+    auto entry = session_table().find(id_of(session));
+    if (!entry) return;
+    const ShownLogLine line = shown_log_line(level, message);
+    std::shared_lock lock(entry->mutex);
+    if (entry->state == SessionState::stopped) {
+      entry->sink->on_late_call("log_session");
+      return;
+    }
+    entry->sink->on_log(line.level, line.text);
+  } catch (...) {  // out of memory, or a failing sink: the line is lost, the handler goes on
+  }
 }
 
 dowser_status host_report_error(dowser_session_host* session, dowser_status code,
@@ -692,9 +716,10 @@ class LateCallTeller {
 };
 
 CoalescingSink::CoalescingSink(std::function<void()> notify,
-                               std::function<void(const std::string&)> problem)
+                               std::function<void(const std::string&)> problem, HandlerLogSink log)
     : notify_(std::move(notify)),
       problem_(std::move(problem)),
+      log_(std::move(log)),
       late_calls_(problem_ ? std::make_shared<LateCallTeller>(problem_) : nullptr) {}
 
 namespace {
@@ -705,6 +730,7 @@ class LateCallSink final : public SessionSink {
   explicit LateCallSink(std::shared_ptr<LateCallTeller> teller) : teller_(std::move(teller)) {}
   void on_snapshot(Snapshot) override {}
   void on_error(dowser_status, std::string) override {}
+  void on_log(int32_t, std::string_view) override {}
   void on_late_call(std::string_view what) override { teller_->tell(what); }
 
  private:
@@ -712,6 +738,10 @@ class LateCallSink final : public SessionSink {
 };
 
 }  // namespace
+
+void CoalescingSink::on_log(int32_t level, std::string_view message) {
+  if (log_) log_(level, message);
+}
 
 void CoalescingSink::on_late_call(std::string_view what) {
   if (late_calls_) late_calls_->tell(what);
@@ -830,6 +860,7 @@ const dowser_host_api& host_api() {
     table.log = &host_log;
     table.report_devices = &host_report_devices;
     table.report_error = &host_report_error;
+    table.log_session = &host_log_session;
     return table;
   }();
   return api;

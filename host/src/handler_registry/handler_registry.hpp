@@ -178,6 +178,11 @@ class HandlerRegistry {
 
 using Snapshot = std::vector<Device>;
 
+// Log lines a handler writes through the host table. level is always one of
+// DOWSER_LOG_*: a line the handler logged with any other level comes as
+// DOWSER_LOG_WARN, its text followed by a note of the invalid level.
+using HandlerLogSink = std::function<void(int32_t level, std::string_view message)>;
+
 // Receives what a session's handler reports. Called on handler threads,
 // concurrently: implementations must be thread-safe and return quickly.
 class SessionSink {
@@ -191,7 +196,11 @@ class SessionSink {
   // on_snapshot, and with none when none was left out.
   virtual void on_invalid_devices(const std::vector<InvalidDevice>& devices) { (void)devices; }
   virtual void on_error(dowser_status code, std::string message) = 0;
-  // A report or error that arrived after stop_discovery returned (rule T4).
+  // A line the handler logged about this session (log_session), as for
+  // HandlerLogSink: level is one of DOWSER_LOG_*.
+  virtual void on_log(int32_t level, std::string_view message) = 0;
+  // A report, error or log line that arrived after stop_discovery returned
+  // (rule T4), named by its host function ("report_devices", ...).
   virtual void on_late_call(std::string_view what) { (void)what; }
   // A report the host refused (malformed arrays, unknown sharing value).
   virtual void on_bad_report(const std::string& reason) { (void)reason; }
@@ -237,11 +246,14 @@ class CoalescingSink : public SessionSink {
   // row; why a device was left out of a snapshot, once until it is reported
   // valid, or with other problems, or not at all; and each kind of late call
   // (rule T4) once, also after the session is gone.
+  // log, if set: the lines the handler logs about the session.
   explicit CoalescingSink(std::function<void()> notify,
-                          std::function<void(const std::string&)> problem = {});
+                          std::function<void(const std::string&)> problem = {},
+                          HandlerLogSink log = {});
   void on_snapshot(Snapshot snapshot) override;
   void on_invalid_devices(const std::vector<InvalidDevice>& devices) override;
   void on_error(dowser_status code, std::string message) override;
+  void on_log(int32_t level, std::string_view message) override;
   void on_late_call(std::string_view what) override;
   void on_bad_report(const std::string& reason) override;
   std::shared_ptr<SessionSink> late_call_sink() const override;
@@ -262,6 +274,7 @@ class CoalescingSink : public SessionSink {
 
   std::function<void()> notify_;
   std::function<void(const std::string&)> problem_;
+  HandlerLogSink log_;
   std::shared_ptr<LateCallTeller> late_calls_;  // null without problem_
   std::string last_bad_report_;                 // guarded by report_mutex_
   std::mutex report_mutex_;   // one report at a time: each is diffed against the one before
@@ -274,11 +287,6 @@ class CoalescingSink : public SessionSink {
   std::optional<Pending> pending_;
   std::optional<std::pair<dowser_status, std::string>> error_;
 };
-
-// Log lines a handler writes through the host table. level is always one of
-// DOWSER_LOG_*: a line the handler logged with any other level comes as
-// DOWSER_LOG_WARN, its text followed by a note of the invalid level.
-using HandlerLogSink = std::function<void(int32_t level, std::string_view message)>;
 
 class DiscoverySession;
 

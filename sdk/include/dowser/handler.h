@@ -1,5 +1,5 @@
 /*
- * dowser discovery-handler ABI, version 1.0.
+ * dowser discovery-handler ABI, version 1.1.
  *
  * A discovery handler is a shared object that exports exactly one symbol,
  * DOWSER_ENTRY_SYMBOL, returning a table of functions (dowser_handler_api).
@@ -36,9 +36,9 @@
  *  O1. Every pointer the host passes to the handler (requests, strings, the
  *      error buffer) is borrowed for the duration of that call only.
  *  O2. Every pointer the handler passes to the host (report_devices,
- *      report_error, log) is borrowed for the duration of that call only: the
- *      host deep-copies before it returns. Neither side frees the other's
- *      memory.
+ *      report_error, log, log_session) is borrowed for the duration of that
+ *      call only: the host deep-copies before it returns. Neither side frees
+ *      the other's memory.
  *  O3. dowser_handler_api and the strings it points to (name, version) are
  *      static: valid for the life of the process. The host never unloads a
  *      handler.
@@ -61,7 +61,8 @@
  *      work runs on the handler's own threads.
  *  T4. stop_discovery is blocking and final: when it returns, no thread of
  *      the handler touches that session (or its dowser_session_host) again.
- *      The host drops, and logs, any report that arrives later.
+ *      The host drops, and logs, any report (or log_session line) that
+ *      arrives later.
  *  T5. Host functions never call back into the handler and never block for
  *      long. report_devices keeps only the newest snapshot per session when
  *      the host is behind (reports are full snapshots, so none is lost).
@@ -103,7 +104,7 @@ extern "C" {
 #endif
 
 #define DOWSER_ABI_VERSION_MAJOR 1
-#define DOWSER_ABI_VERSION_MINOR 0
+#define DOWSER_ABI_VERSION_MINOR 1
 
 /* Advisory size for error buffers; report_error messages longer than this
  * are cut by the host. */
@@ -215,6 +216,11 @@ typedef struct dowser_host_api {
    * call stop_discovery on it later; further reports are dropped. */
   dowser_status (*report_error)(dowser_session_host* session, dowser_status code,
                                 dowser_str message);
+  /* Since 1.1 (check abi_minor >= 1 first, rule V4): a log line about one
+   * session, as log otherwise; the host says which session (dowserd names
+   * its Configuration). Like a report, a line logged after stop_discovery
+   * returned is dropped, and the host logs the late call (rule T4). */
+  void (*log_session)(dowser_session_host* session, int32_t level, dowser_str message);
   /* Append new members here only. */
 } dowser_host_api;
 

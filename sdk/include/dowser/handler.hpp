@@ -331,19 +331,29 @@ inline void write_error(char* err, size_t err_cap, std::string_view message) noe
 
 }  // namespace abi
 
+// trace() ... error() for a class with log(LogLevel, std::string_view).
+template <typename Logger>
+class LogLevels {
+ public:
+  void trace(std::string_view message) const noexcept { logger().log(LogLevel::trace, message); }
+  void debug(std::string_view message) const noexcept { logger().log(LogLevel::debug, message); }
+  void info(std::string_view message) const noexcept { logger().log(LogLevel::info, message); }
+  void warn(std::string_view message) const noexcept { logger().log(LogLevel::warn, message); }
+  void error(std::string_view message) const noexcept { logger().log(LogLevel::error, message); }
+
+ private:
+  const Logger& logger() const noexcept { return static_cast<const Logger&>(*this); }
+};
+
 // The host's services for one handler instance. Cheap to copy.
-class Host {
+class Host : public LogLevels<Host> {
  public:
   Host() = default;
   Host(const dowser_host_api* api, dowser_host_ctx* ctx) : api_(api), ctx_(ctx) {}
+  // A line of the handler's: for one session's, see Reporter::log.
   void log(LogLevel level, std::string_view message) const noexcept {
     if (api_ != nullptr) api_->log(ctx_, static_cast<int32_t>(level), abi::view(message));
   }
-  void trace(std::string_view message) const noexcept { log(LogLevel::trace, message); }
-  void debug(std::string_view message) const noexcept { log(LogLevel::debug, message); }
-  void info(std::string_view message) const noexcept { log(LogLevel::info, message); }
-  void warn(std::string_view message) const noexcept { log(LogLevel::warn, message); }
-  void error(std::string_view message) const noexcept { log(LogLevel::error, message); }
 
  private:
   const dowser_host_api* api_ = nullptr;
@@ -356,11 +366,11 @@ inline constexpr std::string_view kReportAfterStopWarning =
     "a report came after its session stopped (rule T4) and was dropped: the session's destructor "
     "must join every thread that reports";
 
-// Reports snapshots for one session. Copyable and thread-safe. After the
-// session has stopped, reports are dropped here and never reach the host;
-// the first one is logged (kReportAfterStopWarning). A default-constructed
-// Reporter drops everything.
-class Reporter {
+// Reports snapshots for one session, and logs lines about it. Copyable and
+// thread-safe. After the session has stopped, reports are dropped here and
+// never reach the host; the first one is logged (kReportAfterStopWarning).
+// A default-constructed Reporter drops everything.
+class Reporter : public LogLevels<Reporter> {
  public:
   Reporter() = default;
   Reporter(const dowser_host_api* api, Host host, dowser_session_host* session)
@@ -388,7 +398,24 @@ class Reporter {
     state_->api->report_error(state_->session, code, abi::view(message));
   }
 
-  // The host's log; a default-constructed Reporter's logs nowhere.
+  // A line about this session: the host names the session (dowserd, its
+  // Configuration). After the session stopped, or with a host older than
+  // ABI 1.1, a line of the handler's (host().log).
+  void log(LogLevel level, std::string_view message) const noexcept {
+    if (!state_) return;
+    std::shared_lock lock(state_->mutex);
+    // A host table must fill every member of its minor; a test's hand-made
+    // one may not, and a null call would crash the handler.
+    if (state_->session == nullptr || state_->api->abi_minor < 1 ||
+        state_->api->log_session == nullptr) {
+      state_->host.log(level, message);
+      return;
+    }
+    state_->api->log_session(state_->session, static_cast<int32_t>(level), abi::view(message));
+  }
+
+  // The host's log, for lines about the handler rather than this session; a
+  // default-constructed Reporter's logs nowhere.
   const Host& host() const noexcept {
     static const Host nowhere;
     return state_ ? state_->host : nowhere;
@@ -510,7 +537,7 @@ class PollingSession : public Session {
 
   // Logs once per distinct error, not once per interval.
   void note_scan_failure(const std::string& why, std::optional<std::string>& last_error) {
-    if (last_error != why) reporter_.host().warn("scan failed: " + why);
+    if (last_error != why) reporter_.warn("scan failed: " + why);
     last_error = why;
   }
 

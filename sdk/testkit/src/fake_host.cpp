@@ -14,7 +14,19 @@ namespace detail {
 // (a handler that keeps reporting after everything stopped), so this is held
 // by shared_ptr on both sides.
 struct Recorder {
-  explicit Recorder(bool print) : print_violations(print) {}
+  Recorder(bool print, std::function<void(const LogLine&)> on_log_line)
+      : print_violations(print), on_log(std::move(on_log_line)) {}
+
+  // Passes the line on (without the lock: on_log may take its time), then
+  // records it.
+  void add_log(LogLine line) {
+    if (on_log) on_log(line);
+    {
+      std::lock_guard lock(mutex);
+      logs.push_back(std::move(line));
+    }
+    changed.notify_all();
+  }
 
   void add_violation(std::size_t session, std::string_view what) {
     std::string line =
@@ -35,6 +47,7 @@ struct Recorder {
   }
 
   const bool print_violations;
+  const std::function<void(const LogLine&)> on_log;
   std::string handler_name;  // set once before any session starts
   mutable std::mutex mutex;
   mutable std::condition_variable changed;
@@ -79,6 +92,10 @@ class RecordingSink final : public host::SessionSink {
                                  "device left out of a snapshot: " + host::joined_problems(device));
       record.left_out.push_back(devices);
     });
+  }
+
+  void on_log(int32_t level, std::string_view text) override {
+    recorder_->add_log({level, std::string(text), SessionId{session_}});
   }
 
   void on_late_call(std::string_view what) override {
@@ -126,15 +143,12 @@ FakeHost::FakeHost(const dowser_handler_api* api, const Options& options)
     : FakeHost(host::adopt_handler("<linked-in handler>", api, options.policy), options) {}
 
 FakeHost::FakeHost(std::shared_ptr<const host::LoadedHandler> handler, const Options& options)
-    : options_(options), recorder_(std::make_shared<Recorder>(options_.print_violations)) {
+    : options_(options),
+      recorder_(std::make_shared<Recorder>(options_.print_violations, options_.on_log)) {
   if (!handler) throw std::invalid_argument("FakeHost: no handler");
   recorder_->handler_name = handler->name();
-  auto log = [recorder = recorder_, on_log = options_.on_log](int32_t level,
-                                                              std::string_view text) {
-    LogLine line{level, std::string(text)};
-    if (on_log) on_log(line);
-    std::lock_guard lock(recorder->mutex);
-    recorder->logs.push_back(std::move(line));
+  auto log = [recorder = recorder_](int32_t level, std::string_view text) {
+    recorder->add_log({level, std::string(text), std::nullopt});
   };
   instance_ = std::make_unique<host::HandlerInstance>(std::move(handler), log, options_.config);
 }

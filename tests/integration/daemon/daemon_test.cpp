@@ -471,6 +471,24 @@ TEST_F(DaemonTest, ABadManifestIsReportedAndTheOthersKeepRunning) {
 
 // A newline in what the daemon logs (here a file name) would forge a log
 // line of its own for whatever reads the log line by line: it is spelled out.
+// A handler's line about one session (log_session, through the SDK's
+// Reporter) names its Configuration; debugEcho warns, through its session,
+// that it cannot watch a directory that does not exist.
+TEST_F(DaemonTest, AHandlersLineAboutASessionNamesItsConfiguration) {
+  const fs::path missing = root_ / "not-there";
+  write_file(config_dir_ / "watched.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: watched}\n"
+             "spec:\n  discoveryHandler:\n    name: debugEcho\n"
+             "    discoveryDetails: 'descriptions: [cam0]'\n"
+             "    discoveryProperties:\n      - name: DEBUG_ECHO_AVAILABILITY_FILE\n"
+             "        value: " +
+                 (missing / "availability").string() + "\n");
+  auto& node = add_node("node-a");
+  EXPECT_TRUE(
+      node.wait_for_log("[debugEcho default/watched] debugEcho: cannot watch " + missing.string()))
+      << node.log();
+}
+
 TEST_F(DaemonTest, ANewlineInAFileNameStaysInsideItsLogLine) {
   echo_configuration("good", {"g0"}, 1);
   write_file(config_dir_ / "bad\n[2026-01-01 00:00:00.000] [dowserd] [info] forged.yaml",

@@ -91,7 +91,7 @@ TEST(DebugEchoSession, MissingDirectoryFallsBackToPeriodicScan) {
   RecordingHost host;
   DebugEchoSession session(settings, host.reporter());
   EXPECT_FALSE(session.watching());
-  EXPECT_TRUE(host.wait_for_log("cannot watch"));
+  EXPECT_TRUE(host.wait_for_log("session: debugEcho: cannot watch"));
   ASSERT_TRUE(host.wait_for(has_both));
   std::filesystem::create_directory(dir.path() / "later");
   write_file(file, "OFFLINE");

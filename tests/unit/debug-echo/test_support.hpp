@@ -31,6 +31,7 @@ class RecordingHost {
     api_.log = &log;
     api_.report_devices = &report_devices;
     api_.report_error = &report_error;
+    api_.log_session = &log_session;
   }
   RecordingHost(const RecordingHost&) = delete;
   RecordingHost& operator=(const RecordingHost&) = delete;
@@ -72,6 +73,14 @@ class RecordingHost {
     auto& host = self(ctx);
     std::lock_guard lock(host.mutex_);
     host.logs_.push_back(dowser::abi::to_string(message));
+    host.changed_.notify_all();
+  }
+
+  // Recorded as "session: <line>", to tell it from a line of the handler's.
+  static void log_session(dowser_session_host* session, int32_t /*level*/, dowser_str message) {
+    auto& host = self(session);
+    std::lock_guard lock(host.mutex_);
+    host.logs_.push_back("session: " + dowser::abi::to_string(message));
     host.changed_.notify_all();
   }
 

@@ -53,6 +53,9 @@ class RecordingSink : public SessionSink {
   void on_error(dowser_status code, std::string message) override {
     update([&] { errors.emplace_back(code, message); });
   }
+  void on_log(int32_t level, std::string_view text) override {
+    update([&] { logs.emplace_back(level, text); });
+  }
   void on_late_call(std::string_view) override {
     update([&] { ++late_calls; });
   }
@@ -79,6 +82,7 @@ class RecordingSink : public SessionSink {
   std::vector<std::string> bad_reports;
   std::vector<std::vector<InvalidDevice>> invalid_devices;  // one entry per snapshot
   std::vector<std::string> stop_failures;
+  std::vector<std::pair<int32_t, std::string>> logs;  // log_session lines
   int late_calls = 0;
 
  private:
@@ -699,6 +703,46 @@ TEST(HostTable, UnreadableArgumentsAreNamedNotPassedOn) {
             "report_error message: data is NULL but len is 3: rule O4");
 }
 
+// A line about one session reaches that session's sink, not the handler's
+// log, by the same rules as a line of the handler's (levels, cutting,
+// unreadable text).
+TEST(HostTable, ASessionsLogLineReachesItsSinkByTheRulesOfLog) {
+  std::vector<std::string> handler_lines;
+  const dowser_handler_api api = probe_api(0);
+  HandlerInstance instance(adopt_handler("probe", &api), [&](int32_t, std::string_view text) {
+    handler_lines.emplace_back(text);
+  });
+  auto sink = std::make_shared<RecordingSink>();
+  auto session = instance.start({}, sink);
+  const std::string huge(DOWSER_MAX_LOG_LEN + 1, 'x');
+  host_api().log_session(probe_session, DOWSER_LOG_WARN, dowser::abi::view("camera 3 is slow"));
+  host_api().log_session(probe_session, 99, dowser::abi::view("odd"));
+  host_api().log_session(probe_session, DOWSER_LOG_INFO, dowser::abi::view(huge));
+  host_api().log_session(probe_session, DOWSER_LOG_INFO, dowser_str{nullptr, 2});
+  using Line = std::pair<int32_t, std::string>;
+  EXPECT_EQ(
+      sink->logs,
+      (std::vector<Line>{
+          {DOWSER_LOG_WARN, "camera 3 is slow"},
+          {DOWSER_LOG_WARN,
+           "odd (logged with invalid level 99, not one of DOWSER_LOG_TRACE..DOWSER_LOG_ERROR)"},
+          {DOWSER_LOG_INFO, dowser::host::shortened(huge, DOWSER_MAX_LOG_LEN)},
+          {DOWSER_LOG_WARN, "log message: data is NULL but len is 2: rule O4"}}));
+  EXPECT_TRUE(handler_lines.empty()) << handler_lines.front();
+}
+
+// Rule T4: a line about a session that has stopped is a late call, dropped
+// like a report; a handle no session ever had (NULL, say) names nothing.
+TEST(HostTable, ASessionsLogLineAfterStopIsALateCall) {
+  ProbeSession probe;
+  dowser_session_host* handle = probe_session;
+  probe.session->stop();
+  host_api().log_session(handle, DOWSER_LOG_INFO, dowser::abi::view("still here"));
+  host_api().log_session(nullptr, DOWSER_LOG_INFO, dowser::abi::view("nobody's"));
+  EXPECT_TRUE(probe.sink->logs.empty());
+  EXPECT_EQ(probe.sink->late_calls, 1);
+}
+
 TEST(HandlerText, IsCutAtACharacterBoundary) {
   EXPECT_EQ(dowser::host::shortened("ab\xc3\xa9z", 3), "ab... (5 bytes)") << "not half an é";
   EXPECT_EQ(dowser::host::shortened("abc", 3), "abc");
@@ -740,11 +784,12 @@ TEST(HostTable, RefusedReportsAndReportsAfterTheSessionEndedAreTold) {
     EXPECT_EQ(host_api().report_devices(handle, nullptr, 0), DOWSER_ERR_STOPPED);
   EXPECT_EQ(host_api().report_error(handle, DOWSER_ERR_GENERIC, dowser::abi::view("gone")),
             DOWSER_ERR_STOPPED);
+  host_api().log_session(handle, DOWSER_LOG_INFO, dowser::abi::view("gone too"));
   const std::string twice = "report refused: device id 'a' appears twice in one snapshot";
   const std::string later =
       " after stop_discovery returned (rule T4): dropped, and so are later ones";
   EXPECT_EQ(problems, (std::vector<std::string>{twice, twice, "report_devices" + later,
-                                                "report_error" + later}));
+                                                "report_error" + later, "log_session" + later}));
 }
 
 // The device rules (device_rules.hpp): a device that breaks them is left

@@ -49,13 +49,14 @@ LAYOUT(dowser_discover_request, discovery_details, 8);
 LAYOUT(dowser_discover_request, properties, 24);
 LAYOUT(dowser_discover_request, properties_len, 32);
 
-SIZE(dowser_host_api, 32);
+SIZE(dowser_host_api, 40);
 LAYOUT(dowser_host_api, struct_size, 0);
 LAYOUT(dowser_host_api, abi_major, 4);
 LAYOUT(dowser_host_api, abi_minor, 6);
 LAYOUT(dowser_host_api, log, 8);
 LAYOUT(dowser_host_api, report_devices, 16);
 LAYOUT(dowser_host_api, report_error, 24);
+LAYOUT(dowser_host_api, log_session, 32); /* 1.1 */
 
 SIZE(dowser_handler_api, 72);
 LAYOUT(dowser_handler_api, struct_size, 0);

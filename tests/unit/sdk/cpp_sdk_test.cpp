@@ -325,6 +325,33 @@ TEST(CppSdkReporter, CopiesReportFromManyThreadsAtOnce) {
   EXPECT_TRUE(host.violations().empty());
 }
 
+// A Reporter's lines are about its session (log_session, ABI 1.1), so the
+// host can say which; host() stays the handler's own log. Once the session
+// stopped, its lines are the handler's: the SDK keeps rule T4 for them too.
+TEST(CppSdkReporter, LogsLinesAboutItsSessionUntilItStops) {
+  FakeHost host(scripted_api(), quiet());
+  auto session = host.start({"idle", {}});
+  const dowser::Reporter reporter = last_reporter();
+  reporter.warn("camera 3 is slow");
+  reporter.host().info("handler-wide");
+  host.stop(session);
+  reporter.error("after the stop");
+
+  auto logs = host.logs();
+  ASSERT_EQ(logs.size(), 4u);
+  EXPECT_EQ(logs[0].text, "scripted handler created");  // by init
+  logs.erase(logs.begin());
+  EXPECT_EQ(logs[0].text, "camera 3 is slow");
+  EXPECT_EQ(logs[0].level, DOWSER_LOG_WARN);
+  EXPECT_EQ(logs[0].session, std::optional(session));
+  EXPECT_EQ(logs[1].text, "handler-wide");
+  EXPECT_EQ(logs[1].session, std::nullopt);
+  EXPECT_EQ(logs[2].text, "after the stop");
+  EXPECT_EQ(logs[2].session, std::nullopt);
+  EXPECT_TRUE(host.record(session).late_calls.empty());
+  EXPECT_TRUE(host.violations().empty());
+}
+
 TEST(CppSdkReporter, AfterStopReportsAreDroppedBeforeTheyReachTheHost) {
   FakeHost host(scripted_api(), quiet());
   auto session = host.start({"idle", {}});
@@ -445,10 +472,11 @@ TEST_F(CppSdkPolling, AFailingScanIsLoggedOnceAndTheLastReportStands) {
   EXPECT_EQ(history(), (std::vector<std::vector<std::string>>{{"a"}}))
       << "a failed scan is not an empty list";
   auto logs = host_.logs();
-  auto failures = std::count_if(logs.begin(), logs.end(), [](const dowser::testkit::LogLine& l) {
-    return l.level == DOWSER_LOG_WARN && l.text == "scan failed: bus unreadable";
+  auto failures = std::count_if(logs.begin(), logs.end(), [&](const dowser::testkit::LogLine& l) {
+    return l.level == DOWSER_LOG_WARN && l.text == "scan failed: bus unreadable" &&
+           l.session == session_;
   });
-  EXPECT_EQ(failures, 1) << "once per distinct error, not once per interval";
+  EXPECT_EQ(failures, 1) << "once per distinct error, not once per interval, about the session";
 }
 
 TEST_F(CppSdkPolling, AScanThrowingWhatIsNotAStdExceptionFailsOnlyThatScan) {

@@ -268,6 +268,29 @@ TEST(FakeHostWithLinkedInHandler, RecordsErrorsAndLogLines) {
   EXPECT_EQ(logs[0].text, "careful");
 }
 
+// log_session (ABI 1.1): recorded with the session it is about; after
+// stop_discovery returned it is a late call, as a report is (rule T4).
+TEST(FakeHostWithLinkedInHandler, RecordsASessionsLogLinesWithTheSession) {
+  FakeHost::Options options;
+  options.print_violations = false;
+  FakeHost host(&probe::api, options);
+  host.start({});
+  auto second = host.start({});
+  dowser_session_host* handle = probe::calls.last_session;
+  probe::calls.host->log_session(handle, DOWSER_LOG_INFO, dowser::abi::view("about the second"));
+  host.stop(second);
+  probe::calls.host->log_session(handle, DOWSER_LOG_INFO, dowser::abi::view("too late"));
+
+  auto logs = host.logs();
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_EQ(logs[0].text, "about the second");
+  EXPECT_EQ(logs[0].session, std::optional(second));
+  EXPECT_EQ(host.record(second).late_calls, std::vector<std::string>{"log_session"});
+  EXPECT_EQ(
+      host.violations(),
+      std::vector<std::string>{"session 1 of probe: log_session after stop_discovery returned"});
+}
+
 TEST(FakeHostWithLinkedInHandler, PassesEachLogLineOnAsItArrives) {
   std::vector<std::string> passed_on;
   FakeHost::Options options;

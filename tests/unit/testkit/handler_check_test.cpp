@@ -148,6 +148,38 @@ TEST_F(CheckOnDebugEcho, ShowsAnEmptyDeviceListWhenOffline) {
   EXPECT_NE(run.out.find("(no devices reported)"), std::string::npos) << run.out;
 }
 
+// A line about one session (log_session) says which session it is about.
+TEST_F(CheckOnDebugEcho, ShowsWhichSessionALineIsAbout) {
+  const std::string missing = (dir_.path() / "not-there").string();
+  CheckRun run = run_check({DEBUG_ECHO_SO, "--details", details_file().string(), "--property",
+                            "DEBUG_ECHO_AVAILABILITY_FILE=" + missing + "/availability",
+                            "--show-log", "--duration", "0.1"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(lines_starting_with(
+                run.out, "LOG  discover: warn: [session 0] debugEcho: cannot watch " + missing)
+                .size(),
+            1u)
+      << run.out;
+}
+
+// An SDK handler needs the host minor it was built with; each older host is
+// refused with a message, as the summary says.
+TEST_F(CheckOnDebugEcho, NegotiateSaysWhatEachHostWasAnswered) {
+  CheckRun run = run_check(args());
+  const auto negotiate = lines_starting_with(run.out, "PASS negotiate: ");
+  ASSERT_EQ(negotiate.size(), 1u) << run.out;
+  const std::string current = abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR);
+  EXPECT_NE(negotiate[0].find("host ABI " + current + " accepted"), std::string::npos)
+      << negotiate[0];
+  for (int minor = 0; minor < DOWSER_ABI_VERSION_MINOR; ++minor) {
+    const std::string older = abi(DOWSER_ABI_VERSION_MAJOR, minor);
+    EXPECT_NE(negotiate[0].find("host ABI " + older + " refused: \"handler needs ABI " + current +
+                                ", host offers " + older + "\""),
+              std::string::npos)
+        << negotiate[0];
+  }
+}
+
 // ---- usage errors -------------------------------------------------------------------
 
 TEST(CheckUsage, AnUnreadableDetailsFileIsAUsageErrorNamingTheFile) {
@@ -433,10 +465,11 @@ INSTANTIATE_TEST_SUITE_P(
                     "libfixture-wrong-major.so: negotiate: handler ABI " +
                         abi(DOWSER_ABI_VERSION_MAJOR + 1, DOWSER_ABI_VERSION_MINOR) +
                         ", host ABI " + kHostAbi + " (major differs)"},
+        // The oldest host of this major is offered the table first.
         FixtureCase{"wrong-major", "negotiate",
-                    "host ABI " + kHostAbi + ": negotiate: handler ABI " +
+                    "host ABI " + abi(DOWSER_ABI_VERSION_MAJOR, 0) + ": negotiate: handler ABI " +
                         abi(DOWSER_ABI_VERSION_MAJOR + 1, DOWSER_ABI_VERSION_MINOR) +
-                        ", host ABI " + kHostAbi + " (major differs)"},
+                        ", host ABI " + abi(DOWSER_ABI_VERSION_MAJOR, 0) + " (major differs)"},
         FixtureCase{"newer-minor", "load",
                     "libfixture-newer-minor.so: negotiate: handler ABI " +
                         abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR + 1) +

@@ -49,6 +49,9 @@ enum class SessionId : std::size_t {};
 struct LogLine {
   int32_t level = DOWSER_LOG_INFO;  // DOWSER_LOG_*
   std::string text;
+  // The session the line is about (logged with log_session, e.g. through
+  // dowser::Reporter); none for a line of the handler's (log).
+  std::optional<SessionId> session;
 };
 
 struct SessionError {
@@ -64,7 +67,7 @@ struct SessionRecord {
   // For each snapshot that left devices out (they break the device rules,
   // host/src/device_rules), those devices and why, in arrival order.
   std::vector<std::vector<host::InvalidDevice>> left_out;
-  std::vector<std::string> late_calls;  // calls after stop_discovery returned
+  std::vector<std::string> late_calls;  // calls after stop_discovery returned (log_session too)
   // Why stop_discovery failed (it threw across the C ABI), if it did.
   std::optional<std::string> stop_failure;
   bool stopped = false;  // stop() has returned
@@ -117,6 +120,7 @@ class FakeHost {
   std::vector<Snapshot> snapshots(SessionId session) const;
   std::optional<Snapshot> latest_snapshot(SessionId session) const;
   std::vector<SessionError> errors(SessionId session) const;
+  // Every line the handler logged, its own and its sessions', in order.
   std::vector<LogLine> logs() const;
   // One line per contract violation of any session, e.g.
   // "session 2 of echo: report_devices after stop_discovery returned", or

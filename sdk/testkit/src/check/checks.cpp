@@ -103,14 +103,18 @@ const char* log_level_name(int32_t level) {
 }
 
 // Violations are reported as failures by the checks themselves. Each line the
-// handler logs goes to the parent at once, "<level>: <text>": the author's
+// handler logs goes to the parent at once, "<level>: <text>" ("<level>:
+// [session N] <text>" for a line about one session): the author's
 // own words next to a failure are often what explains it, and a crash or a
 // hang must not take them along.
 FakeHost::Options checker_host(Progress& progress) {
   FakeHost::Options options;
   options.print_violations = false;
   options.on_log = [&progress](const testkit::LogLine& line) {
-    progress.log(std::string(log_level_name(line.level)) + ": " + line.text);
+    std::string about;
+    if (line.session)
+      about = "[session " + std::to_string(static_cast<size_t>(*line.session)) + "] ";
+    progress.log(std::string(log_level_name(line.level)) + ": " + about + line.text);
   };
   return options;
 }
@@ -300,15 +304,22 @@ Passed check_negotiate(const Settings& settings, Progress& progress) {
   if (entry == nullptr) throw CheckFailed(host::missing_entry_reason(settings.handler_file));
 
   constexpr uint16_t kMajor = DOWSER_ABI_VERSION_MAJOR;
+  std::string verdicts;  // what each host was answered, for the summary
+  auto note = [&verdicts](const std::string& verdict) {
+    verdicts += (verdicts.empty() ? "" : "; ") + verdict;
+  };
   for (uint16_t minor = 0; minor <= DOWSER_ABI_VERSION_MINOR; ++minor) {
     Offer answer = offer(entry, kMajor, minor, progress);
+    const std::string host = "host ABI " + abi_text(kMajor, minor);
     if (answer.table != nullptr) {
       require_usable(settings.handler_file, answer.table, kMajor, minor);
+      note(host + " accepted");
     } else if (minor == DOWSER_ABI_VERSION_MINOR) {
-      throw CheckFailed("host ABI " + abi_text(kMajor, minor) +
-                        " (this header's) refused: " + quoted_message(answer.error));
+      throw CheckFailed(host + " (this header's) refused: " + quoted_message(answer.error));
     } else if (answer.error.empty()) {
-      throw CheckFailed("host ABI " + abi_text(kMajor, minor) + " refused without a message");
+      throw CheckFailed(host + " refused without a message");
+    } else {
+      note(host + " refused: " + quoted_message(answer.error));
     }
   }
   const uint16_t next_major = kMajor + 1;
@@ -316,8 +327,8 @@ Passed check_negotiate(const Settings& settings, Progress& progress) {
   std::string host = "host ABI " + abi_text(next_major, 0);
   if (answer.table != nullptr) throw CheckFailed(host + ": returned a table instead of NULL");
   if (answer.error.empty()) throw CheckFailed(host + ": returned NULL without an error message");
-  return {"host minors 0.." + std::to_string(DOWSER_ABI_VERSION_MINOR) + " accepted; " + host +
-          " refused: " + quoted_message(answer.error)};
+  note(host + " refused: " + quoted_message(answer.error));
+  return {verdicts};
 }
 
 Passed check_init(const Settings& settings, Progress& progress) {
