@@ -298,7 +298,7 @@ std::shared_ptr<const LoadedHandler> check_and_copy(const std::filesystem::path&
   auto api = abi::read_record<dowser_handler_api>(raw);
   check_version(file, api, policy);
   check_table(file, api);
-  return std::make_shared<const LoadedHandler>(file, api);
+  return std::make_shared<const LoadedHandler>(file, api, policy.host_abi_minor);
 }
 
 // ---- host side of the function table ----------------------------------------
@@ -435,20 +435,32 @@ void resolve_sharing(Snapshot& snapshot, bool handler_shares) {
   }
 }
 
+// Runs deliver(entry), under the entry's shared lock, unless no session has
+// the handle or stop_discovery has returned: then the sink hears of the
+// late call (rule T4). Whether deliver ran.
+template <typename Deliver>
+bool with_unstopped_session(dowser_session_host* session, const char* what, Deliver&& deliver) {
+  auto entry = session_table().find(id_of(session));
+  if (!entry) return false;
+  std::shared_lock lock(entry->mutex);
+  if (entry->state == SessionState::stopped) {
+    entry->sink->on_late_call(what);
+    return false;
+  }
+  deliver(*entry);
+  return true;
+}
+
 // Runs deliver(entry) while the session is running; otherwise tells the sink
 // (after stop) or just refuses (while stopping or after an error).
 template <typename Deliver>
 dowser_status with_running_session(dowser_session_host* session, const char* what,
                                    Deliver&& deliver) {
-  auto entry = session_table().find(id_of(session));
-  if (!entry) return DOWSER_ERR_STOPPED;
-  std::shared_lock lock(entry->mutex);
-  if (entry->state == SessionState::stopped) {
-    entry->sink->on_late_call(what);
-    return DOWSER_ERR_STOPPED;
-  }
-  if (entry->state == SessionState::stopping || entry->failed) return DOWSER_ERR_STOPPED;
-  return deliver(*entry);
+  dowser_status status = DOWSER_ERR_STOPPED;
+  with_unstopped_session(session, what, [&](SessionEntry& entry) {
+    if (entry.state == SessionState::running && !entry.failed) status = deliver(entry);
+  });
+  return status;
 }
 
 dowser_status host_report_devices(dowser_session_host* session, const dowser_device* devices,
@@ -475,19 +487,15 @@ dowser_status host_report_devices(dowser_session_host* session, const dowser_dev
   });
 }
 
-// A handle no session of this host ever had names nothing to log under: the
-// line is dropped. After stop_discovery returned it is a late call (rule T4).
+// Also while the session stops (its threads may say why they end). A handle
+// no session of this host ever had names nothing to log under: the line is
+// dropped.
 void host_log_session(dowser_session_host* session, int32_t level, dowser_str message) {
   try {
-    auto entry = session_table().find(id_of(session));
-    if (!entry) return;
-    const ShownLogLine line = shown_log_line(level, message);
-    std::shared_lock lock(entry->mutex);
-    if (entry->state == SessionState::stopped) {
-      entry->sink->on_late_call("log_session");
-      return;
-    }
-    entry->sink->on_log(line.level, line.text);
+    with_unstopped_session(session, "log_session", [&](SessionEntry& entry) {
+      const ShownLogLine line = shown_log_line(level, message);
+      entry.sink->on_log(line.level, line.text);
+    });
   } catch (...) {  // out of memory, or a failing sink: the line is lost, the handler goes on
   }
 }
@@ -590,8 +598,13 @@ HandlerCallError HandlerCallError::thrown(std::string call) {
 
 // ---- loading ---------------------------------------------------------------
 
-LoadedHandler::LoadedHandler(std::filesystem::path path, const dowser_handler_api& api)
-    : path_(std::move(path)), api_(api), name_(api.name), version_(api.version) {}
+LoadedHandler::LoadedHandler(std::filesystem::path path, const dowser_handler_api& api,
+                             uint16_t host_abi_minor)
+    : path_(std::move(path)),
+      api_(api),
+      name_(api.name),
+      version_(api.version),
+      host_abi_minor_(host_abi_minor) {}
 
 bool LoadedHandler::shares_devices() const noexcept {
   return (api_.flags & DOWSER_HANDLER_FLAG_SHARED_DEVICES) != 0;
@@ -866,6 +879,18 @@ const dowser_host_api& host_api() {
   return api;
 }
 
+const dowser_host_api& host_api(uint16_t minor) {
+  // What a 1.0 host passes: no log_session, and a struct_size that says so.
+  static const dowser_host_api api_1_0 = [] {
+    dowser_host_api table = host_api();
+    table.struct_size = offsetof(dowser_host_api, log_session);
+    table.abi_minor = 0;
+    table.log_session = nullptr;
+    return table;
+  }();
+  return minor == 0 ? api_1_0 : host_api();
+}
+
 HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, HandlerLogSink log,
                                  const std::string& config)
     : handler_(std::move(handler)),
@@ -874,8 +899,9 @@ HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, H
   dowser_status status = DOWSER_OK;
   try {
     status = call_handler("init", [&] {
-      return handler_->api().init(&host_api(), handle_of<dowser_host_ctx>(log_id_),
-                                  abi::view(config), &instance_, err.text, sizeof err.text);
+      return handler_->api().init(&host_api(handler_->host_abi_minor()),
+                                  handle_of<dowser_host_ctx>(log_id_), abi::view(config),
+                                  &instance_, err.text, sizeof err.text);
     });
   } catch (...) {
     log_table().remove(log_id_);

@@ -82,19 +82,24 @@ struct LoadPolicy {
 // A loaded, checked handler library. Its library is never unloaded.
 class LoadedHandler {
  public:
-  LoadedHandler(std::filesystem::path path, const dowser_handler_api& api);
+  // host_abi_minor: the minor of the host it was loaded as (LoadPolicy),
+  // whose table its instances get.
+  LoadedHandler(std::filesystem::path path, const dowser_handler_api& api,
+                uint16_t host_abi_minor = DOWSER_ABI_VERSION_MINOR);
   const std::filesystem::path& path() const noexcept { return path_; }
   const dowser_handler_api& api() const noexcept { return api_; }
   const std::string& name() const noexcept { return name_; }
   const std::string& version() const noexcept { return version_; }
   bool shares_devices() const noexcept;
   bool has_validate() const noexcept { return api_.validate_request != nullptr; }
+  uint16_t host_abi_minor() const noexcept { return host_abi_minor_; }
 
  private:
   std::filesystem::path path_;
   dowser_handler_api api_;  // copied by struct_size (rule V3)
   std::string name_;
   std::string version_;
+  uint16_t host_abi_minor_;
 };
 
 // Why file is not there: "a symbolic link to <target>, which does not exist"
@@ -344,5 +349,8 @@ class DiscoverySession {
 
 // The host function table dowserd and the test kit pass to handlers.
 const dowser_host_api& host_api();
+// The table a host of that minor passes (a test kit host posing as an older
+// one, LoadPolicy::host_abi_minor): members of later minors are not there.
+const dowser_host_api& host_api(uint16_t minor);
 
 }  // namespace dowser::host

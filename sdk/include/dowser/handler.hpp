@@ -28,6 +28,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -365,11 +366,17 @@ class Host : public LogLevels<Host> {
 inline constexpr std::string_view kReportAfterStopWarning =
     "a report came after its session stopped (rule T4) and was dropped: the session's destructor "
     "must join every thread that reports";
+// The same for a line logged through the session's Reporter (once per
+// session); the line itself is logged as the handler's.
+inline constexpr std::string_view kLogAfterStopWarning =
+    "a line was logged through a session's Reporter after the session stopped (rule T4); it is "
+    "logged as the handler's: the session's destructor must join every thread that logs";
 
 // Reports snapshots for one session, and logs lines about it. Copyable and
 // thread-safe. After the session has stopped, reports are dropped here and
-// never reach the host; the first one is logged (kReportAfterStopWarning).
-// A default-constructed Reporter drops everything.
+// never reach the host; the first one is logged (kReportAfterStopWarning),
+// and so is the first line logged (kLogAfterStopWarning). A
+// default-constructed Reporter drops everything.
 class Reporter : public LogLevels<Reporter> {
  public:
   Reporter() = default;
@@ -383,7 +390,8 @@ class Reporter : public LogLevels<Reporter> {
     if (!state_) return false;
     abi::DeviceViews views(devices);
     std::shared_lock lock(state_->mutex);
-    if (state_->session == nullptr) return dropped_after_stop();
+    if (state_->session == nullptr)
+      return told_late(state_->told_late_report, kReportAfterStopWarning);
     return state_->api->report_devices(state_->session, views.data(), views.size()) == DOWSER_OK;
   }
 
@@ -392,22 +400,20 @@ class Reporter : public LogLevels<Reporter> {
     if (!state_) return;
     std::shared_lock lock(state_->mutex);
     if (state_->session == nullptr) {
-      dropped_after_stop();
+      told_late(state_->told_late_report, kReportAfterStopWarning);
       return;
     }
     state_->api->report_error(state_->session, code, abi::view(message));
   }
 
   // A line about this session: the host names the session (dowserd, its
-  // Configuration). After the session stopped, or with a host older than
-  // ABI 1.1, a line of the handler's (host().log).
+  // Configuration). After the session stopped (see kLogAfterStopWarning), or
+  // with a host table without log_session, a line of the handler's.
   void log(LogLevel level, std::string_view message) const noexcept {
     if (!state_) return;
     std::shared_lock lock(state_->mutex);
-    // A host table must fill every member of its minor; a test's hand-made
-    // one may not, and a null call would crash the handler.
-    if (state_->session == nullptr || state_->api->abi_minor < 1 ||
-        state_->api->log_session == nullptr) {
+    if (state_->session == nullptr) told_late(state_->told_late_log, kLogAfterStopWarning);
+    if (state_->session == nullptr || !state_->has_log_session) {
       state_->host.log(level, message);
       return;
     }
@@ -430,17 +436,29 @@ class Reporter : public LogLevels<Reporter> {
 
  private:
   struct State {
-    State(const dowser_host_api* a, Host h, dowser_session_host* s) : api(a), host(h), session(s) {}
+    State(const dowser_host_api* a, Host h, dowser_session_host* s)
+        : api(a), host(h), session(s), has_log_session(offers_log_session(*a)) {}
     std::shared_mutex mutex;
     const dowser_host_api* api;
     Host host;
-    dowser_session_host* session;        // null once detached
-    std::atomic<bool> told_late{false};  // the warning was logged
+    dowser_session_host* session;  // null once detached
+    const bool has_log_session;
+    std::atomic<bool> told_late_report{false};  // kReportAfterStopWarning was logged
+    std::atomic<bool> told_late_log{false};     // kLogAfterStopWarning was logged
   };
 
-  // A report after detach() breaks T4: said once, so the author learns of it.
-  bool dropped_after_stop() const noexcept {
-    if (!state_->told_late.exchange(true)) state_->host.warn(kReportAfterStopWarning);
+  // Rules V3 and V4: a host offers log_session from minor 1, in a table
+  // long enough to hold it (one made by hand for a test may lack it).
+  static bool offers_log_session(const dowser_host_api& api) noexcept {
+    return api.abi_minor >= 1 &&
+           api.struct_size >= offsetof(dowser_host_api, log_session) + sizeof api.log_session &&
+           api.log_session != nullptr;
+  }
+
+  // A call after detach() breaks T4: said once per kind, so the author learns
+  // of it. Returns false (the report was not taken).
+  bool told_late(std::atomic<bool>& told, std::string_view warning) const noexcept {
+    if (!told.exchange(true)) state_->host.warn(warning);
     return false;
   }
 

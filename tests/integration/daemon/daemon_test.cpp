@@ -469,8 +469,6 @@ TEST_F(DaemonTest, ABadManifestIsReportedAndTheOthersKeepRunning) {
   EXPECT_TRUE(node.running());
 }
 
-// A newline in what the daemon logs (here a file name) would forge a log
-// line of its own for whatever reads the log line by line: it is spelled out.
 // A handler's line about one session (log_session, through the SDK's
 // Reporter) names its Configuration; debugEcho warns, through its session,
 // that it cannot watch a directory that does not exist.
@@ -489,6 +487,8 @@ TEST_F(DaemonTest, AHandlersLineAboutASessionNamesItsConfiguration) {
       << node.log();
 }
 
+// A newline in what the daemon logs (here a file name) would forge a log
+// line of its own for whatever reads the log line by line: it is spelled out.
 TEST_F(DaemonTest, ANewlineInAFileNameStaysInsideItsLogLine) {
   echo_configuration("good", {"g0"}, 1);
   write_file(config_dir_ / "bad\n[2026-01-01 00:00:00.000] [dowserd] [info] forged.yaml",

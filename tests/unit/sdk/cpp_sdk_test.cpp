@@ -327,7 +327,8 @@ TEST(CppSdkReporter, CopiesReportFromManyThreadsAtOnce) {
 
 // A Reporter's lines are about its session (log_session, ABI 1.1), so the
 // host can say which; host() stays the handler's own log. Once the session
-// stopped, its lines are the handler's: the SDK keeps rule T4 for them too.
+// stopped, its lines are the handler's: the SDK keeps rule T4 for them too,
+// and says, once, that a thread outlived its session.
 TEST(CppSdkReporter, LogsLinesAboutItsSessionUntilItStops) {
   FakeHost host(scripted_api(), quiet());
   auto session = host.start({"idle", {}});
@@ -336,9 +337,10 @@ TEST(CppSdkReporter, LogsLinesAboutItsSessionUntilItStops) {
   reporter.host().info("handler-wide");
   host.stop(session);
   reporter.error("after the stop");
+  reporter.info("after the stop again");
 
   auto logs = host.logs();
-  ASSERT_EQ(logs.size(), 4u);
+  ASSERT_EQ(logs.size(), 6u);
   EXPECT_EQ(logs[0].text, "scripted handler created");  // by init
   logs.erase(logs.begin());
   EXPECT_EQ(logs[0].text, "camera 3 is slow");
@@ -346,8 +348,10 @@ TEST(CppSdkReporter, LogsLinesAboutItsSessionUntilItStops) {
   EXPECT_EQ(logs[0].session, std::optional(session));
   EXPECT_EQ(logs[1].text, "handler-wide");
   EXPECT_EQ(logs[1].session, std::nullopt);
-  EXPECT_EQ(logs[2].text, "after the stop");
-  EXPECT_EQ(logs[2].session, std::nullopt);
+  EXPECT_EQ(logs[2].text, dowser::kLogAfterStopWarning);
+  EXPECT_EQ(logs[3].text, "after the stop");
+  EXPECT_EQ(logs[3].session, std::nullopt);
+  EXPECT_EQ(logs[4].text, "after the stop again") << "warned of once";
   EXPECT_TRUE(host.record(session).late_calls.empty());
   EXPECT_TRUE(host.violations().empty());
 }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -289,6 +290,24 @@ TEST(FakeHostWithLinkedInHandler, RecordsASessionsLogLinesWithTheSession) {
   EXPECT_EQ(
       host.violations(),
       std::vector<std::string>{"session 1 of probe: log_session after stop_discovery returned"});
+}
+
+// A FakeHost posing as a 1.0 host (its policy) passes a 1.0 table: a C
+// handler can test that it checks abi_minor before using log_session (V4).
+TEST(FakeHostWithLinkedInHandler, PosingAsAnOlderHostPassesThatHostsTable) {
+  FakeHost::Options options;
+  options.policy.host_abi_minor = 0;
+  dowser_handler_api api_1_0 = probe::api;
+  api_1_0.abi_minor = 0;
+  FakeHost host(&api_1_0, options);
+  EXPECT_EQ(probe::calls.host->abi_minor, 0);
+  EXPECT_EQ(probe::calls.host->struct_size, offsetof(dowser_host_api, log_session));
+  EXPECT_EQ(probe::calls.host->log_session, nullptr);
+
+  FakeHost current(&probe::api);
+  EXPECT_EQ(probe::calls.host->abi_minor, DOWSER_ABI_VERSION_MINOR);
+  EXPECT_EQ(probe::calls.host->struct_size, sizeof(dowser_host_api));
+  EXPECT_NE(probe::calls.host->log_session, nullptr);
 }
 
 TEST(FakeHostWithLinkedInHandler, PassesEachLogLineOnAsItArrives) {

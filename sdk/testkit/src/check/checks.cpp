@@ -216,12 +216,14 @@ std::optional<std::string> session_problem(const SessionRecord& record) {
   return std::nullopt;
 }
 
-// What only the log shows: an SDK handler's late reports never reach the
-// host (the SDK drops them and says so), and the host says there when a log
-// call's text could not be read (rule O4); no session's record shows either.
+// What only the log shows: an SDK handler's late reports and session log
+// lines never reach the session (the SDK says so instead), and the host says
+// there when a log call's text could not be read (rule O4); no session's
+// record shows either.
 void require_no_logged_violation(const FakeHost& host) {
   for (const auto& line : host.logs()) {
-    if (line.text == kReportAfterStopWarning) throw CheckFailed("the handler logged: " + line.text);
+    if (line.text == kReportAfterStopWarning || line.text == kLogAfterStopWarning)
+      throw CheckFailed("the handler logged: " + line.text);
     if (line.level == DOWSER_LOG_WARN &&
         line.text.starts_with(std::string(host::kUnreadableLogMessage) + ": ") &&
         line.text.ends_with(": rule O4"))
