@@ -96,6 +96,10 @@ void AcceptedRequests::accept(const Configuration& configuration, const std::str
   if (file_) save();
 }
 
+void AcceptedRequests::forget(const Configuration& configuration) {
+  if (digests_.erase(configuration) > 0 && file_) save();
+}
+
 void AcceptedRequests::save() {
   const std::optional<std::string> failure = write_file();
   if (!failure) {

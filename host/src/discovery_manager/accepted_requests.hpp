@@ -5,7 +5,10 @@
 // checks is missing for now), and must not withdraw a Configuration whose
 // devices pods may be using. Only digests are kept: requests may hold Secret
 // values. One line per Configuration, so the file stays as small as the set
-// of Configurations.
+// of Configurations: a deleted one's line goes (forget). One deleted while
+// dowserd was not running keeps its line until a Configuration of that name
+// is accepted: at startup an unreadable manifest cannot be told from a
+// deleted one, and forgetting it would make a refusal of its request final.
 #pragma once
 
 #include <dowser/handler.hpp>
@@ -49,6 +52,8 @@ class AcceptedRequests {
   // once, with the reason, and written again later, with backoff, until it
   // is: remembering is a safeguard, not a reason to stop.
   void accept(const Configuration& configuration, const std::string& digest);
+  // The Configuration was deleted: its line goes, likewise.
+  void forget(const Configuration& configuration);
 
  private:
   void save();

@@ -382,6 +382,10 @@ void DiscoveryManager::stop(const ConfigurationKey& configuration) {
   sessions_.erase(it);
 }
 
+void DiscoveryManager::forget(const ConfigurationKey& configuration) {
+  accepted_.forget(configuration);
+}
+
 void DiscoveryManager::open_session(Session& session) {
   const auto& configuration = session.configuration;
   ConfigurationKey key{configuration.namespace_name, configuration.name};
@@ -439,7 +443,10 @@ void DiscoveryManager::open_session(Session& session) {
         try {
           *running = slot->instance().start(request, sink);
           *accepted = true;
-          on_core([this, key, digest] { accepted_.accept(key, digest); });
+          // Unless the Configuration went meanwhile (and may be forgotten).
+          on_core([this, key, digest] {
+            if (sessions_.count(key) > 0) accepted_.accept(key, digest);
+          });
         } catch (const host::HandlerCallError& e) {
           const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
           on_core([this, key, generation, refused, reason = std::string(e.what())] {

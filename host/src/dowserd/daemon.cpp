@@ -126,7 +126,7 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
           },
       .removed =
           [post, this](const std::string& ns, const std::string& name) {
-            post([this, key = ConfigurationKey{ns, name}] { configuration_removed(key); });
+            post([this, key = ConfigurationKey{ns, name}] { configuration_deleted(key); });
           },
       .invalid =
           [post, this](const configuration::ConfigurationError& error) {
@@ -360,6 +360,13 @@ void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& 
   const configuration::Configuration configuration = found->second;
   configuration_removed(key, "withdrawn: its handler refused it");
   refused(configuration, "refused by handler " + configuration.handler_name + ": " + reason);
+}
+
+// Gone from its source, unlike one withdrawn (refused, or giving its resource
+// name back): nothing of it is kept.
+void Daemon::configuration_deleted(const ConfigurationKey& key) {
+  configuration_removed(key);
+  discovery_.forget(key);
 }
 
 void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {

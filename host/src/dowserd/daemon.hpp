@@ -99,6 +99,7 @@ class Daemon {
   const store::Instance* instance_named(const std::string& name) const;
   // why: for the log line ("removed", or why it is withdrawn).
   void configuration_removed(const ConfigurationKey& key, std::string_view why = "removed");
+  void configuration_deleted(const ConfigurationKey& key);
   void refused_by_handler(const ConfigurationKey& key, const std::string& reason);
   void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
   void reapply(const ConfigurationKey& key);

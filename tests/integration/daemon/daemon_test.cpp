@@ -487,6 +487,28 @@ TEST_F(DaemonTest, AHandlersLineAboutASessionNamesItsConfiguration) {
       << node.log();
 }
 
+// The request a deleted Configuration's handler accepted is forgotten (the
+// state file would otherwise keep every Configuration there ever was); one
+// still defined keeps its line.
+TEST_F(DaemonTest, ADeletedConfigurationLeavesNoAcceptedRequestBehind) {
+  echo_configuration("cams", {"cam0"}, 1);
+  echo_configuration("keep", {"k0"}, 1);
+  auto& node = add_node("node-a");
+  auto accepted = [&] { return read_text(state_dir_ / "accepted-requests"); };
+  ASSERT_TRUE(test::eventually([&] {
+    const std::string text = accepted();
+    return text.find("default/cams ") != std::string::npos &&
+           text.find("default/keep ") != std::string::npos;
+  })) << accepted()
+      << node.log();
+  fs::remove(config_dir_ / "cams.yaml");
+  EXPECT_TRUE(test::eventually([&] {
+    return accepted().find("default/cams ") == std::string::npos;
+  })) << accepted()
+      << node.log();
+  EXPECT_NE(accepted().find("default/keep "), std::string::npos) << accepted();
+}
+
 // A newline in what the daemon logs (here a file name) would forge a log
 // line of its own for whatever reads the log line by line: it is spelled out.
 TEST_F(DaemonTest, ANewlineInAFileNameStaysInsideItsLogLine) {

@@ -71,6 +71,22 @@ TEST(AcceptedRequests, OnePerConfigurationRememberedThroughItsFileWithoutTheRequ
   EXPECT_TRUE(in_memory.accepted(cams, first));
 }
 
+TEST(AcceptedRequests, ADeletedConfigurationsLineGoes) {
+  const dowser::test::TempDir dir{"dowser-accepted"};
+  const auto file = dir.path() / "accepted-requests";
+  const AcceptedRequests::Configuration cams{"default", "cams"}, other{"default", "other"};
+  const std::string digest = request_digest("udev", request("a"));
+  boost::asio::io_context io;
+  AcceptedRequests accepted(file, io);
+  accepted.accept(cams, digest);
+  accepted.accept(other, digest);
+  accepted.forget(cams);
+  EXPECT_FALSE(accepted.accepted(cams, digest));
+  EXPECT_EQ(text_of(file), "default/other " + digest + "\n");
+  accepted.forget({"default", "never-accepted"});  // nothing to forget
+  EXPECT_TRUE(AcceptedRequests(file, io).accepted(other, digest));
+}
+
 size_t count_of(const std::string& text, const std::string& part) {
   size_t count = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
