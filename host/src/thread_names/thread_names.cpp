@@ -27,6 +27,7 @@ std::array<FatalSignal, 5> fatal_signals{{{SIGSEGV, "SIGSEGV", {}},
                                           {SIGFPE, "SIGFPE", {}},
                                           {SIGABRT, "SIGABRT", {}}}};
 std::array<char, 32> program_name{};
+std::atomic<FatalSignalHook> fatal_signal_hook{nullptr};
 
 // Async-signal-safe: fixed buffers, write(2) and sigaction only.
 class LineBuffer {
@@ -69,6 +70,7 @@ void on_fatal_signal(int number, siginfo_t* info, void*) {
   for (auto& candidate : fatal_signals)
     if (candidate.number == number) fatal = &candidate;
   if (fatal == nullptr) return;
+  if (const FatalSignalHook also = fatal_signal_hook.load()) also(number);
   LineBuffer line;
   line.add("[");
   line.add(program_name.data());
@@ -95,7 +97,8 @@ ExitWatch::ExitWatch() {
 
 ExitWatch::~ExitWatch() { exit_watched.store(false); }
 
-void report_fatal_signals(std::string_view program) {
+void report_fatal_signals(std::string_view program, FatalSignalHook also) {
+  fatal_signal_hook.store(also);
   const size_t length = std::min(program.size(), program_name.size() - 1);
   std::memcpy(program_name.data(), program.data(), length);
   program_name[length] = '\0';

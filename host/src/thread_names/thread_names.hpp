@@ -18,7 +18,10 @@ void name_this_thread(std::string_view name);
 // ("[program] fatal signal SIGSEGV in thread h:NAME"), so that a crash in a
 // discovery handler's thread (named h:<handler>) says whose it was; then the
 // signal goes on to what handled it before (a core dump, a sanitizer's report).
-void report_fatal_signals(std::string_view program);
+// also, if given, is called first, on the thread struck, with the signal's
+// number: it must be async-signal-safe.
+using FatalSignalHook = void (*)(int signal);
+void report_fatal_signals(std::string_view program, FatalSignalHook also = nullptr);
 
 // From now until the returned guard is destroyed (main returning), an exit()
 // called anywhere (a discovery handler calling exit, say) first writes one

@@ -180,6 +180,22 @@ TEST_F(CheckOnDebugEcho, NegotiateSaysWhatEachHostWasAnswered) {
   }
 }
 
+// A thread of the handler's own that crashes is blamed, not the call the
+// checker was making then (starting or waiting, whichever it was).
+TEST(CheckCrash, AHandlerThreadsCrashIsNotBlamedOnTheCall) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-crashes-in-thread.so";
+  CheckRun run = run_check({file, "--duration", "0.5"});
+  ASSERT_EQ(run.signal, 0) << "the checker itself was killed by signal " << run.signal;
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const auto failures = lines_starting_with(run.out, "FAIL discover: ");
+  ASSERT_EQ(failures.size(), 1u) << run.out;
+  EXPECT_NE(failures[0].find("a thread of the handler's own crashed during "), std::string::npos)
+      << failures[0];
+  EXPECT_NE(failures[0].find(" (not the host's call): child killed by signal 4 (SIGILL)"),
+            std::string::npos)
+      << failures[0];
+}
+
 // ---- usage errors -------------------------------------------------------------------
 
 TEST(CheckUsage, AnUnreadableDetailsFileIsAUsageErrorNamingTheFile) {

@@ -182,7 +182,10 @@ Clock::duration stop_session(FakeHost& host, SessionId session, const Settings& 
                              Progress& progress, const std::string& context = {}) {
   progress.phase(context + "stop_discovery");
   const auto started = Clock::now();
-  auto stopped = std::async(std::launch::async, [&host, session] { host.stop(session); });
+  auto stopped = std::async(std::launch::async, [&host, session] {
+    const CheckerThread stopping;
+    host.stop(session);
+  });
   if (stopped.wait_for(settings.stop_timeout) != std::future_status::ready) {
     progress.finish(failed_result(context + "stop_discovery did not return within " +
                                   milliseconds_text(settings.stop_timeout)));
@@ -515,6 +518,10 @@ std::string describe_abnormal_end(const ChildReport& child, std::chrono::millise
   std::string phase = child.last_phase.empty() ? "the check" : child.last_phase;
   if (child.timed_out)
     return phase + " did not return within " + milliseconds_text(quiet_limit) + ": child killed";
+  if (child.signal && child.struck_handler_thread.value_or(false)) {
+    return "a thread of the handler's own crashed during " + phase +
+           " (not the host's call): child killed by " + describe_signal(*child.signal);
+  }
   if (child.signal) return phase + " crashed: child killed by " + describe_signal(*child.signal);
   if (child.exit_status == kWorkThrew) return "checker error in " + phase;
   return phase + ": child exited with status " + std::to_string(child.exit_status.value_or(-1)) +

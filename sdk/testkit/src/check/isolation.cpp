@@ -1,5 +1,7 @@
 #include "isolation.hpp"
 
+#include "thread_names.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -8,11 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -42,9 +47,33 @@ class UniqueFd {
 // Through syscall(): glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
 int open_pidfd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
+// The checker's threads in the child (CheckerThread), read by a signal
+// handler: fixed slots, 0 when free.
+std::array<std::atomic<pid_t>, 8> checker_threads{};
+std::atomic<int> child_report_fd{-1};
+
+bool is_checker_thread(pid_t thread) {
+  for (const auto& slot : checker_threads)
+    if (slot.load() == thread) return true;
+  return false;
+}
+
+// On the thread a fatal signal struck, before the child dies of it: one
+// line for the parent, started on a line of its own in case the signal
+// came in the middle of another thread's. Async-signal-safe.
+void tell_parent_which_thread(int /*signal*/) {
+  static constexpr std::string_view kHandlerThread = "\n{\"struck_handler_thread\":true}\n";
+  static constexpr std::string_view kCheckerThread = "\n{\"struck_handler_thread\":false}\n";
+  const std::string_view line = is_checker_thread(::gettid()) ? kCheckerThread : kHandlerThread;
+  if (::write(child_report_fd.load(), line.data(), line.size()) < 0) return;  // dying anyway
+}
+
 [[noreturn]] void run_child(const ChildWork& work, int write_fd) {
   // A checker that dies must not leave a hung handler behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  child_report_fd.store(write_fd);
+  report_fatal_signals("dowser-handler-check", tell_parent_which_thread);
+  const CheckerThread main_thread;
   Progress progress(write_fd);
   try {
     progress.finish(work(progress));
@@ -104,6 +133,9 @@ class ReportReader {
       report_.last_phase = phase->get<std::string>();
       heard_ = true;
     }
+    if (auto struck = parsed.find("struck_handler_thread");
+        struck != parsed.end() && struck->is_boolean())
+      report_.struck_handler_thread = struck->get<bool>();
     if (auto result = parsed.find("result"); result != parsed.end()) {
       report_.result = *result;
       heard_ = true;
@@ -218,6 +250,18 @@ ChildReport run_in_child(const ChildWork& work, std::chrono::milliseconds quiet_
   }
   write_end.reset();  // so the pipe reaches end of file when the child exits
   return follow_child(pid, read_end.get(), quiet_limit);
+}
+
+CheckerThread::CheckerThread() : slot_(checker_threads.size()) {
+  const pid_t self = ::gettid();
+  for (size_t i = 0; i < checker_threads.size() && slot_ == checker_threads.size(); ++i) {
+    pid_t free = 0;
+    if (checker_threads[i].compare_exchange_strong(free, self)) slot_ = i;
+  }
+}
+
+CheckerThread::~CheckerThread() {
+  if (slot_ < checker_threads.size()) checker_threads[slot_].store(0);
 }
 
 std::string describe_signal(int signal) {

@@ -39,13 +39,31 @@ class Progress {
 
 inline constexpr size_t kLogLinesKept = 50;
 
+// Marks the calling thread as the checker's own while it lives (the child's
+// main thread, a thread that calls stop_discovery): a fatal signal on any
+// other thread of the child struck a thread of the handler's own (up to 8
+// marked at once: more are taken for the handler's).
+class CheckerThread {
+ public:
+  CheckerThread();
+  ~CheckerThread();
+  CheckerThread(const CheckerThread&) = delete;
+  CheckerThread& operator=(const CheckerThread&) = delete;
+
+ private:
+  size_t slot_;
+};
+
 // How a child ended. Without a result, exactly one of the last three is set.
 struct ChildReport {
   std::optional<nlohmann::json> result;  // what the child finished with, if it did
   std::string last_phase;                // the last phase it named
   std::optional<int> signal;             // it was killed by this signal
-  std::optional<int> exit_status;        // it exited without a result
-  bool timed_out = false;                // it went quiet for too long and was killed
+  // Whether that signal struck a thread of the handler's own rather than one
+  // of the checker's (inside a call it made); unknown if the child did not say.
+  std::optional<bool> struck_handler_thread;
+  std::optional<int> exit_status;  // it exited without a result
+  bool timed_out = false;          // it went quiet for too long and was killed
   // The last kLogLinesKept lines it passed on with Progress::log, after a
   // line saying how many earlier ones were left out, if any: a chatty
   // handler must not flood the report.
