@@ -382,8 +382,24 @@ void DiscoveryManager::stop(const ConfigurationKey& configuration) {
   sessions_.erase(it);
 }
 
+// Queued behind the starts on the handler's control thread: a start of this
+// Configuration already under way records what it accepted first, and a
+// start after a re-creation records it again afterwards.
 void DiscoveryManager::forget(const ConfigurationKey& configuration) {
-  accepted_.forget(configuration);
+  auto session = sessions_.find(configuration);
+  LoadedInstance* owner = session == sessions_.end() ? nullptr : session->second->owner;
+  if (owner == nullptr || !owner->control) {
+    accepted_.forget(configuration);  // nothing of it was started
+    return;
+  }
+  owner->control->post(
+      [this, core = &core_, alive = alive_, configuration] {
+        if (!*alive) return;
+        boost::asio::post(*core, [this, alive, configuration] {
+          if (*alive) accepted_.forget(configuration);
+        });
+      },
+      "forget what " + configuration.first + "/" + configuration.second + " accepted");
 }
 
 void DiscoveryManager::open_session(Session& session) {
@@ -443,10 +459,7 @@ void DiscoveryManager::open_session(Session& session) {
         try {
           *running = slot->instance().start(request, sink);
           *accepted = true;
-          // Unless the Configuration went meanwhile (and may be forgotten).
-          on_core([this, key, digest] {
-            if (sessions_.count(key) > 0) accepted_.accept(key, digest);
-          });
+          on_core([this, key, digest] { accepted_.accept(key, digest); });
         } catch (const host::HandlerCallError& e) {
           const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
           on_core([this, key, generation, refused, reason = std::string(e.what())] {

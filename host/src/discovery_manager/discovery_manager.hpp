@@ -99,8 +99,9 @@ class DiscoveryManager {
   void run(const configuration::Configuration& configuration);
   // Stops a Configuration's session, if any.
   void stop(const ConfigurationKey& configuration);
-  // The Configuration was deleted (not just withdrawn): which request its
-  // handler accepted is forgotten too. Call after stop().
+  // The Configuration is being deleted (not just withdrawn): which request
+  // its handler accepted is forgotten too, once any start of it already
+  // under way has recorded its own. Call before stop().
   void forget(const ConfigurationKey& configuration);
   // Stops every session and handler (blocking, up to 10 s for a call that
   // hangs, which is then abandoned and logged). Returns false if one was.

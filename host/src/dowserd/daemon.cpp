@@ -365,8 +365,8 @@ void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& 
 // Gone from its source, unlike one withdrawn (refused, or giving its resource
 // name back): nothing of it is kept.
 void Daemon::configuration_deleted(const ConfigurationKey& key) {
-  configuration_removed(key);
   discovery_.forget(key);
+  configuration_removed(key);
 }
 
 void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {

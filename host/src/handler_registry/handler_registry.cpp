@@ -437,18 +437,17 @@ void resolve_sharing(Snapshot& snapshot, bool handler_shares) {
 
 // Runs deliver(entry), under the entry's shared lock, unless no session has
 // the handle or stop_discovery has returned: then the sink hears of the
-// late call (rule T4). Whether deliver ran.
+// late call (rule T4).
 template <typename Deliver>
-bool with_unstopped_session(dowser_session_host* session, const char* what, Deliver&& deliver) {
+void with_unstopped_session(dowser_session_host* session, const char* what, Deliver&& deliver) {
   auto entry = session_table().find(id_of(session));
-  if (!entry) return false;
+  if (!entry) return;
   std::shared_lock lock(entry->mutex);
   if (entry->state == SessionState::stopped) {
     entry->sink->on_late_call(what);
-    return false;
+    return;
   }
   deliver(*entry);
-  return true;
 }
 
 // Runs deliver(entry) while the session is running; otherwise tells the sink

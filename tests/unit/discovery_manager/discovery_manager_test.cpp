@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -154,6 +155,31 @@ class DiscoveryManagerTest : public ::testing::Test {
       return fs::file_size(dir_ / "accepted-requests", error) > 0 && !error;
     })) << "the accepted details were never recorded";
     return configuration;
+  }
+
+  // Starts kKey's session and, before that start has run, stops it
+  // (forgetting it first when `deleted`); returns the file of accepted
+  // requests once another Configuration's start, queued behind both on the
+  // handler's control thread, has recorded its own.
+  std::string accepted_after_stopping_a_start(bool deleted) {
+    install_handler();
+    Configuration other = echoes("descriptions: [other]");
+    other.name = "other";
+    on_core([&] {
+      manager_->start();
+      manager_->run(echoes("descriptions: [a]"));
+      if (deleted) manager_->forget(kKey);
+      manager_->stop(kKey);
+      manager_->run(other);
+    });
+    auto text = [this] {
+      std::ifstream in(dir_ / "accepted-requests");
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_TRUE(dowser::test::eventually([&] {
+      return text().find("default/other ") != std::string::npos;
+    })) << text();
+    return text();
   }
 
   // A debugEcho Configuration with an availability file of this test's own.
@@ -339,6 +365,20 @@ TEST_F(DiscoveryManagerTest, ARefusalOfDetailsAcceptedBeforeARestartIsRetried) {
   on_core([&] { manager_->run(changed); });
   EXPECT_TRUE(recorder_.wait_for(
       [](const Recorder::Reports& reports) { return mentions(reports.refusals, kRefusal); }));
+}
+
+// A start already under way when its Configuration is deleted records what
+// it accepted before the deletion forgets it, not after.
+TEST_F(DiscoveryManagerTest, ADeletionForgetsWhatAStartUnderWayAccepted) {
+  const std::string accepted = accepted_after_stopping_a_start(true);
+  EXPECT_EQ(accepted.find("default/" + kKey.second + " "), std::string::npos) << accepted;
+}
+
+// Stopped without being deleted (withdrawn: refused, or giving its resource
+// name back), a Configuration keeps what a start under way accepted.
+TEST_F(DiscoveryManagerTest, AWithdrawalKeepsWhatAStartUnderWayAccepted) {
+  const std::string accepted = accepted_after_stopping_a_start(false);
+  EXPECT_NE(accepted.find("default/" + kKey.second + " "), std::string::npos) << accepted;
 }
 
 TEST_F(DiscoveryManagerTest, ValidateUsesTheHandlersChecks) {
