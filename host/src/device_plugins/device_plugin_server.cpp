@@ -483,7 +483,7 @@ DevicePluginServer::DevicePluginServer(boost::asio::io_context& core, PluginThre
 DevicePluginServer::~DevicePluginServer() { stop(); }
 
 void DevicePluginServer::serve(Ready ready) {
-  stop_server();
+  stop_serving();
   socket_name_ = fresh_socket_name(shared_->resource_name);
   shared_->hub = std::make_shared<StreamHub>(threads_.publisher, shared_->lists_sent);
   serving_ = std::make_shared<ServingSocket>();
@@ -511,7 +511,7 @@ void DevicePluginServer::publish(ListDelivery delivery) {
   shared_->hub->offer(std::move(devices), delivery);
 }
 
-void DevicePluginServer::stop_server() {
+void DevicePluginServer::stop_serving() {
   if (!serving_) return;
   shared_->hub->close();
   serving_->retired = true;
@@ -523,7 +523,7 @@ void DevicePluginServer::stop_server() {
 }
 
 void DevicePluginServer::stop() {
-  stop_server();
+  stop_serving();
   shared_->backend = nullptr;  // work posted by late gRPC callbacks is dropped
 }
 

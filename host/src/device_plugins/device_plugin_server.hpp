@@ -161,6 +161,10 @@ class DevicePluginServer {
   bool starting() const { return state_ == State::starting; }
   // Offers the backend's list to the streams if it differs from the last.
   void publish(ListDelivery delivery = ListDelivery::background);
+  // Stops serving: streams end, the server shuts down, the socket goes. The
+  // backend stays, so serve() may start it again.
+  void stop_serving();
+  // Stops serving for good: work late gRPC callbacks post is dropped.
   void stop();
 
   const std::string& resource_name() const { return shared_->resource_name; }
@@ -169,8 +173,6 @@ class DevicePluginServer {
   uint64_t lists_sent() const;
 
  private:
-  void stop_server();
-
   boost::asio::io_context& core_;
   PluginThreads& threads_;
   std::filesystem::path directory_;

@@ -79,6 +79,16 @@ struct PluginManagerOptions {
 
 struct PluginThreads;
 
+// Tells a directory from one made anew at the same path.
+struct DirectoryIdentity {
+  uint32_t device_major = 0;
+  uint32_t device_minor = 0;
+  uint64_t inode = 0;
+  int64_t birth_seconds = 0;
+  uint32_t birth_nanoseconds = 0;
+  bool operator==(const DirectoryIdentity&) const = default;
+};
+
 // How a changed list reaches the kubelet. `prompt`: a short list is written
 // at once by the calling thread (a new device should reach the kubelet
 // without a hand-off to another thread). `background`: the publisher thread
@@ -149,6 +159,11 @@ class PluginManager {
   // served on a fresh socket first (the kubelet saw the old one).
   void register_anew(const std::string& resource_name, Entry& entry, bool new_socket);
   void on_socket_deleted(const std::string& file_name);
+  // Whether the kubelet directory is still the one start(), or the last
+  // re-creation handled, serves in: between a deletion and the handling of
+  // its re-creation no plugin is served or registered (the re-creation
+  // does that for all, after the directory observer).
+  bool in_served_directory() const;
   std::shared_ptr<grpc::Channel> kubelet_channel();
   void registration_answered();
 
@@ -157,6 +172,7 @@ class PluginManager {
   std::unique_ptr<PluginThreads> threads_;  // outlives every plugin's server
   std::map<std::string, std::unique_ptr<Entry>> plugins_;
   std::unique_ptr<Watcher> watcher_;
+  std::optional<DirectoryIdentity> served_directory_;
   class CoreLink;
   std::shared_ptr<CoreLink> link_;  // what other threads post through
   RegistrationObserver registration_observer_;

@@ -3,6 +3,7 @@
 #include "thread_names.hpp"
 
 #include <absl/synchronization/mutex.h>
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <poll.h>
@@ -47,6 +48,17 @@ std::optional<KubeletIdentity> kubelet_identity(const std::filesystem::path& soc
   struct stat info {};
   if (::stat(socket.c_str(), &info) != 0) return std::nullopt;
   return KubeletIdentity{info.st_dev, info.st_ino, info.st_mtim.tv_sec, info.st_mtim.tv_nsec};
+}
+
+// A directory made anew differs in its birth time: file systems hand the
+// inode number of one just deleted out again (ext4 does). Without a birth
+// time, in the inode number only.
+std::optional<DirectoryIdentity> directory_identity(const std::filesystem::path& dir) {
+  struct statx info {};
+  if (::statx(AT_FDCWD, dir.c_str(), 0, STATX_INO | STATX_BTIME, &info) != 0) return std::nullopt;
+  const bool born = (info.stx_mask & STATX_BTIME) != 0;
+  return DirectoryIdentity{info.stx_dev_major, info.stx_dev_minor, info.stx_ino,
+                           born ? info.stx_btime.tv_sec : 0, born ? info.stx_btime.tv_nsec : 0};
 }
 
 }  // namespace
@@ -300,6 +312,7 @@ void remove_stale_plugin_sockets(const std::filesystem::path& dir) {
 
 void PluginManager::start() {
   std::filesystem::create_directories(options_.kubelet_dir);
+  served_directory_ = directory_identity(options_.kubelet_dir);
   remove_stale_plugin_sockets(options_.kubelet_dir);
   watcher_ = std::make_unique<Watcher>(
       options_.kubelet_dir,
@@ -314,6 +327,7 @@ void PluginManager::start() {
 // creation, if it comes later, re-registers them again).
 void PluginManager::kubelet_dir_recreated() {
   if (directory_observer_) directory_observer_();
+  served_directory_ = directory_identity(options_.kubelet_dir);
   kubelet_channel_.reset();
   for (auto& [name, entry] : plugins_) {
     entry->registered_with.reset();
@@ -412,6 +426,7 @@ void PluginManager::register_plugin(const std::string& resource_name,
 // The kubelet dials back at once: a plugin registers only once its server is
 // up. A server that failed to start is started again (on a fresh socket).
 void PluginManager::send_registration(const std::string& resource_name, uint64_t generation) {
+  if (!in_served_directory()) return;
   auto& entry = *plugins_.at(resource_name);
   if (!entry.server->serving()) {
     entry.register_when_served = true;
@@ -542,11 +557,23 @@ void PluginManager::register_anew(const std::string& resource_name, Entry& entry
   register_plugin(resource_name, std::chrono::milliseconds(0));
 }
 
+bool PluginManager::in_served_directory() const {
+  return !served_directory_ || directory_identity(options_.kubelet_dir) == served_directory_;
+}
+
 void PluginManager::on_socket_deleted(const std::string& file_name) {
+  const bool directory_went = !in_served_directory();
   for (auto& [name, entry] : plugins_) {
     if (entry->server->socket_name() != file_name) continue;
-    spdlog::info("{}: its socket {} was deleted; serving a new one", name, file_name);
     entry->stats.registered = false;
+    if (directory_went) {
+      // Its server keeps the deleted directory in use, and the watcher hears
+      // of the deletion only once nothing does. Its re-creation serves anew.
+      spdlog::info("{}: its socket {} went with the kubelet directory", name, file_name);
+      entry->server->stop_serving();
+      return;
+    }
+    spdlog::info("{}: its socket {} was deleted; serving a new one", name, file_name);
     serve(name, *entry);
     // Without kubelet.sock the kubelet is restarting: its re-creation re-registers us.
     if (std::filesystem::exists(options_.kubelet_dir / kKubeletSocket))

@@ -11,6 +11,7 @@
 #include "device_plugin_server.hpp"
 #include "device_plugins.hpp"
 #include "eventually.hpp"
+#include "log_capture.hpp"
 #include "temp_dir.hpp"
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
@@ -21,12 +22,14 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -463,6 +466,47 @@ TEST(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
   kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));  // makes it anew
   EXPECT_TRUE(kubelet->wait_for(streaming, kDeadline)) << "not registered in the new directory";
   EXPECT_TRUE(node.on_core([&] { return observed; }));
+}
+
+// The same, with the socket's deletion handled only once the directory is
+// gone (the core thread was busy), and a plugin that could not be served
+// anew then would try again 250 ms later (a file standing in the directory's
+// place makes it fail here; under load a bind racing the removal did). By
+// then the directory is back, but the watcher looks for it only a second
+// after the old one went. The plugin must not be served and registered in it
+// before the manager took it up.
+TEST(PluginManagerKubeletDir, ADirectoryMadeAnewIsNotServedBeforeItIsTakenUp) {
+  dowser::test::LogCapture log;
+  TempDir dir;
+  auto kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));
+  const fs::path plugin_dir = kubelet->config().device_plugin_dir;
+  StandaloneManager node{plugin_dir};
+  std::atomic<bool> observed = false;
+  node.on_core([&] {
+    node.manager->set_directory_observer([&] { observed = true; });
+    node.manager->add(kResource, node.backend);
+  });
+  auto streaming = [](const SimulatorStatus& status) {
+    const auto* resource = status.resource(kResource);
+    return resource && resource->streaming && !resource->devices.empty();
+  };
+  ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline));
+
+  std::promise<void> release;
+  boost::asio::post(node.core, [done = release.get_future()] { done.wait(); });
+  kubelet.reset();
+  fs::remove_all(plugin_dir);
+  std::ofstream(plugin_dir) << "not a directory\n";
+  release.set_value();
+  // The plugin's server kept the directory in use: its deletion is told once
+  // the server stops.
+  ASSERT_TRUE(dowser::test::eventually(
+      [&] { return log.text().find("was deleted or moved away") != std::string::npos; }));
+  fs::remove(plugin_dir);
+  kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));
+
+  ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline)) << "not registered in the new directory";
+  EXPECT_TRUE(observed) << "registered in the new directory before the manager took it up";
 }
 
 // A kubelet restart deletes the plugin's socket, then creates kubelet.sock.
