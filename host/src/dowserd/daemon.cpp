@@ -253,7 +253,11 @@ void Daemon::withdraw_orphans() {
     return;
   }
   holding_orphans_ = false;
-  mark_dirty(reconciler_.withdraw_unknown(known));
+  mark_dirty(reconciler_.withdraw_unknown(known, [this](const ConfigurationKey& owner) {
+    auto refusal = refused_.find(owner);
+    return refusal == refused_.end() ? std::string("is gone")
+                                     : "is not served (" + refusal->second.second + ")";
+  }));
 }
 
 // Resource names carry no namespace: one name may serve one Configuration.

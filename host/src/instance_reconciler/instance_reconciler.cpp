@@ -253,6 +253,9 @@ capacity::InstanceKey InstanceReconciler::key_of(const configuration::Configurat
 
 std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
     const ConfigurationKey& configuration) {
+  // Those stored before a restart and not reported since go too (refused
+  // before its first snapshot, the Configuration never had one).
+  adopt_stored(configuration);
   reconciled_with_.erase(configuration);
   reported_.erase(configuration);
   std::set<capacity::InstanceKey> changed;
@@ -269,18 +272,22 @@ std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
 }
 
 std::set<capacity::InstanceKey> InstanceReconciler::withdraw_unknown(
-    const std::set<ConfigurationKey>& known) {
-  std::vector<capacity::InstanceKey> orphans;
+    const std::set<ConfigurationKey>& known,
+    const std::function<std::string(const ConfigurationKey&)>& why) {
+  std::vector<std::pair<capacity::InstanceKey, ConfigurationKey>> orphans;
   for (const auto& [key, stored] : capacity_.instances()) {
     ConfigurationKey owner{stored.instance.namespace_name, stored.instance.configuration_name};
-    if (visible_here(stored.instance) && !known.count(owner)) orphans.push_back(key);
+    if (visible_here(stored.instance) && !known.count(owner)) orphans.emplace_back(key, owner);
   }
-  for (const auto& key : orphans) {
-    spdlog::info("{}: its Configuration is gone; withdrawing", key.second);
+  std::set<capacity::InstanceKey> withdrawn;
+  for (const auto& [key, owner] : orphans) {
+    spdlog::info("{}: its Configuration {}/{} {}; withdrawing", key.second, owner.first,
+                 owner.second, why(owner));
     withdraw(key);
     if (auto seen = seen_.find(key); seen != seen_.end()) forget(seen);
+    withdrawn.insert(key);
   }
-  return {orphans.begin(), orphans.end()};
+  return withdrawn;
 }
 
 std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now) {

@@ -14,6 +14,7 @@
 #include "instance_store.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -69,12 +70,16 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   std::set<ConfigurationKey> take_failed_writes() { return std::exchange(failed_writes_, {}); }
 
   // Withdraws this node from every Instance of the Configuration (it was
-  // deleted, or its discovery changed handler).
+  // deleted or withdrawn, or its discovery changed handler), reported or
+  // only stored.
   std::set<capacity::InstanceKey> withdraw_all(const ConfigurationKey& configuration);
 
   // Withdraws this node from stored Instances of Configurations not in
-  // `known` (deleted while the daemon was down).
-  std::set<capacity::InstanceKey> withdraw_unknown(const std::set<ConfigurationKey>& known);
+  // `known` (deleted while the daemon was down, or refused). The log says
+  // why(owner): "is gone", say.
+  std::set<capacity::InstanceKey> withdraw_unknown(
+      const std::set<ConfigurationKey>& known,
+      const std::function<std::string(const ConfigurationKey&)>& why);
 
   // Withdraws from offline devices whose grace ran out and whose slots this
   // node no longer holds. Call it again when claims are released.

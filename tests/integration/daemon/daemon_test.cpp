@@ -554,7 +554,8 @@ TEST_F(DaemonTest, ARestartWhileAFileIsInvalidKeepsItsClaims) {
   EXPECT_EQ(claims(instances()), 1u) << "pod-a's claim is kept";
 
   write_file(config_dir_ / "cams.yaml", cams);
-  ASSERT_TRUE(node.wait_for_log("its Configuration is gone; withdrawing")) << node.log();
+  ASSERT_TRUE(node.wait_for_log("its Configuration default/old is gone; withdrawing"))
+      << node.log();
   EXPECT_EQ(instances(1).size(), 1u) << "the Instance of the Configuration gone is withdrawn";
   ASSERT_TRUE(node.wait_free(il, 1)) << node.log();
   EXPECT_TRUE(node.kubelet->allocate(il, pod_b, "c", 1).ok());
@@ -679,6 +680,53 @@ TEST_F(DaemonTest, ABadConfigurationWhoseHandlerCameLaterIsRefusedLikeAnyOther) 
 
   write_file(config_dir_ / "late.yaml", manifest + "'devices: [{id: d1}]'\n");
   EXPECT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
+}
+
+// A Configuration refused after a restart, before its first snapshot, had
+// its Instances from before the restart kept for ever: withdrawing it only
+// withdrew the devices its handler had reported since.
+TEST_F(DaemonTest, AConfigurationRefusedAfterARestartLeavesNoInstanceBehind) {
+  const std::string manifest =
+      "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: late}\n"
+      "spec:\n  discoveryHandler:\n    name: testDevices\n    discoveryDetails: ";
+  write_file(config_dir_ / "late.yaml", manifest + "'devices: [{id: d1}]'\n");
+  auto& node = add_node("node-a", {"--handler-rescan-ms=100"});
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
+  ASSERT_EQ(instances(1).size(), 1u) << node.log();
+  node.stop(SIGKILL);
+
+  fs::remove(handler_dir_ / "libfixture-test-devices.so");
+  write_file(config_dir_ / "late.yaml", manifest + "'devices: 5'\n");
+  node.start();
+  ASSERT_TRUE(node.wait_for_log("no discovery handler named 'testDevices' is loaded"))
+      << node.log();
+  EXPECT_EQ(instances().size(), 1u) << "kept while the handler may still accept it";
+  fs::copy_file(TEST_DEVICES_SO, handler_dir_ / "libfixture-test-devices.so");
+  ASSERT_TRUE(node.wait_for_log("Configuration default/late: refused by handler testDevices"))
+      << node.log();
+  EXPECT_EQ(instances(0).size(), 0u) << node.log();
+}
+
+// One refused at once after a restart (its handler is loaded) is withdrawn
+// with the stored Instances of Configurations not found, and the log says
+// it is refused, not gone.
+TEST_F(DaemonTest, AConfigurationRefusedAtARestartIsWithdrawnAsRefused) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  ASSERT_EQ(instances(1).size(), 1u) << node.log();
+  node.stop(SIGKILL);
+
+  write_file(config_dir_ / "cams.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams}\n"
+             "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: '{{{'}\n");
+  node.start();
+  EXPECT_TRUE(node.wait_for_log(
+      "its Configuration default/cams is not served (refused by handler debugEcho: discovery "
+      "details are not valid YAML"))
+      << node.log();
+  EXPECT_EQ(node.log().find("is gone"), std::string::npos) << node.log();
+  EXPECT_EQ(instances(0).size(), 0u) << node.log();
 }
 
 // Claims name their node (C:<vdev>:<node>): a ':' in it made claims nobody
