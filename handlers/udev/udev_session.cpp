@@ -71,8 +71,8 @@ class EventLoop {
 
   void give_up_monitor(const std::string& why) {
     monitor_.reset();
-    reporter_.warn("udev: " + why + "; rescanning every " +
-                   std::to_string(settings_.rescan_interval.count()) + " s only");
+    reporter_.warn(why + "; rescanning every " + std::to_string(settings_.rescan_interval.count()) +
+                   " s only");
   }
 
   // Waits for events, the next rescan or the stop signal. False when stopping.
@@ -147,7 +147,7 @@ class EventLoop {
 
   // Logs a failure once until things work again, not once per event or scan.
   void warn_once(const std::string& what) {
-    if (last_warning_ != what) reporter_.warn(std::string("udev: ") + what);
+    if (last_warning_ != what) reporter_.warn(what);
     last_warning_ = what;
   }
 
