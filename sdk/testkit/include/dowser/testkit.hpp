@@ -82,8 +82,11 @@ struct FakeHostOptions {
   host::LoadPolicy policy;       // file ownership and host ABI version
   bool print_violations = true;  // also write each violation to stderr at once
   // Also called with each log line as it arrives, on the handler's thread and
-  // with no lock held: e.g. to show it at once, or to keep it somewhere that
-  // outlives a process the handler crashes.
+  // with none of the recorder's locks held: e.g. to show it at once, or to
+  // keep it somewhere that outlives a process the handler crashes. A line
+  // about a session comes while the host holds that session (as a report
+  // does), so stopping it from here would deadlock: hand that to another
+  // thread.
   std::function<void(const LogLine&)> on_log;
 };
 
