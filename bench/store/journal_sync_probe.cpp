@@ -4,10 +4,11 @@
 // its flush after, as an Allocate's claims are (the flush timed apart).
 //
 //   journal_sync_probe [--base /var/tmp] [--records 2000] [--record-bytes 600]
-//                      [--gap-us 300] [--run 100]
+//                      [--gap-us 300] [--run 100] [--journal-mib 1]
 //
 // Opens three store journals (StoreJournal, as the file store uses it, 1 MiB
-// each) in scratch directories under --base and appends records to them.
+// each unless --journal-mib says otherwise) in scratch directories under
+// --base and appends records to them.
 // They take turns in runs of --run records, so all see the same disk but not
 // each other's writes: two files made one after the other may share an
 // inode-table block, and records interleaved one by one would make each
@@ -43,14 +44,13 @@ using Clock = std::chrono::steady_clock;
 using dowser::store::detail::JournalRecord;
 using dowser::store::detail::StoreJournal;
 
-constexpr size_t kJournalBytes = size_t{1} << 20;
-
 struct Options {
   fs::path base = "/var/tmp";
   size_t records = 2000;
   size_t record_bytes = 600;
   unsigned gap_us = 300;
   size_t run = 100;
+  size_t journal_mib = 1;
 };
 
 double micros_since(Clock::time_point start) {
@@ -64,7 +64,8 @@ enum class Append { durable, stat_then_durable, written_then_flushed };
 // (untimed) when full.
 class TimedJournal {
  public:
-  TimedJournal(const fs::path& journal, Append how) : journal_(journal, kJournalBytes), how_(how) {}
+  TimedJournal(const fs::path& journal, size_t bytes, Append how)
+      : journal_(journal, bytes), how_(how) {}
 
   void append(const JournalRecord& record) {
     if (how_ == Append::stat_then_durable) {
@@ -84,6 +85,7 @@ class TimedJournal {
     micros_.push_back(took);
     if (!written) return;
     const auto flush_start = Clock::now();
+    journal_.grow_ahead();  // as the store's thread does before its flush
     journal_.sync();
     flush_micros_.push_back(micros_since(flush_start));
   }
@@ -98,20 +100,23 @@ class TimedJournal {
 };
 
 void run(const Options& options) {
+  const size_t journal_bytes = options.journal_mib << 20;
   if (options.record_bytes == 0 ||
       options.record_bytes + StoreJournal::kHeaderSize + StoreJournal::kRecordHeaderSize >
-          kJournalBytes)
+          journal_bytes)
     throw std::invalid_argument("--record-bytes must be between 1 and " +
-                                std::to_string(kJournalBytes - StoreJournal::kHeaderSize -
+                                std::to_string(journal_bytes - StoreJournal::kHeaderSize -
                                                StoreJournal::kRecordHeaderSize));
   if (options.run == 0) throw std::invalid_argument("--run must be at least 1");
   // Each journal in a directory of its own, as a store's is.
   const dowser::test::TempDir durable_directory("journal-sync-probe", options.base);
   const dowser::test::TempDir stat_directory("journal-sync-probe", options.base);
   const dowser::test::TempDir written_directory("journal-sync-probe", options.base);
-  TimedJournal durable(durable_directory.path() / ".journal", Append::durable);
-  TimedJournal stat_first(stat_directory.path() / ".journal", Append::stat_then_durable);
-  TimedJournal written(written_directory.path() / ".journal", Append::written_then_flushed);
+  TimedJournal durable(durable_directory.path() / ".journal", journal_bytes, Append::durable);
+  TimedJournal stat_first(stat_directory.path() / ".journal", journal_bytes,
+                          Append::stat_then_durable);
+  TimedJournal written(written_directory.path() / ".journal", journal_bytes,
+                       Append::written_then_flushed);
   const JournalRecord record{JournalRecord::Kind::put, std::string(options.record_bytes, 'r')};
   auto write_run = [&](TimedJournal& journal) {
     for (size_t i = 0; i < options.run && journal.micros().size() < options.records; ++i) {
@@ -124,8 +129,9 @@ void run(const Options& options) {
     write_run(stat_first);
     write_run(written);
   }
-  std::printf("records of %zu bytes under %s, %u us apart, in runs of %zu\n", options.record_bytes,
-              options.base.c_str(), options.gap_us, options.run);
+  std::printf("records of %zu bytes under %s, %u us apart, in runs of %zu, journals of %zu MiB\n",
+              options.record_bytes, options.base.c_str(), options.gap_us, options.run,
+              options.journal_mib);
   dowser::bench::print_percentiles("durable (as the store)", durable.micros());
   dowser::bench::print_percentiles("stat, then durable", stat_first.micros());
   dowser::bench::print_percentiles("on the disk (a claim)", written.micros());
@@ -144,6 +150,8 @@ int main(int argc, char** argv) {
   app.add_option("--record-bytes", options.record_bytes, "bytes per record");
   app.add_option("--gap-us", options.gap_us, "pause after each record");
   app.add_option("--run", options.run, "records written to one file before the other's turn");
+  app.add_option("--journal-mib", options.journal_mib, "each journal's capacity (dowserd: 16)")
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
     run(options);
