@@ -154,7 +154,7 @@ class PluginManager {
   void retry_registration(const std::string& resource_name, Entry& entry);
   void serve(const std::string& resource_name, Entry& entry);  // on a fresh socket
   void reregister_all(const std::string& why);
-  void kubelet_dir_recreated();
+  void kubelet_dir_recreated(const DirectoryIdentity& identity);
   // Registers the plugin again at once, with a fresh back-off; new_socket:
   // served on a fresh socket first (the kubelet saw the old one).
   void register_anew(const std::string& resource_name, Entry& entry, bool new_socket);

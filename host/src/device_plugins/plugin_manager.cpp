@@ -168,21 +168,24 @@ void PluginManager::Registrations::end_all() {
 
 // Follows the kubelet directory on its own thread and posts what it sees.
 // A directory deleted (or moved away) and made again, as a kubelet reinstall
-// or `kubeadm reset` does, is looked for every second and watched anew.
+// or `kubeadm reset` does, is watched anew and told with its identity. The
+// kernel says a watched directory was deleted only once nothing keeps it in
+// use (dowserd's lock file in it, a plugin's socket still served), so after
+// every batch of events, and every second, the path is checked for the
+// directory watched.
 struct PluginManager::Watcher {
-  static constexpr uint32_t kEvents =
-      IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+  static constexpr uint32_t kEvents = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+                                      IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
   static constexpr int kLookAgainMs = 1000;
 
   Watcher(std::filesystem::path dir, std::function<void(const std::string&, bool created)> seen,
-          std::function<void()> recreated)
+          std::function<void(const DirectoryIdentity&)> recreated)
       : directory(std::move(dir)), on_event(std::move(seen)), on_recreated(std::move(recreated)) {
     inotify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (inotify_fd < 0 || wake_fd < 0 ||
-        (watch = ::inotify_add_watch(inotify_fd, directory.c_str(), kEvents)) < 0) {
+    if (inotify_fd < 0 || wake_fd < 0 || !watch_directory())
       throw std::runtime_error("cannot watch " + directory.string() + ": " + std::strerror(errno));
-    }
+    first_watched = watched;
     thread = std::thread([this] {
       name_this_thread("kubelet-watch");
       run();
@@ -198,11 +201,23 @@ struct PluginManager::Watcher {
 
   void run() {
     pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    while (::poll(fds, 2, watch < 0 ? kLookAgainMs : -1) >= 0 || errno == EINTR) {
+    while (::poll(fds, 2, kLookAgainMs) >= 0 || errno == EINTR) {
       if (fds[1].revents != 0) return;
       if (fds[0].revents != 0) read_events();
+      if (watch >= 0 && directory_identity(directory) != watched) stop_watching();
       if (watch < 0) watch_again();
     }
+  }
+
+  // The identity first, so that a directory replaced before the watch is
+  // added is found out at the next check.
+  bool watch_directory() {
+    const auto identity = directory_identity(directory);
+    const int added = ::inotify_add_watch(inotify_fd, directory.c_str(), kEvents);
+    if (added < 0) return false;
+    watch = added;
+    watched = identity.value_or(DirectoryIdentity{});
+    return true;
   }
 
   void read_events() {
@@ -213,28 +228,32 @@ struct PluginManager::Watcher {
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
       if (event->wd != watch) continue;  // of a directory watched before
       if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
-        spdlog::warn("the kubelet directory {} was deleted or moved away; waiting for it again",
-                     directory.string());
-        ::inotify_rm_watch(inotify_fd, watch);  // a moved directory is still watched
-        watch = -1;
+        stop_watching();
         return;
       }
       if (event->len > 0) on_event(event->name, (event->mask & (IN_CREATE | IN_MOVED_TO)) != 0);
     }
   }
 
+  void stop_watching() {
+    spdlog::warn("the kubelet directory {} was deleted or moved away; waiting for it again",
+                 directory.string());
+    ::inotify_rm_watch(inotify_fd, watch);  // a moved directory is still watched
+    watch = -1;
+  }
+
   void watch_again() {
-    const int again = ::inotify_add_watch(inotify_fd, directory.c_str(), kEvents | IN_ONLYDIR);
-    if (again < 0) return;  // not there yet
-    watch = again;
+    if (!watch_directory()) return;  // not there yet
     spdlog::info("the kubelet directory {} is back", directory.string());
-    on_recreated();
+    on_recreated(watched);
   }
 
   std::filesystem::path directory;
   std::function<void(const std::string&, bool)> on_event;
-  std::function<void()> on_recreated;
-  int watch = -1;  // -1 while the directory is gone
+  std::function<void(const DirectoryIdentity&)> on_recreated;
+  int watch = -1;                   // -1 while the directory is gone
+  DirectoryIdentity watched;        // of the directory watched; the watcher thread's
+  DirectoryIdentity first_watched;  // when constructed, for the manager
   int inotify_fd = -1;
   int wake_fd = -1;
   std::thread thread;
@@ -312,22 +331,24 @@ void remove_stale_plugin_sockets(const std::filesystem::path& dir) {
 
 void PluginManager::start() {
   std::filesystem::create_directories(options_.kubelet_dir);
-  served_directory_ = directory_identity(options_.kubelet_dir);
   remove_stale_plugin_sockets(options_.kubelet_dir);
   watcher_ = std::make_unique<Watcher>(
       options_.kubelet_dir,
       [this, link = link_](const std::string& name, bool created) {
         link->post([this, name, created] { kubelet_dir_changed(name, created); });
       },
-      [this, link = link_] { link->post([this] { kubelet_dir_recreated(); }); });
+      [this, link = link_](const DirectoryIdentity& identity) {
+        link->post([this, identity] { kubelet_dir_recreated(identity); });
+      });
+  served_directory_ = watcher_->first_watched;
 }
 
 // Every socket went with the old directory: each plugin is served on a
 // fresh one and registered with whatever kubelet is there (kubelet.sock's
 // creation, if it comes later, re-registers them again).
-void PluginManager::kubelet_dir_recreated() {
+void PluginManager::kubelet_dir_recreated(const DirectoryIdentity& identity) {
   if (directory_observer_) directory_observer_();
-  served_directory_ = directory_identity(options_.kubelet_dir);
+  served_directory_ = identity;
   kubelet_channel_.reset();
   for (auto& [name, entry] : plugins_) {
     entry->registered_with.reset();
@@ -567,9 +588,12 @@ void PluginManager::on_socket_deleted(const std::string& file_name) {
     if (entry->server->socket_name() != file_name) continue;
     entry->stats.registered = false;
     if (directory_went) {
-      // Its server keeps the deleted directory in use, and the watcher hears
-      // of the deletion only once nothing does. Its re-creation serves anew.
+      // Its server kept the deleted directory in use. The directory's
+      // re-creation serves it anew; nothing registered before then counts.
       spdlog::info("{}: its socket {} went with the kubelet directory", name, file_name);
+      ++entry->generation;
+      entry->timer->cancel();
+      entry->stats.last_error = "the kubelet directory was deleted; waiting for it again";
       entry->server->stop_serving();
       return;
     }

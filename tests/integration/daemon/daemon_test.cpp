@@ -682,6 +682,29 @@ TEST_F(DaemonTest, ABadConfigurationWhoseHandlerCameLaterIsRefusedLikeAnyOther) 
   EXPECT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
 }
 
+// A kubelet reinstall (or kubeadm reset) deletes the kubelet directory and
+// makes it again. dowserd's lock file kept the deleted directory in use, so
+// the kernel never said it was deleted: the lock was never taken again in
+// the new directory.
+TEST_F(DaemonTest, AKubeletDirectoryMadeAnewIsLockedAndServedAgain) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const auto config = node.kubelet->config();
+
+  node.kubelet.reset();
+  // dowserd serves a fresh socket for each one deleted until it sees the
+  // directory go, so the removal may find it not empty: tried again.
+  std::error_code not_empty;
+  for (int attempt = 0; attempt < 100 && fs::exists(node.plugin_dir()); ++attempt)
+    fs::remove_all(node.plugin_dir(), not_empty);
+  ASSERT_FALSE(fs::exists(node.plugin_dir())) << not_empty.message();
+  node.kubelet = std::make_unique<testkit::KubeletSimulator>(config);
+
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  EXPECT_TRUE(fs::exists(node.plugin_dir() / "dowserd.lock")) << node.log();
+}
+
 // A Configuration refused after a restart, before its first snapshot, had
 // its Instances from before the restart kept for ever: withdrawing it only
 // withdrew the devices its handler had reported since.

@@ -439,7 +439,9 @@ INSTANTIATE_TEST_SUITE_P(Exits, PluginManagerRestartTest,
                          });
 
 // A kubelet reinstall (or kubeadm reset) deletes the whole directory and
-// makes it again: the plugin is served and registered in the new one.
+// makes it again: the plugin is served and registered in the new one. A file
+// kept open in it (dowserd's lock file) keeps the deleted directory in use,
+// so the kernel does not say it was deleted until the file is closed.
 TEST(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
   TempDir dir;
   auto kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));
@@ -455,6 +457,7 @@ TEST(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
     return resource && resource->streaming && !resource->devices.empty();
   };
   ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline));
+  std::ofstream lock_file(plugin_dir / "dowserd.lock");
 
   kubelet.reset();
   // The manager serves a fresh socket for each one deleted, so the removal
@@ -491,6 +494,7 @@ TEST(PluginManagerKubeletDir, ADirectoryMadeAnewIsNotServedBeforeItIsTakenUp) {
     return resource && resource->streaming && !resource->devices.empty();
   };
   ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline));
+  std::ofstream lock_file(plugin_dir / "dowserd.lock");  // as in the test before
 
   std::promise<void> release;
   boost::asio::post(node.core, [done = release.get_future()] { done.wait(); });
@@ -498,8 +502,6 @@ TEST(PluginManagerKubeletDir, ADirectoryMadeAnewIsNotServedBeforeItIsTakenUp) {
   fs::remove_all(plugin_dir);
   std::ofstream(plugin_dir) << "not a directory\n";
   release.set_value();
-  // The plugin's server kept the directory in use: its deletion is told once
-  // the server stops.
   ASSERT_TRUE(dowser::test::eventually(
       [&] { return log.text().find("was deleted or moved away") != std::string::npos; }));
   fs::remove(plugin_dir);
