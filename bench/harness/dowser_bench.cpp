@@ -542,6 +542,21 @@ std::optional<Allocated> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const
   return Allocated{us, ""};
 }
 
+// A unary call dowserd's plugin server answers on its own gRPC thread, on
+// the connection an Allocate takes: the server's part of an Allocate,
+// without the core thread's.
+double timed_options_call(v1beta1::DevicePlugin::Stub& stub) {
+  v1beta1::Empty request;
+  v1beta1::DevicePluginOptions options;
+  grpc::ClientContext context;
+  auto start = Clock::now();
+  auto status = stub.GetDevicePluginOptions(&context, request, &options);
+  double us = micros_since(start);
+  if (!status.ok())
+    throw std::runtime_error("GetDevicePluginOptions failed: " + status.error_message());
+  return us;
+}
+
 // The Instance's IL plugin lists the slot as taken (by a CL claim).
 bool listed_as_taken(const dowser::testkit::SimulatorStatus& status, const std::string& slot) {
   const auto* resource = status.resource("akri.sh/" + slot.substr(0, slot.rfind('-')));
@@ -562,6 +577,8 @@ struct AllocateFigures {
   // The same call with every plugin registered and streaming, before any
   // Allocate: what holding the kubelet's connections costs a call by itself.
   Latency unary_connected;
+  // An IL plugin's GetDevicePluginOptions, right before each IL call.
+  Latency plugin_options;
   size_t reports_during_discovery = 0;
   std::optional<PartTimes> il_in_dowserd, cl_in_dowserd,
       il_during_discovery_in_dowserd;  // with --allocate-split
@@ -652,7 +669,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   std::vector<double> unary_connected;
   unary_connected.reserve(2 * static_cast<size_t>(calls));
   for (int i = 0; i < 2 * calls; ++i) unary_connected.push_back(baseline.timed_unary_call());
-  std::vector<double> cl_settled, cl_back_to_back, il, unary_between;
+  std::vector<double> cl_settled, cl_back_to_back, il, unary_between, plugin_options;
   // CL: each call takes a placeholder. Calls alternate between the two ways
   // a kubelet may call: with its view of the lists up to date (a pod now and
   // then), or at once after the previous reply while the lists that reply
@@ -692,6 +709,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   }
   for (const auto& [instance, stub] : il_stubs) {
     unary_between.push_back(baseline.timed_unary_call());
+    plugin_options.push_back(timed_options_call(*stub));
     if (auto allocated = timed_allocate(*stub, instance + "-3")) il.push_back(allocated->us);
   }
   // IL again, slot 2 of the same Instances, while new devices keep coming.
@@ -716,6 +734,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   figures.reports_during_discovery = reports;
   figures.unary_between = summarize(unary_between);
   figures.unary_connected = summarize(unary_connected);
+  figures.plugin_options = summarize(plugin_options);
   if (split) {
     node.stop();  // every line written
     auto logged = allocate_times_logged(node.log_file(), "akri.sh/alloc", il.size());
@@ -925,12 +944,16 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << row("baseline: gRPC unary call, between Allocate calls", allocate.unary_between,
                    allocate.unary_between.p99)
             << "\n"
+            << row("a plugin's GetDevicePluginOptions (dowserd), before IL calls",
+                   allocate.plugin_options, unary.p99)
+            << "\n"
             << std::fixed << std::setprecision(1)
             << "Allocate p99 / (unary p99 + update on the disk p99): IL "
             << il_allocate.p99 / allocate_floor << ", CL " << cl_allocate.p99 / allocate_floor
             << "\n";
   report["allocate"]["unary_between"] = to_json(allocate.unary_between);
   report["allocate"]["unary_connected"] = to_json(allocate.unary_connected);
+  report["allocate"]["plugin_options"] = to_json(allocate.plugin_options);
   report["allocate"]["il_over_floor"] = il_allocate.p99 / allocate_floor;
   report["allocate"]["cl_over_floor"] = cl_allocate.p99 / allocate_floor;
   if (allocate.il_in_dowserd)
