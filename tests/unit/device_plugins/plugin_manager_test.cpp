@@ -438,37 +438,52 @@ INSTANTIATE_TEST_SUITE_P(Exits, PluginManagerRestartTest,
                            return info.param == KubeletExit::clean ? "Clean" : "AfterACrash";
                          });
 
-// A kubelet reinstall (or kubeadm reset) deletes the whole directory and
-// makes it again: the plugin is served and registered in the new one. A file
-// kept open in it (dowserd's lock file) keeps the deleted directory in use,
-// so the kernel does not say it was deleted until the file is closed.
-TEST(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
-  TempDir dir;
-  auto kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));
-  const fs::path plugin_dir = kubelet->config().device_plugin_dir;
-  StandaloneManager node{plugin_dir};
-  bool observed = false;  // on the core thread
-  node.on_core([&] {
-    node.manager->set_directory_observer([&] { observed = true; });
-    node.manager->add(kResource, node.backend);
-  });
-  auto streaming = [](const SimulatorStatus& status) {
+// A plugin served and streaming, and a file kept open in the kubelet
+// directory, as dowserd keeps its lock file: it keeps a deleted directory in
+// use, so the kernel does not say the directory was deleted until the file
+// is closed. Tests delete the directory and make it anew with a kubelet.
+class PluginManagerKubeletDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_.on_core([this] {
+      node_.manager->set_directory_observer([this] { observed_ = true; });
+      node_.manager->add(kResource, node_.backend);
+    });
+    ASSERT_TRUE(kubelet_->wait_for(streaming, kDeadline));
+    lock_file_.open(plugin_dir_ / "dowserd.lock");
+  }
+
+  static bool streaming(const SimulatorStatus& status) {
     const auto* resource = status.resource(kResource);
     return resource && resource->streaming && !resource->devices.empty();
-  };
-  ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline));
-  std::ofstream lock_file(plugin_dir / "dowserd.lock");
+  }
+  void start_kubelet_anew() {
+    kubelet_ = std::make_unique<KubeletSimulator>(kubelet_config(dir_.path()));
+  }
 
-  kubelet.reset();
+  dowser::test::LogCapture log_;  // first made, last gone: the manager's threads log
+  TempDir dir_;
+  std::unique_ptr<KubeletSimulator> kubelet_ =
+      std::make_unique<KubeletSimulator>(kubelet_config(dir_.path()));
+  const fs::path plugin_dir_ = kubelet_->config().device_plugin_dir;
+  StandaloneManager node_{plugin_dir_};
+  std::atomic<bool> observed_ = false;  // the directory observer ran
+  std::ofstream lock_file_;
+};
+
+// A kubelet reinstall (or kubeadm reset) deletes the whole directory and
+// makes it again: the plugin is served and registered in the new one.
+TEST_F(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
+  kubelet_.reset();
   // The manager serves a fresh socket for each one deleted, so the removal
   // may find the directory not empty: tried again, as `rm -rf` would be.
   std::error_code not_empty;
-  for (int attempt = 0; attempt < 100 && fs::exists(plugin_dir); ++attempt)
-    fs::remove_all(plugin_dir, not_empty);
-  ASSERT_FALSE(fs::exists(plugin_dir)) << not_empty.message();
-  kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));  // makes it anew
-  EXPECT_TRUE(kubelet->wait_for(streaming, kDeadline)) << "not registered in the new directory";
-  EXPECT_TRUE(node.on_core([&] { return observed; }));
+  for (int attempt = 0; attempt < 100 && fs::exists(plugin_dir_); ++attempt)
+    fs::remove_all(plugin_dir_, not_empty);
+  ASSERT_FALSE(fs::exists(plugin_dir_)) << not_empty.message();
+  start_kubelet_anew();
+  EXPECT_TRUE(kubelet_->wait_for(streaming, kDeadline)) << "not registered in the new directory";
+  EXPECT_TRUE(observed_);
 }
 
 // The same, with the socket's deletion handled only once the directory is
@@ -478,37 +493,20 @@ TEST(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
 // then the directory is back, but the watcher looks for it only a second
 // after the old one went. The plugin must not be served and registered in it
 // before the manager took it up.
-TEST(PluginManagerKubeletDir, ADirectoryMadeAnewIsNotServedBeforeItIsTakenUp) {
-  dowser::test::LogCapture log;
-  TempDir dir;
-  auto kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));
-  const fs::path plugin_dir = kubelet->config().device_plugin_dir;
-  StandaloneManager node{plugin_dir};
-  std::atomic<bool> observed = false;
-  node.on_core([&] {
-    node.manager->set_directory_observer([&] { observed = true; });
-    node.manager->add(kResource, node.backend);
-  });
-  auto streaming = [](const SimulatorStatus& status) {
-    const auto* resource = status.resource(kResource);
-    return resource && resource->streaming && !resource->devices.empty();
-  };
-  ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline));
-  std::ofstream lock_file(plugin_dir / "dowserd.lock");  // as in the test before
-
+TEST_F(PluginManagerKubeletDir, ADirectoryMadeAnewIsNotServedBeforeItIsTakenUp) {
   std::promise<void> release;
-  boost::asio::post(node.core, [done = release.get_future()] { done.wait(); });
-  kubelet.reset();
-  fs::remove_all(plugin_dir);
-  std::ofstream(plugin_dir) << "not a directory\n";
+  boost::asio::post(node_.core, [done = release.get_future()] { done.wait(); });
+  kubelet_.reset();
+  fs::remove_all(plugin_dir_);
+  std::ofstream(plugin_dir_) << "not a directory\n";
   release.set_value();
   ASSERT_TRUE(dowser::test::eventually(
-      [&] { return log.text().find("was deleted or moved away") != std::string::npos; }));
-  fs::remove(plugin_dir);
-  kubelet = std::make_unique<KubeletSimulator>(kubelet_config(dir.path()));
+      [&] { return log_.text().find("was deleted or moved away") != std::string::npos; }));
+  fs::remove(plugin_dir_);
+  start_kubelet_anew();
 
-  ASSERT_TRUE(kubelet->wait_for(streaming, kDeadline)) << "not registered in the new directory";
-  EXPECT_TRUE(observed) << "registered in the new directory before the manager took it up";
+  ASSERT_TRUE(kubelet_->wait_for(streaming, kDeadline)) << "not registered in the new directory";
+  EXPECT_TRUE(observed_) << "registered in the new directory before the manager took it up";
 }
 
 // A kubelet restart deletes the plugin's socket, then creates kubelet.sock.
