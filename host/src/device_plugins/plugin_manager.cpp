@@ -540,6 +540,12 @@ void PluginManager::retry_registration(const std::string& resource_name, Entry& 
 void PluginManager::serve(const std::string& resource_name, Entry& entry) {
   entry.socket_offered = false;
   entry.registered_with.reset();
+  if (!in_served_directory()) {  // its re-creation serves every plugin
+    entry.server->stop_serving();
+    entry.stats.last_error = "the kubelet directory " + options_.kubelet_dir.string() +
+                             " is gone or was made anew; waiting for it";
+    return;
+  }
   // Called only while the server lives, so the manager and the entry do too.
   entry.server->serve([this, resource_name, &entry](const std::string& error) {
     if (error.empty()) {
@@ -593,8 +599,7 @@ void PluginManager::on_socket_deleted(const std::string& file_name) {
       spdlog::info("{}: its socket {} went with the kubelet directory", name, file_name);
       ++entry->generation;
       entry->timer->cancel();
-      entry->stats.last_error = "the kubelet directory was deleted; waiting for it again";
-      entry->server->stop_serving();
+      serve(name, *entry);  // only stops its server, and says why
       return;
     }
     spdlog::info("{}: its socket {} was deleted; serving a new one", name, file_name);
