@@ -35,9 +35,7 @@ class StringSink final : public spdlog::sinks::base_sink<std::mutex> {
 // Routes spdlog's default logger into a string for the life of the object.
 class LogCapture {
  public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink_));
-  }
+  LogCapture() : previous_(spdlog::default_logger()) { spdlog::set_default_logger(logger_); }
   ~LogCapture() { spdlog::set_default_logger(previous_); }
   LogCapture(const LogCapture&) = delete;
   LogCapture& operator=(const LogCapture&) = delete;
@@ -45,6 +43,8 @@ class LogCapture {
 
  private:
   std::shared_ptr<StringSink> sink_ = std::make_shared<StringSink>();
+  // Held until the capture goes, not only while it is the default logger.
+  std::shared_ptr<spdlog::logger> logger_ = std::make_shared<spdlog::logger>("capture", sink_);
   std::shared_ptr<spdlog::logger> previous_;
 };
 
