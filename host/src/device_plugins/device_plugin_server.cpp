@@ -427,11 +427,10 @@ std::string why_not_bindable(const std::filesystem::path& path) {
   return "gRPC refused it, though a socket can be bound there";
 }
 
-// Binds serving's socket and starts its server; why not, if it cannot.
+// Binds serving's socket and starts its server; why not, if it cannot. The
+// kubelet directory is not made here: one deleted is the kubelet's to make
+// again, and the manager serves only in the one it took up.
 std::string start_server(ServingSocket& serving) {
-  std::error_code error;
-  std::filesystem::create_directories(serving.path.parent_path(), error);
-  if (error) return "cannot create " + serving.path.parent_path().string() + ": " + error.message();
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + serving.path.string(), grpc::InsecureServerCredentials());
   builder.RegisterService(serving.service.get());
