@@ -5,11 +5,15 @@
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -702,7 +706,13 @@ TEST_F(DaemonTest, AKubeletDirectoryMadeAnewIsLockedAndServedAgain) {
   node.kubelet = std::make_unique<testkit::KubeletSimulator>(config);
 
   EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  EXPECT_TRUE(fs::exists(node.plugin_dir() / "dowserd.lock")) << node.log();
+  const int lock_file = ::open((node.plugin_dir() / "dowserd.lock").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(lock_file, 0) << "no lock file in the new directory: " << node.log();
+  const bool taken = ::flock(lock_file, LOCK_EX | LOCK_NB) == 0;
+  const int error = errno;
+  ::close(lock_file);
+  EXPECT_FALSE(taken) << "the lock file in the new directory is not locked";
+  EXPECT_EQ(error, EWOULDBLOCK) << std::strerror(error);
 }
 
 // A Configuration refused after a restart, before its first snapshot, had

@@ -447,9 +447,17 @@ class PluginManagerKubeletDir : public ::testing::Test {
   void SetUp() override {
     node_.on_core([this] {
       node_.manager->set_directory_observer([this] { observed_ = true; });
+      node_.manager->set_registration_observer(
+          [this](const std::string&, const dowser::plugins::PluginStats& stats) {
+            if (stats.registered && deleting_ && !observed_) ++registered_too_soon_;
+          });
       node_.manager->add(kResource, node_.backend);
     });
     ASSERT_TRUE(kubelet_->wait_for(streaming, kDeadline));
+    // The kubelet may stream before the manager heard its Register answered.
+    ASSERT_TRUE(dowser::test::eventually([this] {
+      return node_.on_core([this] { return node_.manager->stats(kResource)->registered; });
+    }));
     lock_file_.open(plugin_dir_ / "dowserd.lock");
   }
 
@@ -468,12 +476,16 @@ class PluginManagerKubeletDir : public ::testing::Test {
   const fs::path plugin_dir_ = kubelet_->config().device_plugin_dir;
   StandaloneManager node_{plugin_dir_};
   std::atomic<bool> observed_ = false;  // the directory observer ran
+  std::atomic<bool> deleting_ = false;  // the test began deleting the directory
+  // Registrations done since, before the directory observer ran.
+  std::atomic<int> registered_too_soon_ = 0;
   std::ofstream lock_file_;
 };
 
 // A kubelet reinstall (or kubeadm reset) deletes the whole directory and
 // makes it again: the plugin is served and registered in the new one.
 TEST_F(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
+  deleting_ = true;
   kubelet_.reset();
   // The manager serves a fresh socket for each one deleted, so the removal
   // may find the directory not empty: tried again, as `rm -rf` would be.
@@ -484,6 +496,8 @@ TEST_F(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
   start_kubelet_anew();
   EXPECT_TRUE(kubelet_->wait_for(streaming, kDeadline)) << "not registered in the new directory";
   EXPECT_TRUE(observed_);
+  EXPECT_EQ(registered_too_soon_, 0) << "registered before the manager took the directory up:\n"
+                                     << log_.text();
 }
 
 // The same, with the socket's deletion handled only once the directory is
@@ -496,6 +510,7 @@ TEST_F(PluginManagerKubeletDir, ADeletedAndRecreatedDirectoryIsServedAgain) {
 TEST_F(PluginManagerKubeletDir, ADirectoryMadeAnewIsNotServedBeforeItIsTakenUp) {
   std::promise<void> release;
   boost::asio::post(node_.core, [done = release.get_future()] { done.wait(); });
+  deleting_ = true;
   kubelet_.reset();
   fs::remove_all(plugin_dir_);
   std::ofstream(plugin_dir_) << "not a directory\n";
@@ -506,7 +521,8 @@ TEST_F(PluginManagerKubeletDir, ADirectoryMadeAnewIsNotServedBeforeItIsTakenUp) 
   start_kubelet_anew();
 
   ASSERT_TRUE(kubelet_->wait_for(streaming, kDeadline)) << "not registered in the new directory";
-  EXPECT_TRUE(observed_) << "registered in the new directory before the manager took it up";
+  EXPECT_EQ(registered_too_soon_, 0) << "registered before the manager took the directory up:\n"
+                                     << log_.text();
 }
 
 // A kubelet restart deletes the plugin's socket, then creates kubelet.sock.
