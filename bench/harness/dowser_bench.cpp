@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <regex>
 #include <set>
@@ -82,9 +84,14 @@ struct Part {
   const char* label;  // of its row
   const char* key;    // in the JSON
 };
-constexpr std::array<Part, 3> kAllocateParts{{{"waiting for core thread", "waiting_for_core"},
+// An Allocate call end to end: dowserd's log says when it reached the
+// handler (on the monotonic clock the harness's steady clock reads too), how
+// long it waited for the core thread and how long the claims took; the rest
+// of the round trip is the answer's way back to the caller.
+constexpr std::array<Part, 4> kAllocateParts{{{"reaching dowserd's handler", "to_handler"},
+                                              {"waiting for core thread", "waiting_for_core"},
                                               {"claiming (durable)", "claiming"},
-                                              {"answer to gRPC", "answering"}}};
+                                              {"answer back to the caller", "answer_back"}}};
 constexpr std::array<Part, 6> kReportParts{{{"waiting for core thread", "waiting_for_core"},
                                             {"reconciling", "reconciling"},
                                             {"offering CL lists", "offering_lists"},
@@ -92,6 +99,36 @@ constexpr std::array<Part, 6> kReportParts{{{"waiting for core thread", "waiting
                                             {"serving IL plugins", "serving_plugins"},
                                             {"handing the sync over", "handing_sync_over"}}};
 using PartTimes = std::vector<Latency>;  // one per part, in order
+
+// Calls split into kAllocateParts: each part over every call, and each
+// part's mean over the slowest 1% of calls (what their p99 is made of).
+struct CallSplit {
+  PartTimes parts;
+  std::vector<double> slowest_means;
+  size_t slowest = 0;  // calls
+};
+
+// totals[i] is call i's round trip, split[i] its parts.
+template <size_t N>
+CallSplit summarize_split(const std::vector<double>& totals,
+                          const std::vector<std::array<double, N>>& split) {
+  CallSplit result;
+  std::vector<size_t> by_total(totals.size());
+  std::iota(by_total.begin(), by_total.end(), 0);
+  std::sort(by_total.begin(), by_total.end(),
+            [&](size_t a, size_t b) { return totals[a] > totals[b]; });
+  result.slowest = std::min(totals.size(), std::max<size_t>(1, totals.size() / 100));
+  for (size_t part = 0; part < N; ++part) {
+    std::vector<double> column;
+    for (const auto& call : split) column.push_back(call[part]);
+    double slowest_sum = 0;
+    for (size_t i = 0; i < result.slowest; ++i) slowest_sum += split[by_total[i]][part];
+    result.parts.push_back(summarize(std::move(column)));
+    result.slowest_means.push_back(
+        result.slowest == 0 ? 0 : slowest_sum / static_cast<double>(result.slowest));
+  }
+  return result;
+}
 
 // Each line of a dowserd log that `line` matches, summarized per part (its
 // groups after the first) and per kind: kind_of names the line's kind, ""
@@ -230,6 +267,19 @@ std::pair<Latency, Latency> grpc_baseline(BaselineServer& baseline, int samples)
   return {summarize(unary), summarize(baseline.timed_stream_messages(samples))};
 }
 
+// The same unary call, each after a pause of `pause` with nothing to do: on a
+// virtual machine an idle virtual CPU halts and waking it again is the host's
+// business, which a call made back to back never pays and one that follows a
+// wait (for lists, for a pod) does.
+Latency unary_after_pauses(BaselineServer& baseline, int samples, std::chrono::microseconds pause) {
+  std::vector<double> unary;
+  for (int i = 0; i < samples; ++i) {
+    std::this_thread::sleep_for(pause);  // the load pattern, not a wait for anything
+    unary.push_back(baseline.timed_unary_call());
+  }
+  return summarize(unary);
+}
+
 // The other physical limit of a claim: one Instance update in the file store
 // (a journal record, then the file rewritten in place), in the directory
 // dowserd's store uses in this run. Durable: the record made durable with
@@ -293,6 +343,34 @@ double cpu_seconds(pid_t pid) {
   for (int i = 3; i <= 15 && fields >> field; ++i)
     if (i == 14 || i == 15) ticks += std::stol(field);  // utime + stime
   return static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Whether some thread of process pid other than the caller is running, ready
+// to run, or waiting for the disk (state R or D in /proc).
+bool busy_thread_in(pid_t pid) {
+  const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    if (task.path().filename() == std::to_string(self)) continue;
+    std::ifstream stat(task.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    const size_t state = text.rfind(')') + 2;
+    if (state < text.size() && (text[state] == 'R' || text[state] == 'D')) return true;
+  }
+  return false;
+}
+
+// Waits (1 s at most) until neither dowserd nor this process has a thread at
+// work other than the caller's, twice in a row 200 us apart: what a call
+// before left to do (lists, the store's flush, the simulated kubelet reading
+// the lists) is done.
+void wait_until_idle(pid_t dowserd) {
+  const auto deadline = Clock::now() + 1s;
+  int quiet = 0;
+  while (quiet < 2 && Clock::now() < deadline) {
+    const bool busy = busy_thread_in(dowserd) || busy_thread_in(::getpid());
+    quiet = busy ? 0 : quiet + 1;
+    std::this_thread::sleep_for(200us);
+  }
 }
 
 class Node {
@@ -522,9 +600,16 @@ std::unique_ptr<v1beta1::DevicePlugin::Stub> plugin_stub(const fs::path& dir,
 }
 
 struct Allocated {
+  Clock::time_point sent;
   double us = 0;
   std::string slot;  // the slot granted, <instance>-<index>, from its annotation
 };
+
+std::vector<double> round_trips(const std::vector<Allocated>& calls) {
+  std::vector<double> us;
+  for (const auto& call : calls) us.push_back(call.us);
+  return us;
+}
 
 // One Allocate RPC for one device id; nullopt if refused.
 std::optional<Allocated> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const std::string& id) {
@@ -538,8 +623,8 @@ std::optional<Allocated> timed_allocate(v1beta1::DevicePlugin::Stub& stub, const
   if (!status.ok() || response.container_responses_size() != 1) return std::nullopt;
   const std::string prefix = "akri.agent.slot-";
   for (const auto& [key, value] : response.container_responses(0).annotations())
-    if (key.rfind(prefix, 0) == 0) return Allocated{us, key.substr(prefix.size())};
-  return Allocated{us, ""};
+    if (key.rfind(prefix, 0) == 0) return Allocated{start, us, key.substr(prefix.size())};
+  return Allocated{start, us, ""};
 }
 
 // A unary call dowserd's plugin server answers on its own gRPC thread, on
@@ -569,6 +654,7 @@ struct AllocateFigures {
   Latency il;
   Latency cl;                   // each call once the lists the previous one changed have arrived
   Latency cl_back_to_back;      // each call right after the previous reply, as its lists go out
+  Latency cl_idle;              // each call once dowserd has nothing left to do
   Latency il_during_discovery;  // while a new device comes every kChurnPeriod
   // The baseline's unary call, made right before each IL call and each CL
   // call with its lists up to date: what is left of the previous call's
@@ -580,29 +666,55 @@ struct AllocateFigures {
   // An IL plugin's GetDevicePluginOptions, right before each IL call.
   Latency plugin_options;
   size_t reports_during_discovery = 0;
-  std::optional<PartTimes> il_in_dowserd, cl_in_dowserd,
-      il_during_discovery_in_dowserd;  // with --allocate-split
+  std::optional<CallSplit> il_split, cl_split, cl_idle_split,
+      il_during_discovery_split;  // with --allocate-split
 };
 
-// The granted calls' times in a dowserd log: the CL plugin's (cl_resource),
-// the first il_calls of IL plugins, then the IL calls during discovery (calls
-// are made one at a time, so the log has them in that order).
-struct LoggedAllocateTimes {
-  PartTimes il, cl, il_during_discovery;
+// When a granted call reached dowserd's handler (seconds on the monotonic
+// clock), and its waiting and claiming, from dowserd's debug log.
+struct LoggedAllocate {
+  double received_s = 0;
+  double waiting_us = 0, claiming_us = 0;
 };
-LoggedAllocateTimes allocate_times_logged(const fs::path& log, const std::string& cl_resource,
-                                          size_t il_calls) {
+
+// Every granted Allocate in a dowserd log, by the time it reached the handler.
+std::vector<LoggedAllocate> logged_allocates(const fs::path& log) {
   static const std::regex line(
-      R"((\S+): Allocate granted: (\d+) us waiting for the core thread, (\d+) us claiming, )"
-      R"((\d+) us handing the answer to gRPC)");
-  size_t il_seen = 0;
-  auto kind_of = [&](const std::smatch& match) -> std::string {
-    if (match[1] == cl_resource) return "CL";
-    return il_seen++ < il_calls ? "IL" : "IL during discovery";
-  };
-  auto times =
-      logged_times(log, line, kAllocateParts.size(), kind_of, {"IL", "CL", "IL during discovery"});
-  return {times["IL"], times["CL"], times["IL during discovery"]};
+      R"(Allocate granted: (\d+) us waiting for the core thread, (\d+) us claiming, \d+ us )"
+      R"(handing the answer to gRPC \(the call reached the handler at ([\d.]+) s)");
+  std::vector<LoggedAllocate> calls;
+  std::ifstream in(log);
+  std::smatch match;
+  for (std::string text; std::getline(in, text);) {
+    if (std::regex_search(text, match, line))
+      calls.push_back({std::stod(match[3]), std::stod(match[1]), std::stod(match[2])});
+  }
+  if (calls.empty())
+    throw std::runtime_error("no Allocate times in " + log.string() +
+                             " (is dowserd logging at debug level?)");
+  std::sort(calls.begin(), calls.end(),
+            [](const auto& a, const auto& b) { return a.received_s < b.received_s; });
+  return calls;
+}
+
+// Each call of `calls` split into kAllocateParts with the logged call that
+// reached the handler while it was under way (calls are made one at a time).
+CallSplit split_calls(const std::vector<Allocated>& calls,
+                      const std::vector<LoggedAllocate>& logged) {
+  constexpr double kLoggedPrecision_s = 1e-6;  // the log gives microseconds
+  std::vector<std::array<double, kAllocateParts.size()>> split;
+  for (const auto& call : calls) {
+    const double sent_s = std::chrono::duration<double>(call.sent.time_since_epoch()).count();
+    auto found = std::lower_bound(
+        logged.begin(), logged.end(), sent_s - kLoggedPrecision_s,
+        [](const LoggedAllocate& entry, double at) { return entry.received_s < at; });
+    if (found == logged.end() || found->received_s > sent_s + call.us / 1e6 + kLoggedPrecision_s)
+      throw std::runtime_error("an Allocate call has no line in dowserd's log");
+    const double to_handler = std::max(0.0, (found->received_s - sent_s) * 1e6);
+    split.push_back({to_handler, found->waiting_us, found->claiming_us,
+                     call.us - to_handler - found->waiting_us - found->claiming_us});
+  }
+  return summarize_split(round_trips(calls), split);
 }
 
 const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
@@ -669,25 +781,32 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   std::vector<double> unary_connected;
   unary_connected.reserve(2 * static_cast<size_t>(calls));
   for (int i = 0; i < 2 * calls; ++i) unary_connected.push_back(baseline.timed_unary_call());
-  std::vector<double> cl_settled, cl_back_to_back, il, unary_between, plugin_options;
-  // CL: each call takes a placeholder. Calls alternate between the two ways
-  // a kubelet may call: with its view of the lists up to date (a pod now and
-  // then), or at once after the previous reply while the lists that reply
-  // changed are still on their way (a burst of pods).
+  std::vector<Allocated> cl_settled, cl_back_to_back, cl_idle, il;
+  std::vector<double> unary_between, plugin_options;
+  // CL: each call takes a placeholder. Calls take turns among three ways a
+  // kubelet may call: at once after the previous reply while the lists that
+  // reply changed are still on their way (a burst of pods); once those lists
+  // have arrived; and once dowserd (and this process, the kubelet's side) has
+  // nothing left to do from the call before (a pod now and then).
+  enum class Moment { back_to_back, lists_arrived, idle };
   auto cl_stub = plugin_stub(dp, status, "akri.sh/alloc");
   std::set<std::string> used;
-  for (int i = 0; i < 2 * calls; ++i) {
+  for (int i = 0; i < 3 * calls; ++i) {
     std::string id = free_vdev(*node.kubelet, used);
     if (id.empty()) break;  // fewer samples, said in the table
     used.insert(id);
     size_t lists_before = cl_lists_received(*node.kubelet);
-    // Odd calls come once the lists the call before changed have arrived,
-    // even ones right after the previous reply.
-    bool settled = i % 2 == 1;
-    if (settled) unary_between.push_back(baseline.timed_unary_call());
+    const auto moment = static_cast<Moment>(i % 3);
+    if (moment == Moment::idle) wait_until_idle(node.pid);
+    if (moment != Moment::back_to_back) unary_between.push_back(baseline.timed_unary_call());
     auto allocated = timed_allocate(*cl_stub, id);
-    if (allocated) (settled ? cl_settled : cl_back_to_back).push_back(allocated->us);
-    if (settled) continue;
+    if (allocated) {
+      auto& calls = moment == Moment::back_to_back    ? cl_back_to_back
+                    : moment == Moment::lists_arrived ? cl_settled
+                                                      : cl_idle;
+      calls.push_back(*allocated);
+    }
+    if (moment != Moment::back_to_back) continue;
     // The next call waits for the lists this one changed: the CL plugin's,
     // and the IL plugin's of the Instance it took a slot of (1 s at most: a
     // claim that leaves the CL list as it was sends none).
@@ -710,10 +829,10 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   for (const auto& [instance, stub] : il_stubs) {
     unary_between.push_back(baseline.timed_unary_call());
     plugin_options.push_back(timed_options_call(*stub));
-    if (auto allocated = timed_allocate(*stub, instance + "-3")) il.push_back(allocated->us);
+    if (auto allocated = timed_allocate(*stub, instance + "-3")) il.push_back(*allocated);
   }
   // IL again, slot 2 of the same Instances, while new devices keep coming.
-  std::vector<double> il_during_discovery;
+  std::vector<Allocated> il_during_discovery;
   size_t reports = 0;
   {
     std::vector<std::string> reported = device_ids("dev-", instances);
@@ -723,24 +842,26 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
     });
     for (const auto& [instance, stub] : il_stubs)
       if (auto allocated = timed_allocate(*stub, instance + "-2"))
-        il_during_discovery.push_back(allocated->us);
+        il_during_discovery.push_back(*allocated);
     reports = churn.ticks();
   }
   AllocateFigures figures;
-  figures.il = summarize(il);
-  figures.cl = summarize(cl_settled);
-  figures.cl_back_to_back = summarize(cl_back_to_back);
-  figures.il_during_discovery = summarize(il_during_discovery);
+  figures.il = summarize(round_trips(il));
+  figures.cl = summarize(round_trips(cl_settled));
+  figures.cl_back_to_back = summarize(round_trips(cl_back_to_back));
+  figures.cl_idle = summarize(round_trips(cl_idle));
+  figures.il_during_discovery = summarize(round_trips(il_during_discovery));
   figures.reports_during_discovery = reports;
   figures.unary_between = summarize(unary_between);
   figures.unary_connected = summarize(unary_connected);
   figures.plugin_options = summarize(plugin_options);
   if (split) {
     node.stop();  // every line written
-    auto logged = allocate_times_logged(node.log_file(), "akri.sh/alloc", il.size());
-    figures.il_in_dowserd = logged.il;
-    figures.cl_in_dowserd = logged.cl;
-    figures.il_during_discovery_in_dowserd = logged.il_during_discovery;
+    const auto logged = logged_allocates(node.log_file());
+    figures.il_split = split_calls(il, logged);
+    figures.cl_split = split_calls(cl_settled, logged);
+    figures.cl_idle_split = split_calls(cl_idle, logged);
+    figures.il_during_discovery_split = split_calls(il_during_discovery, logged);
   }
   return figures;
 }
@@ -833,7 +954,8 @@ json startup(const fs::path& root, const fs::path& dowserd, const fs::path& hand
           {"threads", figures.threads}};
 }
 
-constexpr int kLabelWidth = 52;  // of the table's first column
+constexpr auto kBaselinePause = 1ms;  // before each call of the paused unary baseline
+constexpr int kLabelWidth = 52;       // of the table's first column
 
 // baseline_p99 0: no ratio (a part of a call, not a call).
 std::string row(const std::string& what, const Latency& l, double baseline_p99) {
@@ -858,6 +980,24 @@ json report_times_in_dowserd(const std::string& kind, const std::array<Part, N>&
     std::cout << row("  in dowserd, " + kind + ": " + parts[i].label, times[i], 0) << "\n";
     figures[parts[i].key] = to_json(times[i]);
   }
+  return figures;
+}
+
+// The rows and JSON of a kind of Allocate call split into its parts, and
+// where the slowest 1% of them spent their time.
+json report_split(const std::string& kind, const CallSplit& split) {
+  json figures;
+  std::ostringstream slowest;
+  slowest << std::fixed << std::setprecision(0);
+  for (size_t i = 0; i < kAllocateParts.size(); ++i) {
+    std::cout << row("  " + kind + ": " + kAllocateParts[i].label, split.parts[i], 0) << "\n";
+    figures[kAllocateParts[i].key] = to_json(split.parts[i]);
+    figures["slowest_1pc_mean_us"][kAllocateParts[i].key] = split.slowest_means[i];
+    slowest << (i == 0 ? "" : ", ") << kAllocateParts[i].label << " " << split.slowest_means[i];
+  }
+  figures["slowest_1pc_calls"] = split.slowest;
+  std::cout << "  " << kind << ", the slowest " << split.slowest
+            << " calls, mean us: " << slowest.str() << "\n";
   return figures;
 }
 
@@ -889,6 +1029,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   report["startup"] = startup(stage("startup"), dowserd, handlers);
   BaselineServer baseline(stage("baseline") / "baseline.sock");
   auto [unary, stream] = grpc_baseline(baseline, 2000);
+  const auto unary_paused = unary_after_pauses(baseline, 500, kBaselinePause);
   fs::path store_dir = (Node::state_base.empty() ? root : Node::state_base) / "baseline-store";
   auto store_update = store_update_baseline(store_dir, 500, StoreUpdate::durable);
   fs::remove_all(store_dir);
@@ -902,6 +1043,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   const auto& cl_allocate = allocate.cl;
   const auto& cl_burst = allocate.cl_back_to_back;
   report["baseline"] = {{"unary", to_json(unary)},
+                        {"unary_after_pause", to_json(unary_paused)},
                         {"stream", to_json(stream)},
                         {"store_update", to_json(store_update)},
                         {"claim_write", to_json(claim_write)}};
@@ -912,6 +1054,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   report["allocate"] = {{"il", to_json(il_allocate)},
                         {"cl", to_json(cl_allocate)},
                         {"cl_back_to_back", to_json(cl_burst)},
+                        {"cl_idle", to_json(allocate.cl_idle)},
                         {"il_during_discovery", to_json(allocate.il_during_discovery)},
                         {"reports_during_discovery", allocate.reports_during_discovery},
                         {"instances", allocate_instances}};
@@ -921,6 +1064,10 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << std::setw(9) << "p99/base" << std::setw(8) << "n"
             << "\n"
             << row("baseline: gRPC unary call (UDS)", unary, unary.p99) << "\n"
+            << row("baseline: gRPC unary call, each after " +
+                       std::to_string(kBaselinePause.count()) + " ms idle",
+                   unary_paused, unary_paused.p99)
+            << "\n"
             << row("baseline: gRPC stream message (UDS)", stream, stream.p99) << "\n"
             << row("baseline: durable file store update", store_update, store_update.p99) << "\n"
             << row("baseline: store update on the disk, flushed after", claim_write,
@@ -934,6 +1081,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   std::cout << row("Allocate RPC, IL (file store)", il_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL, back to back", cl_burst, unary.p99) << "\n"
+            << row("Allocate RPC, CL, dowserd idle", allocate.cl_idle, unary.p99) << "\n"
             << row("Allocate RPC, IL, a new device every " + std::to_string(kChurnPeriod.count()) +
                        " ms",
                    allocate.il_during_discovery, unary.p99)
@@ -950,21 +1098,25 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << std::fixed << std::setprecision(1)
             << "Allocate p99 / (unary p99 + update on the disk p99): IL "
             << il_allocate.p99 / allocate_floor << ", CL " << cl_allocate.p99 / allocate_floor
-            << "\n";
+            << "\n"
+            << "Allocate p99 / p99 of the unary call after a pause: IL "
+            << il_allocate.p99 / unary_paused.p99 << ", CL " << cl_allocate.p99 / unary_paused.p99
+            << ", CL with dowserd idle " << allocate.cl_idle.p99 / unary_paused.p99 << "\n";
   report["allocate"]["unary_between"] = to_json(allocate.unary_between);
   report["allocate"]["unary_connected"] = to_json(allocate.unary_connected);
   report["allocate"]["plugin_options"] = to_json(allocate.plugin_options);
   report["allocate"]["il_over_floor"] = il_allocate.p99 / allocate_floor;
   report["allocate"]["cl_over_floor"] = cl_allocate.p99 / allocate_floor;
-  if (allocate.il_in_dowserd)
-    report["allocate"]["il_in_dowserd"] =
-        report_times_in_dowserd("IL", kAllocateParts, *allocate.il_in_dowserd);
-  if (allocate.cl_in_dowserd)
-    report["allocate"]["cl_in_dowserd"] =
-        report_times_in_dowserd("CL", kAllocateParts, *allocate.cl_in_dowserd);
-  if (allocate.il_during_discovery_in_dowserd)
-    report["allocate"]["il_during_discovery_in_dowserd"] = report_times_in_dowserd(
-        "IL, new devices", kAllocateParts, *allocate.il_during_discovery_in_dowserd);
+  report["allocate"]["il_over_paused_unary"] = il_allocate.p99 / unary_paused.p99;
+  report["allocate"]["cl_over_paused_unary"] = cl_allocate.p99 / unary_paused.p99;
+  report["allocate"]["cl_idle_over_paused_unary"] = allocate.cl_idle.p99 / unary_paused.p99;
+  if (allocate.il_split) report["allocate"]["il_split"] = report_split("IL", *allocate.il_split);
+  if (allocate.cl_split) report["allocate"]["cl_split"] = report_split("CL", *allocate.cl_split);
+  if (allocate.cl_idle_split)
+    report["allocate"]["cl_idle_split"] = report_split("CL, dowserd idle", *allocate.cl_idle_split);
+  if (allocate.il_during_discovery_split)
+    report["allocate"]["il_during_discovery_split"] =
+        report_split("IL, new devices", *allocate.il_during_discovery_split);
 
   for (int count : scales) {
     auto figures =

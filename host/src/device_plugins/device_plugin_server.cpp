@@ -373,19 +373,24 @@ class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_
   };
 
   // Where one call's time in dowserd went, for whoever looks into slow pod
-  // starts (and bench/dowser-bench --allocate-split, which parses it).
+  // starts (and bench/dowser-bench --allocate-split, which parses it). When
+  // the call reached the handler is given on the monotonic clock, which every
+  // process on the machine shares: a client that noted when it sent the call
+  // can tell how long the call took to arrive and the answer to come back.
   static void log_allocate_times(const std::string& resource_name, const grpc::Status& status,
                                  const AllocateTimes& times) {
     if (!spdlog::should_log(spdlog::level::debug)) return;
     auto micros = [](auto from, auto to) {
       return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
     };
+    const auto received_at =
+        std::chrono::duration<double>(times.received.time_since_epoch()).count();
     spdlog::debug(
         "{}: Allocate {}: {} us waiting for the core thread, {} us claiming, {} us handing the "
-        "answer to gRPC",
+        "answer to gRPC (the call reached the handler at {:.6f} s, monotonic clock)",
         resource_name, status.ok() ? "granted" : "refused", micros(times.received, times.started),
         micros(times.started, times.decided),
-        micros(times.decided, std::chrono::steady_clock::now()));
+        micros(times.decided, std::chrono::steady_clock::now()), received_at);
   }
 
   static grpc::Status stopping() {
