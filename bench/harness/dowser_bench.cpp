@@ -78,8 +78,9 @@ json to_json(const Latency& l) {
   return {{"p50_us", l.p50}, {"p99_us", l.p99}, {"max_us", l.max}, {"samples", l.samples}};
 }
 
-// Where calls' or reports' time went inside dowserd, from its debug log: one
-// line each, written once it was done, with one figure per part.
+// Where calls' or reports' time went, by parts: inside dowserd, from its debug
+// log (one line each, written once it was done), and for Allocate calls also
+// on their way there and back.
 struct Part {
   const char* label;  // of its row
   const char* key;    // in the JSON
@@ -117,7 +118,10 @@ CallSplit summarize_split(const std::vector<double>& totals,
   std::iota(by_total.begin(), by_total.end(), 0);
   std::sort(by_total.begin(), by_total.end(),
             [&](size_t a, size_t b) { return totals[a] > totals[b]; });
-  result.slowest = std::min(totals.size(), std::max<size_t>(1, totals.size() / 100));
+  // The calls at or above summarize()'s p99.
+  const size_t n = totals.size();
+  result.slowest =
+      n == 0 ? 0 : n - std::min(n - 1, static_cast<size_t>(0.99 * static_cast<double>(n)));
   for (size_t part = 0; part < N; ++part) {
     std::vector<double> column;
     for (const auto& call : split) column.push_back(call[part]);
@@ -267,6 +271,10 @@ std::pair<Latency, Latency> grpc_baseline(BaselineServer& baseline, int samples)
   return {summarize(unary), summarize(baseline.timed_stream_messages(samples))};
 }
 
+// Before each call of the paused unary baseline, and each CL call made with
+// dowserd idle.
+constexpr auto kBaselinePause = 1ms;
+
 // The same unary call, each after a pause of `pause` with nothing to do: on a
 // virtual machine an idle virtual CPU halts and waking it again is the host's
 // business, which a call made back to back never pays and one that follows a
@@ -362,8 +370,8 @@ bool busy_thread_in(pid_t pid) {
 // Waits (1 s at most) until neither dowserd nor this process has a thread at
 // work other than the caller's, twice in a row 200 us apart: what a call
 // before left to do (lists, the store's flush, the simulated kubelet reading
-// the lists) is done.
-void wait_until_idle(pid_t dowserd) {
+// the lists) is done. False if they were still busy after 1 s.
+bool wait_until_idle(pid_t dowserd) {
   const auto deadline = Clock::now() + 1s;
   int quiet = 0;
   while (quiet < 2 && Clock::now() < deadline) {
@@ -371,6 +379,7 @@ void wait_until_idle(pid_t dowserd) {
     quiet = busy ? 0 : quiet + 1;
     std::this_thread::sleep_for(200us);
   }
+  return quiet == 2;
 }
 
 class Node {
@@ -654,11 +663,12 @@ struct AllocateFigures {
   Latency il;
   Latency cl;                   // each call once the lists the previous one changed have arrived
   Latency cl_back_to_back;      // each call right after the previous reply, as its lists go out
-  Latency cl_idle;              // each call once dowserd has nothing left to do
+  Latency cl_idle;              // each call once dowserd has had nothing to do for a while
+  size_t idle_not_reached = 0;  // cl_idle calls made although dowserd was still busy after 1 s
   Latency il_during_discovery;  // while a new device comes every kChurnPeriod
   // The baseline's unary call, made right before each IL call and each CL
-  // call with its lists up to date: what is left of the previous call's
-  // after-work in dowserd (store watch, lists) slows it.
+  // call once its lists arrived: what the conditions of those calls (the
+  // previous call's after-work, the cores woken again) do to a minimal call.
   Latency unary_between;
   // The same call with every plugin registered and streaming, before any
   // Allocate: what holding the kubelet's connections costs a call by itself.
@@ -787,7 +797,9 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   // kubelet may call: at once after the previous reply while the lists that
   // reply changed are still on their way (a burst of pods); once those lists
   // have arrived; and once dowserd (and this process, the kubelet's side) has
-  // nothing left to do from the call before (a pod now and then).
+  // nothing left to do from the call before and kBaselinePause more has
+  // passed (a pod now and then: comparable with the paused unary call).
+  size_t idle_not_reached = 0;
   enum class Moment { back_to_back, lists_arrived, idle };
   auto cl_stub = plugin_stub(dp, status, "akri.sh/alloc");
   std::set<std::string> used;
@@ -797,8 +809,11 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
     used.insert(id);
     size_t lists_before = cl_lists_received(*node.kubelet);
     const auto moment = static_cast<Moment>(i % 3);
-    if (moment == Moment::idle) wait_until_idle(node.pid);
-    if (moment != Moment::back_to_back) unary_between.push_back(baseline.timed_unary_call());
+    if (moment == Moment::idle) {
+      if (!wait_until_idle(node.pid)) ++idle_not_reached;
+      std::this_thread::sleep_for(kBaselinePause);  // then as long as the paused unary call
+    }
+    if (moment == Moment::lists_arrived) unary_between.push_back(baseline.timed_unary_call());
     auto allocated = timed_allocate(*cl_stub, id);
     if (allocated) {
       auto& calls = moment == Moment::back_to_back    ? cl_back_to_back
@@ -818,7 +833,9 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
         },
         1s);
   }
-  // IL: slot 3 of Instances the CL calls left alone (they take slot 0 first).
+  // IL: slot 3 of the first Instances, which the CL calls left free (they take
+  // each Instance's first free slot, spread over all Instances: slots 0 and 1
+  // while 3 * calls <= 2 * instances, which main() checks).
   // Every connection is made first, as the kubelet holds one per plugin: a
   // connection opened or closed during a call would be timed with it.
   std::vector<std::pair<std::string, std::unique_ptr<v1beta1::DevicePlugin::Stub>>> il_stubs;
@@ -850,6 +867,7 @@ AllocateFigures allocate_latency(const fs::path& root, const fs::path& dowserd,
   figures.cl = summarize(round_trips(cl_settled));
   figures.cl_back_to_back = summarize(round_trips(cl_back_to_back));
   figures.cl_idle = summarize(round_trips(cl_idle));
+  figures.idle_not_reached = idle_not_reached;
   figures.il_during_discovery = summarize(round_trips(il_during_discovery));
   figures.reports_during_discovery = reports;
   figures.unary_between = summarize(unary_between);
@@ -954,8 +972,7 @@ json startup(const fs::path& root, const fs::path& dowserd, const fs::path& hand
           {"threads", figures.threads}};
 }
 
-constexpr auto kBaselinePause = 1ms;  // before each call of the paused unary baseline
-constexpr int kLabelWidth = 52;       // of the table's first column
+constexpr int kLabelWidth = 52;  // of the table's first column
 
 // baseline_p99 0: no ratio (a part of a call, not a call).
 std::string row(const std::string& what, const Latency& l, double baseline_p99) {
@@ -996,8 +1013,8 @@ json report_split(const std::string& kind, const CallSplit& split) {
     slowest << (i == 0 ? "" : ", ") << kAllocateParts[i].label << " " << split.slowest_means[i];
   }
   figures["slowest_1pc_calls"] = split.slowest;
-  std::cout << "  " << kind << ", the slowest " << split.slowest
-            << " calls, mean us: " << slowest.str() << "\n";
+  std::cout << "  " << kind << ", the slowest " << split.slowest << " call(s) (from the p99 "
+            << "up), mean us: " << slowest.str() << "\n";
   return figures;
 }
 
@@ -1055,6 +1072,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
                         {"cl", to_json(cl_allocate)},
                         {"cl_back_to_back", to_json(cl_burst)},
                         {"cl_idle", to_json(allocate.cl_idle)},
+                        {"cl_idle_not_reached", allocate.idle_not_reached},
                         {"il_during_discovery", to_json(allocate.il_during_discovery)},
                         {"reports_during_discovery", allocate.reports_during_discovery},
                         {"instances", allocate_instances}};
@@ -1082,6 +1100,10 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL, back to back", cl_burst, unary.p99) << "\n"
             << row("Allocate RPC, CL, dowserd idle", allocate.cl_idle, unary.p99) << "\n"
+            << (allocate.idle_not_reached == 0
+                    ? ""
+                    : "  (" + std::to_string(allocate.idle_not_reached) +
+                          " of them made with dowserd still busy after 1 s)\n")
             << row("Allocate RPC, IL, a new device every " + std::to_string(kChurnPeriod.count()) +
                        " ms",
                    allocate.il_during_discovery, unary.p99)
@@ -1131,7 +1153,8 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
   // A stage that never completed makes its figures meaningless: say so.
   bool complete = report["startup"]["ready"].get<bool>() && il_discovery.samples > 0 &&
                   cl_discovery.samples > 0 && il_allocate.samples > 0 && cl_allocate.samples > 0 &&
-                  cl_burst.samples > 0 && allocate.il_during_discovery.samples > 0;
+                  cl_burst.samples > 0 && allocate.cl_idle.samples > 0 &&
+                  allocate.il_during_discovery.samples > 0;
   for (const auto& figures : report["scale"])
     complete = complete && figures["all_registered"].get<bool>() &&
                figures["kubelet_restart"]["all"].get<bool>() &&
@@ -1170,11 +1193,19 @@ int main(int argc, char** argv) {
   bool allocate_split = false;
   app.add_flag("--allocate-split", allocate_split,
                "run the Allocate stage's dowserd with debug logging and report, from its log, "
-               "where the calls' time went inside it (logging costs it a little)");
+               "where the calls' time went from the send to the reply, by parts (logging costs it "
+               "a little)");
   app.add_option("--state-base", Node::state_base,
                  "put dowserd's state (the file store) here instead, e.g. /dev/shm, to see "
                  "what fsync costs");
   CLI11_PARSE(app, argc, argv);
+  if (calls > allocate_instances || 3 * calls > 2 * allocate_instances) {
+    std::cerr << "dowser-bench: --calls " << calls << " needs --allocate-instances of at least "
+              << std::max(calls, (3 * calls + 1) / 2)
+              << ": the CL calls (3 per --calls) take slots 0 and 1 of the Instances, the IL "
+                 "calls slots 3 and 2 of the first --calls of them\n";
+    return 2;
+  }
   ::signal(SIGPIPE, SIG_IGN);
   spdlog::set_level(spdlog::level::warn);  // the simulator's per-list lines would swamp the table
 

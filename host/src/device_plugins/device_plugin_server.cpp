@@ -375,8 +375,9 @@ class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_
   // Where one call's time in dowserd went, for whoever looks into slow pod
   // starts (and bench/dowser-bench --allocate-split, which parses it). When
   // the call reached the handler is given on the monotonic clock, which every
-  // process on the machine shares: a client that noted when it sent the call
-  // can tell how long the call took to arrive and the answer to come back.
+  // process on the machine shares (outside time namespaces of their own): a
+  // client that noted when it sent the call can tell how long the call took
+  // to arrive and the answer to come back.
   static void log_allocate_times(const std::string& resource_name, const grpc::Status& status,
                                  const AllocateTimes& times) {
     if (!spdlog::should_log(spdlog::level::debug)) return;
