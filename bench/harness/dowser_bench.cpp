@@ -124,6 +124,7 @@ CallSplit summarize_split(const std::vector<double>& totals,
       n == 0 ? 0 : n - std::min(n - 1, static_cast<size_t>(0.99 * static_cast<double>(n)));
   for (size_t part = 0; part < N; ++part) {
     std::vector<double> column;
+    column.reserve(split.size());
     for (const auto& call : split) column.push_back(call[part]);
     double slowest_sum = 0;
     for (size_t i = 0; i < result.slowest; ++i) slowest_sum += split[by_total[i]][part];
@@ -616,6 +617,7 @@ struct Allocated {
 
 std::vector<double> round_trips(const std::vector<Allocated>& calls) {
   std::vector<double> us;
+  us.reserve(calls.size());
   for (const auto& call : calls) us.push_back(call.us);
   return us;
 }
