@@ -373,7 +373,9 @@ void JournalledWrites::note_written(const UnsyncedFiles::Key& file) {
   {
     const std::lock_guard<std::mutex> guard(checkpoint_mutex_);
     unsynced_.add(file);
-    if (!checkpoint_due || checkpoint_wanted_) return;
+    if (!checkpoint_due) return;
+    ++checkpoint_requests_;
+    if (checkpoint_wanted_) return;
     checkpoint_wanted_ = true;
   }
   wake_.notify_one();
@@ -468,6 +470,7 @@ void JournalledWrites::run_checkpoints() {
       guard.lock();
       continue;
     }
+    const uint64_t requests_before = checkpoint_requests_;
     guard.unlock();
     try {
       checkpoint_in_background();
@@ -475,7 +478,7 @@ void JournalledWrites::run_checkpoints() {
       spdlog::warn("instance store: a checkpoint failed; the next write retries it: {}",
                    error.what());
       guard.lock();
-      checkpoint_wanted_ = false;
+      checkpoint_wanted_ = checkpoint_requests_ != requests_before;
       continue;
     }
     guard.lock();

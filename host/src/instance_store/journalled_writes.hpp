@@ -241,6 +241,10 @@ class JournalledWrites {
   std::condition_variable wake_;
   UnsyncedFiles unsynced_;
   bool checkpoint_wanted_ = false;
+  // Writes that found the journal due for a checkpoint, ever: a checkpoint
+  // that fails is tried again at once if one came while it ran (it found the
+  // checkpoint wanted already and woke nobody), else at the next such write.
+  uint64_t checkpoint_requests_ = 0;
   bool deferred_sync_wanted_ = false;  // sync_deferred_in_background() was called
   bool stopping_ = false;
   uint64_t syncing_in_background_ = UnsyncedFiles::kNoSequence;

@@ -561,6 +561,33 @@ TEST_F(JournalledWritesTest, AFileThatCannotBePutBackAtOnceIsFromTheJournalLater
       << "no checkpoint after the mend";
 }
 
+// A write that finds the checkpoint already wanted wakes nobody: if the
+// checkpoint under way then fails, that write's request must not go with it.
+// Here the checkpoint thread's first fsync waits for a write and then fails;
+// no write comes after it, so only the request made meanwhile can bring the
+// checkpoint about.
+TEST_F(JournalledWritesTest, AWriteWhileACheckpointFailsAsksForAnotherOne) {
+  const dowser::test::LogCapture log;
+  Gate in_fsync;
+  std::atomic<bool> failed_once{false};
+  on_sync_ = [&](const std::filesystem::path& path, SyncStep step) {
+    if (is_test_thread() || path.extension() != ".json" || step != SyncStep::starting) return;
+    if (failed_once.exchange(true)) return;
+    in_fsync.hold();
+    throw StoreError(StoreError::Kind::io, "staged fsync failure");
+  };
+  auto writes = open();
+  for (size_t i = 0; used(*writes) < kSmallJournal / 4; ++i) put(*writes, i % kFiles);
+  ASSERT_TRUE(in_fsync.wait_until_held()) << "no checkpoint began at a quarter full";
+  put(*writes, 0);  // finds the checkpoint wanted: wakes nobody
+  in_fsync.release();
+  EXPECT_TRUE(dowser::test::eventually([&] { return checkpoints() >= 1; }))
+      << "the request of the write made during the failed checkpoint was lost\n"
+      << log.text();
+  EXPECT_NE(log.text().find("staged fsync failure"), std::string::npos) << log.text();
+  expect_latest_stored();
+}
+
 TEST_F(JournalledWritesTest, ClosingWhileTheCheckpointThreadIsInAnFsyncLosesNoWrite) {
   const dowser::test::LogCapture log;
   for (int round = 0; round < 5; ++round) {
