@@ -475,10 +475,16 @@ void JournalledWrites::run_checkpoints() {
     try {
       checkpoint_in_background();
     } catch (const std::exception& error) {
-      spdlog::warn("instance store: a checkpoint failed; the next write retries it: {}",
+      guard.lock();
+      // Still wanted unless a reset (another writer's checkpoint) did the job
+      // meanwhile; tried again now only if a write asked while this one ran.
+      checkpoint_wanted_ = checkpoint_wanted_ && checkpoint_requests_ != requests_before;
+      const bool again = checkpoint_wanted_;
+      guard.unlock();
+      spdlog::warn("instance store: a checkpoint failed; {}: {}",
+                   again ? "trying again, writes came meanwhile" : "the next write retries it",
                    error.what());
       guard.lock();
-      checkpoint_wanted_ = checkpoint_requests_ != requests_before;
       continue;
     }
     guard.lock();

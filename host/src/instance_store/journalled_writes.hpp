@@ -241,9 +241,10 @@ class JournalledWrites {
   std::condition_variable wake_;
   UnsyncedFiles unsynced_;
   bool checkpoint_wanted_ = false;
-  // Writes that found the journal due for a checkpoint, ever: a checkpoint
-  // that fails is tried again at once if one came while it ran (it found the
-  // checkpoint wanted already and woke nobody), else at the next such write.
+  // Files noted written (by writes, mends, settled deferrals) while the
+  // journal was due for a checkpoint, ever; only compared for change: a
+  // checkpoint that fails is tried again at once if one came while it ran (it
+  // found the checkpoint wanted already and woke nobody), else at the next.
   uint64_t checkpoint_requests_ = 0;
   bool deferred_sync_wanted_ = false;  // sync_deferred_in_background() was called
   bool stopping_ = false;
