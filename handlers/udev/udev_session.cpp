@@ -49,7 +49,7 @@ class EventLoop {
     context_.reset(udev_new());
     if (!context_) {
       reporter_.fail(DOWSER_ERR_GENERIC,
-                     std::string("udev: cannot create a libudev context: ") + std::strerror(errno));
+                     std::string("cannot create a libudev context: ") + std::strerror(errno));
       return;
     }
     open_monitor();  // before the first scan, so nothing between them is lost
@@ -169,7 +169,8 @@ UdevSession::UdevSession(Settings settings, dowser::Reporter reporter)
     : settings_(std::move(settings)), reporter_(std::move(reporter)) {
   stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (stop_fd_ < 0)
-    throw std::system_error(errno, std::generic_category(), "udev: cannot create an eventfd");
+    throw std::system_error(errno, std::generic_category(),
+                            "cannot create an eventfd for the discovery thread");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -186,7 +187,7 @@ void UdevSession::run() {
   try {
     EventLoop(settings_, reporter_, stopping_, stop_fd_).run();
   } catch (const std::exception& e) {
-    reporter_.fail(DOWSER_ERR_GENERIC, std::string("udev: discovery failed: ") + e.what());
+    reporter_.fail(DOWSER_ERR_GENERIC, std::string("discovery failed: ") + e.what());
   }
 }
 
