@@ -109,11 +109,14 @@ struct CallSplit {
   size_t slowest = 0;  // calls
 };
 
-// totals[i] is call i's round trip, split[i] its parts.
-template <size_t N>
-CallSplit summarize_split(const std::vector<double>& totals,
-                          const std::vector<std::array<double, N>>& split) {
+// One call's parts, which add up to its round trip.
+using SplitCall = std::array<double, kAllocateParts.size()>;
+
+CallSplit summarize_split(const std::vector<SplitCall>& split) {
   CallSplit result;
+  std::vector<double> totals;
+  totals.reserve(split.size());
+  for (const auto& call : split) totals.push_back(std::accumulate(call.begin(), call.end(), 0.0));
   std::vector<size_t> by_total(totals.size());
   std::iota(by_total.begin(), by_total.end(), 0);
   std::sort(by_total.begin(), by_total.end(),
@@ -122,7 +125,7 @@ CallSplit summarize_split(const std::vector<double>& totals,
   const size_t n = totals.size();
   result.slowest =
       n == 0 ? 0 : n - std::min(n - 1, static_cast<size_t>(0.99 * static_cast<double>(n)));
-  for (size_t part = 0; part < N; ++part) {
+  for (size_t part = 0; part < kAllocateParts.size(); ++part) {
     std::vector<double> column;
     column.reserve(split.size());
     for (const auto& call : split) column.push_back(call[part]);
@@ -357,9 +360,9 @@ double cpu_seconds(pid_t pid) {
 // Whether some thread of process pid other than the caller is running, ready
 // to run, or waiting for the disk (state R or D in /proc).
 bool busy_thread_in(pid_t pid) {
-  const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+  const std::string self = std::to_string(::syscall(SYS_gettid));
   for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    if (task.path().filename() == std::to_string(self)) continue;
+    if (task.path().filename() == self) continue;
     std::ifstream stat(task.path() / "stat");
     std::string text((std::istreambuf_iterator<char>(stat)), {});
     const size_t state = text.rfind(')') + 2;
@@ -368,12 +371,14 @@ bool busy_thread_in(pid_t pid) {
   return false;
 }
 
-// Waits (1 s at most) until neither dowserd nor this process has a thread at
-// work other than the caller's, twice in a row 200 us apart: what a call
-// before left to do (lists, the store's flush, the simulated kubelet reading
-// the lists) is done. False if they were still busy after 1 s.
+constexpr auto kIdleWaitLimit = 1s;
+
+// Waits (kIdleWaitLimit at most) until neither dowserd nor this process has a
+// thread at work other than the caller's, twice in a row 200 us apart: what a
+// call before left to do (lists, the store's flush, the simulated kubelet
+// reading the lists) is done. False if they were still busy at the limit.
 bool wait_until_idle(pid_t dowserd) {
-  const auto deadline = Clock::now() + 1s;
+  const auto deadline = Clock::now() + kIdleWaitLimit;
   int quiet = 0;
   while (quiet < 2 && Clock::now() < deadline) {
     const bool busy = busy_thread_in(dowserd) || busy_thread_in(::getpid());
@@ -666,7 +671,7 @@ struct AllocateFigures {
   Latency cl;                   // each call once the lists the previous one changed have arrived
   Latency cl_back_to_back;      // each call right after the previous reply, as its lists go out
   Latency cl_idle;              // each call once dowserd has had nothing to do for a while
-  size_t idle_not_reached = 0;  // cl_idle calls made although dowserd was still busy after 1 s
+  size_t idle_not_reached = 0;  // cl_idle calls made with dowserd still busy at kIdleWaitLimit
   Latency il_during_discovery;  // while a new device comes every kChurnPeriod
   // The baseline's unary call, made right before each IL call and each CL
   // call once its lists arrived: what the conditions of those calls (the
@@ -714,7 +719,7 @@ std::vector<LoggedAllocate> logged_allocates(const fs::path& log) {
 CallSplit split_calls(const std::vector<Allocated>& calls,
                       const std::vector<LoggedAllocate>& logged) {
   constexpr double kLoggedPrecision_s = 1e-6;  // the log gives microseconds
-  std::vector<std::array<double, kAllocateParts.size()>> split;
+  std::vector<SplitCall> split;
   for (const auto& call : calls) {
     const double sent_s = std::chrono::duration<double>(call.sent.time_since_epoch()).count();
     auto found = std::lower_bound(
@@ -726,7 +731,7 @@ CallSplit split_calls(const std::vector<Allocated>& calls,
     split.push_back({to_handler, found->waiting_us, found->claiming_us,
                      call.us - to_handler - found->waiting_us - found->claiming_us});
   }
-  return summarize_split(round_trips(calls), split);
+  return summarize_split(split);
 }
 
 const dowser::testkit::ResourceStatus& cl_plugin(const dowser::testkit::SimulatorStatus& status) {
@@ -990,13 +995,14 @@ std::string row(const std::string& what, const Latency& l, double baseline_p99) 
   return out.str();
 }
 
-// The rows and JSON of where calls' or reports' time went inside dowserd.
+// The rows (each label after `prefix`) and JSON of where calls' or reports'
+// time went, part by part.
 template <size_t N>
-json report_times_in_dowserd(const std::string& kind, const std::array<Part, N>& parts,
-                             const PartTimes& times) {
+json report_parts(const std::string& prefix, const std::array<Part, N>& parts,
+                  const PartTimes& times) {
   json figures;
   for (size_t i = 0; i < N; ++i) {
-    std::cout << row("  in dowserd, " + kind + ": " + parts[i].label, times[i], 0) << "\n";
+    std::cout << row(prefix + parts[i].label, times[i], 0) << "\n";
     figures[parts[i].key] = to_json(times[i]);
   }
   return figures;
@@ -1005,12 +1011,10 @@ json report_times_in_dowserd(const std::string& kind, const std::array<Part, N>&
 // The rows and JSON of a kind of Allocate call split into its parts, and
 // where the slowest 1% of them spent their time.
 json report_split(const std::string& kind, const CallSplit& split) {
-  json figures;
+  json figures = report_parts("  " + kind + ": ", kAllocateParts, split.parts);
   std::ostringstream slowest;
   slowest << std::fixed << std::setprecision(0);
   for (size_t i = 0; i < kAllocateParts.size(); ++i) {
-    std::cout << row("  " + kind + ": " + kAllocateParts[i].label, split.parts[i], 0) << "\n";
-    figures[kAllocateParts[i].key] = to_json(split.parts[i]);
     figures["slowest_1pc_mean_us"][kAllocateParts[i].key] = split.slowest_means[i];
     slowest << (i == 0 ? "" : ", ") << kAllocateParts[i].label << " " << split.slowest_means[i];
   }
@@ -1097,7 +1101,7 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << row("discovery -> kubelet, IL new plugin", il_discovery, stream.p99) << "\n";
   if (discovery_in_dowserd)
     report["discovery_to_kubelet"]["in_dowserd"] =
-        report_times_in_dowserd("new device", kReportParts, *discovery_in_dowserd);
+        report_parts("  in dowserd, new device: ", kReportParts, *discovery_in_dowserd);
   std::cout << row("Allocate RPC, IL (file store)", il_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL (file store)", cl_allocate, unary.p99) << "\n"
             << row("Allocate RPC, CL, back to back", cl_burst, unary.p99) << "\n"
@@ -1105,7 +1109,8 @@ int run_benchmarks(const fs::path& dowserd, const fs::path& handlers, const fs::
             << (allocate.idle_not_reached == 0
                     ? ""
                     : "  (" + std::to_string(allocate.idle_not_reached) +
-                          " of them made with dowserd still busy after 1 s)\n")
+                          " of them made with dowserd still busy after " +
+                          std::to_string(kIdleWaitLimit.count()) + " s)\n")
             << row("Allocate RPC, IL, a new device every " + std::to_string(kChurnPeriod.count()) +
                        " ms",
                    allocate.il_during_discovery, unary.p99)
