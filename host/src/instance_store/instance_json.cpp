@@ -88,6 +88,12 @@ void require_value(const ObjectReader& reader, const char* key, const char* expe
   if (reader.string(key) != expected) fail(key, std::string("expected \"") + expected + "\"");
 }
 
+// Every slot of an Instance is held in memory (and each plugin lists them
+// all), so a capacity no Configuration can have is refused on reading: one
+// Instance saying 2000000000 must not run the daemon out of memory. The same
+// bound as Configurations' spec.capacity.
+constexpr uint64_t kMaxCapacity = 1'000'000;
+
 Instance read_instance(const ObjectReader& document) {
   const ObjectReader metadata = document.object("metadata");
   const ObjectReader spec = document.object("spec");
@@ -96,8 +102,7 @@ Instance read_instance(const ObjectReader& document) {
   instance.name = metadata.string("name");
   instance.configuration_name = spec.string("configurationName");
   instance.cdi_name = spec.string("cdiName");
-  instance.capacity = static_cast<uint32_t>(
-      spec.unsigned_integer("capacity", std::numeric_limits<uint32_t>::max()));
+  instance.capacity = static_cast<uint32_t>(spec.unsigned_integer("capacity", kMaxCapacity));
   instance.broker_properties = spec.string_map_or_empty("brokerProperties");
   instance.shared = spec.boolean_or_false("shared");
   instance.nodes = spec.string_set_or_empty("nodes");

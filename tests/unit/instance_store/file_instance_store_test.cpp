@@ -120,6 +120,22 @@ TEST_F(FileInstanceStoreTest, GetOfACorruptFileThrowsIoNamingTheFileAndField) {
   EXPECT_NE(message.find("spec.capacity"), std::string::npos) << message;
 }
 
+// Every slot is held in memory: a capacity no Configuration can have would
+// run the daemon out of memory on every start, so the Instance is refused.
+TEST_F(FileInstanceStoreTest, AnInstanceWithACapacityAboveAMillionIsSkippedNamingTheLimit) {
+  store_.create(sample_instance("cam-000001"));
+  store_.create(sample_instance("cam-000002"));
+  auto document = nlohmann::json::parse(read_text(file_of("default", "cam-000002")));
+  document["spec"]["capacity"] = 2'000'000'000;
+  write_text(file_of("default", "cam-000002"), document.dump());
+
+  EXPECT_EQ(store_.list().size(), 1u);
+  ASSERT_EQ(store_.skipped().size(), 1u);
+  EXPECT_NE(store_.skipped()[0].find("spec.capacity: expected an integer from 0 to 1000000"),
+            std::string::npos)
+      << store_.skipped()[0];
+}
+
 // Opening a FIFO blocks until a writer comes: the store must refuse it, not
 // hang the daemon's core thread (or the watch thread) on it.
 TEST_F(FileInstanceStoreTest, AFifoUnderAnInstanceFileNameIsRefusedWithoutBlocking) {
