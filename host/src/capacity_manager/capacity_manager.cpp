@@ -363,6 +363,20 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
   return result;
 }
 
+// Why claim_slot refused, from the cache it has just refreshed: the stored
+// Instance may have fewer slots than the cached one had (its capacity
+// lowered by another node meanwhile).
+std::string CapacityManager::refusal_of_slot(const InstanceKey& instance, const std::string& id,
+                                             uint32_t index) const {
+  const auto* now = find(instance);
+  if (!now) return "device " + instance.second + " is gone";
+  if (index >= now->instance.capacity) {
+    return "unknown device id " + id + ": " + instance.second + " has only " +
+           std::to_string(now->instance.capacity) + " slots now";
+  }
+  return "slot " + id + " is in use";
+}
+
 std::vector<ContainerClaims> CapacityManager::allocate_instance_level(
     const InstanceKey& instance, const std::vector<std::vector<std::string>>& container_ids,
     bool offline) {
@@ -377,14 +391,8 @@ std::vector<ContainerClaims> CapacityManager::allocate_instance_level(
         if (!cached) throw AllocationError("device " + instance.second + " is gone");
         auto index = naming::slot_index(id, instance.second, cached->instance.capacity);
         if (!index) throw AllocationError("unknown device id " + id);
-        auto got = claim(
-            instance,
-            [&](const InstanceSlots& slots) -> std::optional<uint32_t> {
-              if (slots.is_free(*index) || slots.slots[*index] == own) return index;
-              return std::nullopt;
-            },
-            own);
-        if (!got) throw AllocationError("slot " + id + " is in use");
+        auto got = claim_slot(instance, *index, own, SlotEvent::claimed);
+        if (!got) throw AllocationError(refusal_of_slot(instance, id, *index));
         made.push_back(*got);
         claims.emplace_back(instance.second, got->slot);
       }
@@ -413,6 +421,18 @@ std::optional<CapacityManager::Claim> CapacityManager::claim_for_vdev(
   return std::nullopt;
 }
 
+CapacityManager::Claim CapacityManager::claim_reused(const std::string& namespace_name,
+                                                     const std::string& vdev,
+                                                     const ClaimedSlot& held) {
+  auto got = claim_slot({namespace_name, held.instance}, held.slot,
+                        SlotUsage::configuration_level(vdev, node_), SlotEvent::claimed);
+  if (!got) {
+    throw AllocationError("virtual device " + vdev + ": slot " + std::to_string(held.slot) +
+                          " of " + held.instance + " is no longer this node's");
+  }
+  return *got;
+}
+
 std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
     const std::string& namespace_name, const std::vector<std::vector<std::string>>& container_vdevs,
     const VirtualDeviceTable& table, UniqueInstances policy) {
@@ -431,7 +451,18 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
       }
       ContainerClaims claims;
       std::set<std::string> used;
+      std::map<std::string, std::string> reused_on;  // Instance -> the vdev reused on it
       for (const auto& [vdev, slot] : plan.reused) {
+        // The kubelet may hand one container two held vdevs of one device
+        // (it chose them itself, or no preferred allocation was asked for).
+        auto [other, distinct] = reused_on.emplace(slot.instance, vdev);
+        if (!distinct && policy == UniqueInstances::required) {
+          throw AllocationError("virtual devices " + other->second + " and " + vdev +
+                                " are both slots of " + slot.instance +
+                                ": the Configuration requires distinct devices (uniqueInstances "
+                                "Required)");
+        }
+        made.push_back(claim_reused(namespace_name, vdev, slot));
         claims.emplace_back(slot.instance, slot.slot);
         used.insert(slot.instance);
       }
@@ -509,16 +540,22 @@ void CapacityManager::observe(std::optional<SlotEvent> event, const SlotUsage& u
   if (event) slot_observer_(*event, usage);
 }
 
-bool CapacityManager::restore(const InstanceKey& instance, uint32_t slot, const SlotUsage& usage) {
-  auto got = claim(
+std::optional<CapacityManager::Claim> CapacityManager::claim_slot(const InstanceKey& instance,
+                                                                  uint32_t slot,
+                                                                  const SlotUsage& usage,
+                                                                  SlotEvent written) {
+  return claim(
       instance,
       [&](const InstanceSlots& slots) -> std::optional<uint32_t> {
         if (slot < slots.capacity && (slots.is_free(slot) || slots.slots[slot] == usage))
           return slot;
         return std::nullopt;
       },
-      usage, SlotEvent::restored);
-  return got.has_value();
+      usage, written);
+}
+
+bool CapacityManager::restore(const InstanceKey& instance, uint32_t slot, const SlotUsage& usage) {
+  return claim_slot(instance, slot, usage, SlotEvent::restored).has_value();
 }
 
 void CapacityManager::rollback(const std::vector<Claim>& claims) {

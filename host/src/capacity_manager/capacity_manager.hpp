@@ -279,6 +279,15 @@ class CapacityManager {
   std::optional<Claim> claim(const InstanceKey& instance, const ChooseSlot& choose,
                              const naming::SlotUsage& wanted,
                              SlotEvent written = SlotEvent::claimed);
+  // claim() of one named slot, if it is free or already holds `usage`.
+  std::optional<Claim> claim_slot(const InstanceKey& instance, uint32_t slot,
+                                  const naming::SlotUsage& usage, SlotEvent written);
+  std::string refusal_of_slot(const InstanceKey& instance, const std::string& id,
+                              uint32_t index) const;
+  // Confirms on the stored Instance that a vdev the table shows held by this
+  // node still is (or takes its slot again if it was freed meanwhile).
+  Claim claim_reused(const std::string& namespace_name, const std::string& vdev,
+                     const ClaimedSlot& held);
   std::optional<Claim> claim_for_vdev(const std::string& namespace_name, const std::string& vdev,
                                       const VirtualDeviceTable& table, std::set<std::string>& used,
                                       UniqueInstances policy);

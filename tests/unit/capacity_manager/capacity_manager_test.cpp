@@ -411,6 +411,23 @@ TEST_F(CapacityManagerTest, InstanceLevelClaimsAsAkriScenarioEight) {
       AllocationError);
 }
 
+// Another node lowered the capacity; this node's cache still has the old
+// one, so only the stored Instance can refuse the slot.
+TEST_F(CapacityManagerTest, AnInstanceLevelSlotBeyondAShrunkCapacityIsRefused) {
+  add(instance("cam-1", 3));
+  auto smaller = store_b_->get("default", "cam-1").value();
+  smaller.instance.capacity = 1;
+  store_b_->update(smaller.instance, smaller.revision);
+  try {
+    node_a_->allocate_instance_level({"default", "cam-1"}, {{"cam-1-2"}}, false);
+    ADD_FAILURE() << "slot 2 of a capacity-1 Instance was granted";
+  } catch (const AllocationError& e) {
+    EXPECT_NE(std::string(e.what()).find("cam-1 has only 1 slots now"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(usage("cam-1").empty()) << "nothing written beyond the capacity";
+}
+
 TEST_F(CapacityManagerTest, ConfigurationLevelClaimTakesTheFirstFreeSlotAsAkriScenarioTwelve) {
   add(instance("instance-a", 4,
                {{"instance-a-0", "C:akri.sh/config-a-1:node-a"},
@@ -489,6 +506,56 @@ TEST_F(CapacityManagerTest, ReallocatingAHeldVdevReusesItsSlot) {
       node_a_->allocate_configuration_level("default", {{"0"}}, table, UniqueInstances::required);
   EXPECT_EQ(again.at(0), (ContainerClaims{{"cam-1", 0}}));
   EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
+}
+
+// Two vdevs held from earlier pods, both on cam-1: the kubelet may give
+// them to one container (nothing else is free), which Required forbids.
+TEST_F(CapacityManagerTest, TwoHeldVdevsOfOneDeviceAreNotGivenToOneContainerUnderRequired) {
+  add(instance("cam-1", 2));
+  node_a_->allocate_configuration_level("default", {{"0"}}, table_of(*node_a_, {"cam-1"}),
+                                        UniqueInstances::required);
+  node_a_->allocate_configuration_level("default", {{"1"}}, table_of(*node_a_, {"cam-1"}),
+                                        UniqueInstances::required);
+  try {
+    node_a_->allocate_configuration_level("default", {{"0", "1"}}, table_of(*node_a_, {"cam-1"}),
+                                          UniqueInstances::required);
+    ADD_FAILURE() << "one container got two slots of cam-1";
+  } catch (const AllocationError& e) {
+    EXPECT_NE(std::string(e.what()).find("virtual devices 0 and 1 are both slots of cam-1"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(usage("cam-1").size(), 2u) << "the earlier claims stay";
+  auto claims = node_a_->allocate_configuration_level(
+      "default", {{"0", "1"}}, table_of(*node_a_, {"cam-1"}, UniqueInstances::preferred),
+      UniqueInstances::preferred);
+  EXPECT_EQ(claims.at(0), (ContainerClaims{{"cam-1", 0}, {"cam-1", 1}})) << "Preferred allows it";
+}
+
+// The table says vdev 0 is held, but its claim was freed since (by the slot
+// reclaimer) before the table was refreshed: the store decides.
+TEST_F(CapacityManagerTest, AHeldVdevIsConfirmedOnTheStoreBeforeItIsReused) {
+  add(instance("cam-1", 1));
+  node_a_->allocate_configuration_level("default", {{"0"}}, table_of(*node_a_, {"cam-1"}),
+                                        UniqueInstances::required);
+  const auto stale = table_of(*node_a_, {"cam-1"});
+  const auto held = SlotUsage::configuration_level("0", "node-a");
+
+  ASSERT_TRUE(node_a_->release({"default", "cam-1"}, 0, held));
+  node_a_->allocate_configuration_level("default", {{"0"}}, stale, UniqueInstances::required);
+  EXPECT_EQ(usage("cam-1").at("cam-1-0"), "C:0:node-a") << "freed meanwhile: claimed again";
+
+  ASSERT_TRUE(node_a_->release({"default", "cam-1"}, 0, held));
+  node_b_->allocate_instance_level({"default", "cam-1"}, {{"cam-1-0"}}, false);
+  try {
+    node_a_->allocate_configuration_level("default", {{"0"}}, stale, UniqueInstances::required);
+    ADD_FAILURE() << "vdev 0 was granted on a slot node-b holds";
+  } catch (const AllocationError& e) {
+    EXPECT_NE(std::string(e.what()).find("slot 0 of cam-1 is no longer this node's"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(usage("cam-1").at("cam-1-0"), "node-b");
 }
 
 TEST_F(CapacityManagerTest, PreferredLetsOneContainerTakeTwoSlotsOfOneDevice) {
