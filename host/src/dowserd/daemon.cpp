@@ -633,8 +633,17 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
 
 // ---- reclaiming ----------------------------------------------------------------------
 
-std::vector<reclaim::HeldSlot> Daemon::held_slots() const {
-  return reclaim::held_slots(options_.resource_domain, options_.node_name, capacity_.instances());
+std::vector<reclaim::HeldSlot> Daemon::held_slots() {
+  std::vector<std::string> unnamed;
+  auto held = reclaim::held_slots(options_.resource_domain, options_.node_name,
+                                  capacity_.instances(), &unnamed);
+  if (!unnamed.empty() && unnamed != unnamed_slots_told_) {
+    std::string text;
+    for (const auto& slot : unnamed) text += (text.empty() ? "" : "; ") + slot;
+    spdlog::warn("claims of this node the slot reclaimer cannot name, so never frees: {}", text);
+  }
+  unnamed_slots_told_ = std::move(unnamed);
+  return held;
 }
 
 void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {

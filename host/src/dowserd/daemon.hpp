@@ -135,7 +135,7 @@ class Daemon {
                                                      const capacity::InstanceKey& key) const;
   void restore_lost_claims();
 
-  std::vector<reclaim::HeldSlot> held_slots() const;
+  std::vector<reclaim::HeldSlot> held_slots();
   // An Allocate granted the slot: the reclaimer's grace for it starts over.
   void granted(const capacity::InstanceKey& key, uint32_t slot);
   void release(const reclaim::HeldSlot& slot);
@@ -218,6 +218,7 @@ class Daemon {
   std::set<reclaim::DeviceRef> unclaimed_before_, unclaimed_warned_;
   // The deviceUsage problems logged per Instance (report_unreadable_slots).
   std::map<capacity::InstanceKey, std::vector<std::string>> slot_problems_told_;
+  std::vector<std::string> unnamed_slots_told_;  // see held_slots
   // This node's claims on Instances deleted from outside, by slot: put back
   // once the Instance is written again (pods here still use those slots).
   std::map<capacity::InstanceKey, std::map<uint32_t, naming::SlotUsage>> lost_claims_;

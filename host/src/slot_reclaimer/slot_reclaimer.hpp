@@ -59,15 +59,20 @@ HeldSlot configuration_level_slot(std::string_view domain, std::string_view conf
                                   uint32_t slot, const std::string& node);
 
 // The claim `node` holds in one slot of an Instance, named as the kubelet
-// reports it; nullopt if the slot is free or another node's.
+// reports it; nullopt if the slot is free or another node's, or if its
+// Instance or Configuration name makes no valid resource name (then said in
+// `unnamed`, if given).
 std::optional<HeldSlot> held_slot(std::string_view domain, const std::string& node,
                                   const capacity::InstanceKey& key, const store::Instance& instance,
-                                  const capacity::InstanceSlots& slots, uint32_t slot);
+                                  const capacity::InstanceSlots& slots, uint32_t slot,
+                                  std::vector<std::string>* unnamed = nullptr);
 
-// Every claim `node` holds in these Instances (IL and CL alike).
+// Every claim `node` holds in these Instances (IL and CL alike), but those
+// held_slot cannot name (said in `unnamed`, if given).
 std::vector<HeldSlot> held_slots(
     std::string_view domain, const std::string& node,
-    const std::map<capacity::InstanceKey, store::StoredInstance>& instances);
+    const std::map<capacity::InstanceKey, store::StoredInstance>& instances,
+    std::vector<std::string>* unnamed = nullptr);
 
 // What the kubelet reports in use that no held slot names: a pod using a
 // slot the store does not show claimed (an Instance deleted or edited from

@@ -19,22 +19,35 @@ HeldSlot configuration_level_slot(std::string_view domain, std::string_view conf
 
 std::optional<HeldSlot> held_slot(std::string_view domain, const std::string& node,
                                   const capacity::InstanceKey& key, const store::Instance& instance,
-                                  const capacity::InstanceSlots& slots, uint32_t slot) {
+                                  const capacity::InstanceSlots& slots, uint32_t slot,
+                                  std::vector<std::string>* unnamed) {
   const auto& usage = slots.slots[slot];
   if (usage.is_free() || usage.node != node) return std::nullopt;
-  if (usage.kind == naming::SlotUsage::Kind::instance)
-    return instance_level_slot(domain, key, slot, node);
-  return configuration_level_slot(domain, instance.configuration_name, usage.vdev, key, slot, node);
+  try {
+    if (usage.kind == naming::SlotUsage::Kind::instance)
+      return instance_level_slot(domain, key, slot, node);
+    return configuration_level_slot(domain, instance.configuration_name, usage.vdev, key, slot,
+                                    node);
+  } catch (const std::invalid_argument& e) {
+    // Written by hand or by another program: no plugin of ours serves such a
+    // name, so the kubelet cannot report it in use.
+    if (unnamed) {
+      unnamed->push_back("Instance " + key.first + "/" + key.second + " slot " +
+                         std::to_string(slot) + ": " + e.what());
+    }
+    return std::nullopt;
+  }
 }
 
 std::vector<HeldSlot> held_slots(
     std::string_view domain, const std::string& node,
-    const std::map<capacity::InstanceKey, store::StoredInstance>& instances) {
+    const std::map<capacity::InstanceKey, store::StoredInstance>& instances,
+    std::vector<std::string>* unnamed) {
   std::vector<HeldSlot> held;
   for (const auto& [key, stored] : instances) {
     auto slots = capacity::InstanceSlots::decode(stored.instance);
     for (uint32_t i = 0; i < slots.capacity; ++i) {
-      if (auto slot = held_slot(domain, node, key, stored.instance, slots, i))
+      if (auto slot = held_slot(domain, node, key, stored.instance, slots, i, unnamed))
         held.push_back(std::move(*slot));
     }
   }

@@ -82,6 +82,29 @@ TEST(HeldSlotsTest, AkriItemNineEveryClaimOfThisNodeAndNoOtherNodes) {
             std::vector<HeldSlot>{instance_level_slot("akri.sh", key, 2, "node-b")});
 }
 
+// An Instance written by hand or by another program may have a name no
+// resource can have; its claims are skipped and said, not thrown on (the
+// reclaimer runs on the core thread).
+TEST(HeldSlotsTest, AClaimUnderANameNoResourceCanHaveIsSkippedAndSaid) {
+  store::StoredInstance stored;
+  stored.instance.name = std::string(70, 'x');
+  stored.instance.configuration_name = "config-a";
+  stored.instance.capacity = 2;
+  stored.instance.device_usage = {{stored.instance.name + "-0", "node-a"},
+                                  {stored.instance.name + "-1", "C:0:node-a"}};
+  const capacity::InstanceKey key{"default", stored.instance.name};
+  std::vector<std::string> unnamed;
+  auto held = held_slots("akri.sh", "node-a", {{key, stored}}, &unnamed);
+  EXPECT_EQ(held, std::vector<HeldSlot>{configuration_level_slot("akri.sh", "config-a", "0", key, 1,
+                                                                 "node-a")})
+      << "the CL claim is named by its Configuration";
+  ASSERT_EQ(unnamed.size(), 1u);
+  EXPECT_NE(unnamed[0].find("Instance default/" + stored.instance.name + " slot 0"),
+            std::string::npos)
+      << unnamed[0];
+  EXPECT_NE(unnamed[0].find("is not valid"), std::string::npos) << unnamed[0];
+}
+
 TEST_F(StaleSlotTrackerTest, NotDueBeforeGrace) {
   EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0).empty());
   EXPECT_TRUE(tracker.due({il_slot(0)}, {}, t0 + 19s).empty());
