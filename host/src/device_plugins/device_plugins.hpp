@@ -184,6 +184,10 @@ class PluginManager {
   struct Registrations;
   std::shared_ptr<Registrations> registrations_;  // calls a stopping manager ends first
   size_t answered_since_trim_ = 0;
+  // Registration attempts are numbered across all plugins, not per plugin: a
+  // plugin removed and added again while its Register was in flight must
+  // not take that call's answer for its own.
+  uint64_t last_generation_ = 0;
 };
 
 // The IL plugin of one Instance: its devices are the Instance's slots.

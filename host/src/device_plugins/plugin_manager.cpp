@@ -262,7 +262,7 @@ struct PluginManager::Watcher {
 struct PluginManager::Entry {
   std::unique_ptr<DevicePluginServer> server;
   PluginStats stats;
-  uint64_t generation = 0;  // bumped per registration attempt; stale answers are ignored
+  uint64_t generation = 0;  // of its last registration attempt; stale answers are ignored
   // Sent in a Register since it was served: the next Register needs a fresh socket.
   bool socket_offered = false;
   bool register_when_served = false;               // a Register waits for the server to start
@@ -433,7 +433,7 @@ void PluginManager::stop_all() {
 void PluginManager::register_plugin(const std::string& resource_name,
                                     std::chrono::milliseconds delay) {
   auto& entry = *plugins_.at(resource_name);
-  uint64_t generation = ++entry.generation;
+  uint64_t generation = entry.generation = ++last_generation_;
   entry.timer->expires_after(delay);
   entry.timer->async_wait(
       [this, link = link_, resource_name, generation](const boost::system::error_code& error) {
@@ -597,7 +597,7 @@ void PluginManager::on_socket_deleted(const std::string& file_name) {
       // Its server kept the deleted directory in use. The directory's
       // re-creation serves it anew; nothing registered before then counts.
       spdlog::info("{}: its socket {} went with the kubelet directory", name, file_name);
-      ++entry->generation;
+      entry->generation = ++last_generation_;
       entry->timer->cancel();
       serve(name, *entry);  // only stops its server, and says why
       return;
