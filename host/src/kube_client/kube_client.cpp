@@ -200,6 +200,13 @@ curl_blob blob_of(const std::string& data) {
   return curl_blob{const_cast<char*>(data.data()), data.size(), CURL_BLOB_COPY};
 }
 
+// An object as a request body. Text from outside (a handler's error message
+// in an Event) may hold bytes that are not UTF-8, on which a strict dump
+// throws; the API server takes only UTF-8, so such bytes become U+FFFD.
+std::string body_of(const json& object) {
+  return object.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace
 
 struct KubeClient::State {
@@ -361,14 +368,14 @@ json KubeClient::list(const ResourceType& type, const std::string& namespace_nam
 json KubeClient::create(const ResourceType& type, const std::string& namespace_name,
                         const json& object) {
   require_namespace(type, namespace_name, "create");
-  return state_->perform_json("POST", resource_path(type, namespace_name), object.dump());
+  return state_->perform_json("POST", resource_path(type, namespace_name), body_of(object));
 }
 
 json KubeClient::replace(const ResourceType& type, const std::string& namespace_name,
                          const json& object) {
   require_namespace(type, namespace_name, "replace");
   const std::string name = name_of(object, "replace");
-  return state_->perform_json("PUT", resource_path(type, namespace_name, name), object.dump());
+  return state_->perform_json("PUT", resource_path(type, namespace_name, name), body_of(object));
 }
 
 void KubeClient::remove(const ResourceType& type, const std::string& namespace_name,

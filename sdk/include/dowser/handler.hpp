@@ -322,10 +322,16 @@ class RequestView {
   dowser_discover_request raw_{};
 };
 
-// Writes a NUL-terminated, truncated message into a caller's buffer (rule O5).
+// Writes a NUL-terminated, truncated message into a caller's buffer (rule O5),
+// cut before a UTF-8 character it would split.
 inline void write_error(char* err, size_t err_cap, std::string_view message) noexcept {
   if (err == nullptr || err_cap == 0) return;
   size_t n = std::min(message.size(), err_cap - 1);
+  auto continues = [&](size_t at) {
+    return (static_cast<unsigned char>(message[at]) & 0xC0) == 0x80;
+  };
+  if (n < message.size())
+    while (n > 0 && continues(n)) --n;  // message[n] would be a character's later byte
   std::memcpy(err, message.data(), n);
   err[n] = '\0';
 }

@@ -195,6 +195,18 @@ TEST_F(KubeClientServerTest, CreatesReadsReplacesAndRemovesWithPreconditions) {
               }).not_found());
 }
 
+// Text from a handler (an Event's message) may hold bytes that are not
+// UTF-8: they are replaced, not thrown on where nothing catches it.
+TEST_F(KubeClientServerTest, BytesThatAreNotUtf8AreSentAsReplacementCharacters) {
+  KubeClient client(server_.access());
+  const json created = client.create(kConfigMaps, "default", config_map("odd", "bad \xc3 byte"));
+  EXPECT_EQ(created.at("data").at("value"), "bad \xef\xbf\xbd byte");
+  json changed = created;
+  changed["data"]["value"] = "cut \xe2\x82";
+  EXPECT_EQ(client.replace(kConfigMaps, "default", changed).at("data").at("value"),
+            "cut \xef\xbf\xbd");
+}
+
 TEST_F(KubeClientServerTest, ListsBySelectorAndHandlesClusterScopedTypes) {
   KubeClient client(server_.access());
   json labelled = config_map("labelled", "1");

@@ -88,4 +88,16 @@ TEST(AbiConversion, ErrorsAreTruncatedAndTerminated) {
   dowser::abi::write_error(nullptr, 0, "ignored");  // must not crash
 }
 
+// A cut through a character would leave bytes that are not UTF-8, which
+// the host passes on into logs and Kubernetes Events.
+TEST(AbiConversion, ErrorsAreCutBeforeACharacterTheyWouldSplit) {
+  char buffer[6];
+  dowser::abi::write_error(buffer, sizeof buffer, "cam \xc3\xa9t\xc3\xa9");  // "cam été"
+  EXPECT_STREQ(buffer, "cam ") << "the two bytes of the first é do not fit in 5";
+  dowser::abi::write_error(buffer, sizeof buffer, "ab\xe2\x82\xac!");  // "ab€!"
+  EXPECT_STREQ(buffer, "ab\xe2\x82\xac");
+  dowser::abi::write_error(buffer, sizeof buffer, "\xf0\x9f\x93\xb7\xf0\x9f\x93\xb7");
+  EXPECT_STREQ(buffer, "\xf0\x9f\x93\xb7") << "a 4-byte character fits, the next does not";
+}
+
 }  // namespace
