@@ -347,6 +347,16 @@ void DiscoveryManager::validate(const configuration::Configuration& configuratio
                                std::to_string(options_.validate_wait.count()) + " ms");
     }
   } catch (const host::HandlerCallError& e) {
+    if (e.status() != DOWSER_ERR_INVALID_ARGUMENT) {
+      // Only DOWSER_ERR_INVALID_ARGUMENT is a verdict on the details; a
+      // handler out of memory or unable to reach a service says nothing of
+      // them, and refusing would hold the Configuration until it is edited.
+      spdlog::warn(
+          "Configuration {}/{}: handler {} could not check the discovery details ({}): "
+          "starting discovery, which is retried while it fails",
+          configuration.namespace_name, configuration.name, configuration.handler_name, e.what());
+      return;
+    }
     if (!accepted_.accepted({configuration.namespace_name, configuration.name}, digest)) throw;
     spdlog::warn(
         "Configuration {}/{}: handler {} refuses discovery details it accepted before ({}): "
@@ -465,7 +475,7 @@ void DiscoveryManager::open_session(Session& session) {
           on_core([this, key, generation, refused, reason = std::string(e.what())] {
             start_failed(key, generation, refused, reason);
           });
-        } catch (const std::runtime_error& e) {  // init failed: it may succeed later
+        } catch (const std::exception& e) {  // init failed, or out of memory: may succeed later
           on_core([this, key, generation, reason = std::string(e.what())] {
             start_failed(key, generation, false, reason);
           });
@@ -506,15 +516,17 @@ void DiscoveryManager::session_event(const ConfigurationKey& key, uint64_t gener
   auto it = sessions_.find(key);
   if (it == sessions_.end() || it->second->generation != generation || !it->second->sink) return;
   auto& session = *it->second;
-  if (auto error = session.sink->error()) {
-    close_session(session);
-    retry_later(session, "the handler ended discovery: " + error->second);
-    return;
-  }
-  if (auto changes = session.sink->take_changes()) {
-    session.retry_delay = options_.first_retry;  // it works again
+  // What the handler reported before it ended the session still holds (a
+  // last empty list says its devices are gone): delivered first.
+  auto changes = session.sink->take_changes();
+  auto error = session.sink->error();
+  if (changes) {
+    if (!error) session.retry_delay = options_.first_retry;  // it works again
     events_.devices(key, std::move(*changes));
   }
+  if (!error) return;
+  close_session(session);
+  retry_later(session, "the handler ended discovery: " + error->second);
 }
 
 void DiscoveryManager::retry_later(Session& session, const std::string& reason) {

@@ -3,6 +3,7 @@
 // handler that is not there yet; events arrive on a core thread of the test.
 #include "discovery_manager.hpp"
 #include "eventually.hpp"
+#include "log_capture.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -327,6 +328,51 @@ TEST_F(DiscoveryManagerTest, DetailsTheHandlerRefusesAtStartAreRefusedNotRetried
 
 // The refuses-later fixture accepts its details and soon ends with an
 // error; from when the state file says so, it refuses them.
+// A handler that reports its devices (an empty list when they went) and
+// then ends the session: the list still counts.
+TEST_F(DiscoveryManagerTest, DevicesReportedJustBeforeAnErrorAreDelivered) {
+  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
+  Configuration configuration = echoes("");
+  configuration.handler_name = "fixtureRefusesLater";
+  configuration.discovery_properties = {
+      {"FIXTURE_STATE_FILE", refuses_later_state().string(), {}, {}},
+      {"FIXTURE_REPORT_DEVICE", "dev-a", {}, {}}};
+  const fs::path ended = refuses_later_state().string() + ".ended";
+  // The core thread waits until the handler has reported and ended the
+  // session, so that both reach it as one event (its retries report nothing).
+  on_core([&] {
+    manager_->start();
+    manager_->run(configuration);
+    EXPECT_TRUE(dowser::test::eventually([&] { return fs::exists(ended); }));
+  });
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return mentions(reports.failures, "the handler ended discovery: fixture: lost the device");
+  }));
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return !reports.snapshots.empty() &&
+           reports.snapshots.front() == std::vector<std::string>{"dev-a"};
+  })) << "the devices reported before the error were dropped";
+}
+
+// A validation that fails for a passing reason is no refusal: the
+// Configuration would otherwise stay refused until it is edited.
+TEST_F(DiscoveryManagerTest, AValidationThatFailsWithoutRefusingDoesNotRefuse) {
+  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
+  Configuration configuration = echoes("");
+  configuration.handler_name = "fixtureRefusesLater";
+  configuration.discovery_properties = {
+      {"FIXTURE_STATE_FILE", refuses_later_state().string(), {}, {}}};
+  std::ofstream(refuses_later_state()) << "busy";
+  const dowser::test::LogCapture log;
+  on_core([&] {
+    manager_->start();
+    EXPECT_NO_THROW(manager_->validate(configuration));
+  });
+  EXPECT_NE(log.text().find("could not check the discovery details"), std::string::npos)
+      << log.text();
+  EXPECT_NE(log.text().find("fixture: too busy to validate"), std::string::npos) << log.text();
+}
+
 const char* const kRefusal = "fixture: refuses these details now";
 
 bool retried_refusals_only(const Recorder::Reports& reports) {
