@@ -2,12 +2,11 @@
 // authentication, CRUD with preconditions, watches, 410 and reconnects.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "apiserver_peer.hpp"
 #include "kube_client.hpp"
+#include "recorder.hpp"
 
 namespace dowser::kube::testing {
 namespace {
@@ -17,7 +16,6 @@ using namespace std::chrono_literals;
 
 const ResourceType kConfigMaps{"", "v1", "configmaps", true};
 const ResourceType kNamespaces{"", "v1", "namespaces", false};
-constexpr auto kDeadline = 20s;
 
 json config_map(const std::string& name, const std::string& value) {
   return {{"apiVersion", "v1"},
@@ -40,38 +38,7 @@ ApiError error_of(const std::function<void()>& action) {
   return {-1, "", "no ApiError"};
 }
 
-// Whatever a watch or reflector reported, with waits on it.
-class Recorder {
- public:
-  void add(const std::string& entry) {
-    {
-      const std::lock_guard lock(mutex_);
-      entries_.push_back(entry);
-    }
-    changed_.notify_all();
-  }
-  bool wait_for(const std::function<bool(const std::vector<std::string>&)>& holds,
-                std::chrono::milliseconds timeout = kDeadline) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return holds(entries_); });
-  }
-  bool wait_for_entry(const std::string& entry, std::chrono::milliseconds timeout = kDeadline) {
-    return wait_for(
-        [&](const auto& entries) {
-          return std::find(entries.begin(), entries.end(), entry) != entries.end();
-        },
-        timeout);
-  }
-  std::vector<std::string> entries() const {
-    const std::lock_guard lock(mutex_);
-    return entries_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::string> entries_;
-};
+using dowser::test::Recorder;
 
 class KubeClientServerTest : public ::testing::Test {
  protected:
