@@ -127,9 +127,12 @@ class KubeClient {
 
   // One watch request from resource_version (with allowWatchBookmarks):
   // calls on_event for each event on the calling thread until the server
-  // ends the stream (returns normally), stop becomes true (returns soon
-  // after, within about 100 ms), or an error (throws ApiError; status 410
-  // when resource_version is too old, also when it arrives as an ERROR event).
+  // ends the stream (returns normally), the accepted (200) stream stays
+  // silent for watch_idle or outlasts watch_duration + watch_idle (returns
+  // normally too: servers that send no bookmarks go quiet on a type nobody
+  // changes), stop becomes true (returns soon after, within about 100 ms), or
+  // an error (throws ApiError; status 410 when resource_version is too old,
+  // also when it arrives as an ERROR event).
   void watch(const ResourceType& type, const std::string& namespace_name,
              const std::string& resource_version,
              const std::function<void(const WatchEvent&)>& on_event, const std::atomic<bool>& stop);
@@ -153,9 +156,10 @@ struct Backoff {
 };
 
 // Keeps an up-to-date view of one resource type: list, then watch from the
-// list's resourceVersion; on 410 Gone re-lists; on any other error or a
-// stream end, reconnects (watch from the last resourceVersion seen, bookmarks
-// included) with backoff. Handlers run on the reflector's own thread, in
+// list's resourceVersion; on 410 Gone re-lists; after a watch ends normally,
+// watches again at once from the last resourceVersion seen (bookmarks
+// included); on any other error, or a watch that ended at once with nothing,
+// reconnects the same way with backoff. Handlers run on the reflector's own thread, in
 // order; they must not throw and must not call stop().
 class Reflector {
  public:

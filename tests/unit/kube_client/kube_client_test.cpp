@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "apiserver_peer.hpp"
+#include "eventually.hpp"
 #include "kube_client.hpp"
 #include "recorder.hpp"
 
@@ -46,7 +47,8 @@ class KubeClientServerTest : public ::testing::Test {
 };
 
 TEST_F(KubeClientServerTest, RefusesAServerSignedByAnotherCa) {
-  // Another CA, made the same way: the server's certificate does not chain to it.
+  // Another CA, made the same way: the server's certificate does not chain to
+  // it.
   const TemporaryDirectory other;
   ASSERT_EQ(
       std::system((std::string(KUBE_APISERVER_DIR) + "/make-pki.sh " +  // NOLINT(cert-env33-c)
@@ -95,9 +97,11 @@ TEST_F(KubeClientServerTest, ReReadsTheTokenFileWhenItIsRotated) {
   write_text(token_file, read_text(server_.token_file()));
   EXPECT_NO_THROW(client.list(kNamespaces, ""));
 
-  write_text(server_.token_file(), "rotated-token-0123456789\n");  // the server rotates
+  write_text(server_.token_file(),
+             "rotated-token-0123456789\n");  // the server rotates
   EXPECT_EQ(error_of([&] { client.list(kNamespaces, ""); }).status(), 401);
-  write_text(token_file, "rotated-token-0123456789\n");  // and so does the kubelet
+  write_text(token_file,
+             "rotated-token-0123456789\n");  // and so does the kubelet
   EXPECT_NO_THROW(client.list(kNamespaces, ""));
 }
 
@@ -147,7 +151,8 @@ TEST_F(KubeClientServerTest, CreatesReadsReplacesAndRemovesWithPreconditions) {
   ASSERT_EQ(listed.at("items").size(), 1u);
   EXPECT_EQ(listed.at("items")[0].at("data").at("value"), "two");
   EXPECT_FALSE(version_of(listed).empty());
-  EXPECT_EQ(client.list(kConfigMaps, "").at("items").size(), 1u);  // all namespaces
+  EXPECT_EQ(client.list(kConfigMaps, "").at("items").size(),
+            1u);  // all namespaces
 
   EXPECT_TRUE(error_of([&] {
                 client.remove(kConfigMaps, "default", "settings", first_version);
@@ -282,7 +287,8 @@ TEST_F(WatchTest, AReflectorReListsWhenItsVersionExpires) {
   client.remove(kConfigMaps, "default", "removed");
   for (int i = 5; i < 10; ++i)
     client.create(kNamespaces, "", {{"metadata", {{"name", "filler-" + std::to_string(i)}}}});
-  // Either the live watch saw "after" or the re-list does; the re-list must come.
+  // Either the live watch saw "after" or the re-list does; the re-list must
+  // come.
   EXPECT_TRUE(recorder.wait_for([](const auto& entries) {
     return std::count_if(entries.begin(), entries.end(), [](const std::string& entry) {
              return entry.rfind("listed ", 0) == 0;
@@ -327,6 +333,45 @@ TEST(ReflectorRestartTest, ReconnectsAfterTheServerRestarts) {
   }
   EXPECT_TRUE(seen) << ::testing::PrintToString(recorder.entries());
   reflector.stop();
+}
+
+// How many watch requests the server has finished (its log has a line per
+// request, written when the request ends).
+size_t finished_watches(const TestApiServer& server) {
+  const std::string log = read_text(server.directory() / "requests.log");
+  size_t count = 0;
+  for (size_t at = log.find("watch=1"); at != std::string::npos; at = log.find("watch=1", at + 1))
+    ++count;
+  return count;
+}
+
+bool any_failed(const std::vector<std::string>& entries) {
+  return std::any_of(entries.begin(), entries.end(),
+                     [](const std::string& entry) { return entry.rfind("failed", 0) == 0; });
+}
+
+// This server sends bookmarks once a minute only, like servers that send
+// none: nothing keeps an idle watch talking, so the client's idle limit ends
+// it. That is the normal end of a quiet watch, not a failure: nothing is
+// reported and the reflector watches again at once, not after a backoff (an
+// hour here, so that only an immediate reconnect sees the changes).
+TEST(ReflectorIdleTest, AWatchEndedByTheIdleLimitIsNoFailure) {
+  TestApiServer server;
+  Timeouts timeouts;
+  timeouts.watch_idle = 1s;
+  KubeClient client(server.access(), timeouts);
+  Recorder recorder;
+  Reflector reflector(client, kConfigMaps, "default", recording(recorder), Backoff{1h, 1h});
+  reflector.start();
+  ASSERT_TRUE(recorder.wait_for_entry("listed "));
+  EXPECT_TRUE(
+      dowser::test::eventually([&] { return finished_watches(server) >= 3; }, Recorder::kDeadline))
+      << "watches ended by the idle limit: " << finished_watches(server) << "; reflector saw "
+      << ::testing::PrintToString(recorder.entries());
+  client.create(kConfigMaps, "default", config_map("after-idle", "x"));
+  EXPECT_TRUE(recorder.wait_for_entry("ADDED after-idle"));
+  reflector.stop();
+  EXPECT_FALSE(any_failed(recorder.entries())) << ::testing::PrintToString(recorder.entries());
 }
 
 TEST(ReflectorStopTest, StopsPromptlyWhileWaitingToReconnect) {
