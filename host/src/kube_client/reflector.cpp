@@ -1,5 +1,5 @@
 // Reflector: list, then watch from the list's resourceVersion; re-list on
-// 410 Gone; watch again at once after a normal end;
+// 410 Gone or a version too large; watch again at once after a normal end;
 // reconnect with capped, fully jittered backoff otherwise.
 #include <condition_variable>
 #include <mutex>
@@ -103,8 +103,10 @@ struct Reflector::State {
       if (progressed || std::chrono::steady_clock::now() - started >= kShortestHealthyWatch)
         return 0;
     } catch (const ApiError& error) {
-      // 410: the version is too old for the server's history; re-list.
-      if (error.gone()) {
+      // 410: the version is too old for the server's history; too large: the
+      // server will not reach it (restored from a backup). Either way, only
+      // a new list gives a version to watch from, as client-go does.
+      if (error.gone() || error.resource_version_too_large()) {
         version.clear();
       } else {
         report(error);

@@ -374,6 +374,42 @@ TEST(ReflectorIdleTest, AWatchEndedByTheIdleLimitIsNoFailure) {
   EXPECT_FALSE(any_failed(recorder.entries())) << ::testing::PrintToString(recorder.entries());
 }
 
+// A server restored from an older backup (here: restarted, empty) is behind
+// the version the reflector watches from: "too large", and waiting does not
+// help, it will not get there. The reflector must list again, as client-go
+// does, and see what the server has now.
+TEST(ReflectorTooLargeTest, ReListsWhenTheServerHasNotReachedItsVersion) {
+  TestApiServer server;
+  Timeouts timeouts;
+  timeouts.connect = 1s;
+  // The token-file context: the restarted server has a new token.
+  KubeClient client(server.access("dowser-test-token-file"), timeouts);
+  // Far more writes than the restarted server makes before the reflector
+  // reconnects (it applies the CRDs).
+  for (int i = 0; i < 20; ++i)
+    client.create(kConfigMaps, "default", config_map("before-" + std::to_string(i), "x"));
+  Recorder recorder;
+  Reflector reflector(client, kConfigMaps, "default", recording(recorder), Backoff{20ms, 200ms});
+  reflector.start();
+  ASSERT_TRUE(recorder.wait_for([](const auto& entries) {
+    return !entries.empty() && entries.front().rfind("listed before-0,", 0) == 0;
+  })) << ::testing::PrintToString(recorder.entries());
+
+  server.restart();
+  client.create(kConfigMaps, "default", config_map("after-restore", "x"));
+  // In the re-list, or in the watch from the re-list's version.
+  EXPECT_TRUE(recorder.wait_for([](const auto& entries) {
+    return std::find(entries.begin(), entries.end(), "listed after-restore") != entries.end() ||
+           std::find(entries.begin(), entries.end(), "ADDED after-restore") != entries.end();
+  })) << ::testing::PrintToString(recorder.entries());
+  reflector.stop();
+  // Refused connections while the server restarted are failures; the
+  // version is not: a re-list answers it, as for 410.
+  const auto entries = recorder.entries();
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), "failed 504"), 0)
+      << ::testing::PrintToString(entries);
+}
+
 TEST(ReflectorStopTest, StopsPromptlyWhileWaitingToReconnect) {
   ClusterAccess access;
   access.server = "https://127.0.0.1:1";  // nothing listens: every attempt fails
