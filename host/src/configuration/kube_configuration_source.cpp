@@ -165,6 +165,9 @@ struct KubeConfigurationSource::State {
   const ReferencedObjects& objects_of(ReferenceKind kind) const {
     return kind == ReferenceKind::secret ? secrets_ : config_maps_;
   }
+  bool outside_scope(const KeyReference& reference) const {
+    return !namespace_name.empty() && reference.namespace_name != namespace_name;
+  }
   bool waits_for_listing(const Configuration& configuration) const;
   std::optional<std::string> lookup(ReferenceKind kind, const KeyReference& reference) const;
   json warning(const Identity& identity, const Parsed* parsed, const std::string& reason,
@@ -228,15 +231,15 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
 }
 
 // Whether a value the Configuration needs comes from a kind still being
-// listed: a Secret not listed yet is not a missing one. References to a
-// kind the API server refuses are not waited for.
+// listed: a Secret not listed yet is not a missing one. References that
+// cannot be read anyway (out of scope, refused) are not waited for.
 bool KubeConfigurationSource::State::waits_for_listing(const Configuration& configuration) const {
   return std::any_of(
       configuration.discovery_properties.begin(), configuration.discovery_properties.end(),
       [this](const DiscoveryProperty& property) {
         const auto& reference =
             property.secret_key_ref ? property.secret_key_ref : property.config_map_key_ref;
-        if (property.value || !reference) return false;
+        if (property.value || !reference || outside_scope(*reference)) return false;
         const ReferencedObjects& kind =
             objects_of(property.secret_key_ref ? ReferenceKind::secret : ReferenceKind::config_map);
         return !kind.listed && kind.refusal.empty();
@@ -245,6 +248,13 @@ bool KubeConfigurationSource::State::waits_for_listing(const Configuration& conf
 
 std::optional<std::string> KubeConfigurationSource::State::lookup(
     ReferenceKind kind, const KeyReference& reference) const {
+  if (outside_scope(reference)) {
+    // Akri's default namespace for a reference is "default", whatever the
+    // Configuration's: dowserd keeps it, and says why it cannot follow it.
+    throw UnreadableReference("outside namespace " + namespace_name +
+                              ", the only one dowserd reads (--namespace " + namespace_name +
+                              "); a reference without a namespace means \"default\", as in Akri");
+  }
   const ReferencedObjects& objects = objects_of(kind);
   if (!objects.listed) {
     // Roles in the namespaces that hold the objects do not allow a list

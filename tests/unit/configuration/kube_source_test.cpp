@@ -16,8 +16,10 @@ using kube::testing::TestApiServer;
 using nlohmann::json;
 
 const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+const kube::ResourceType kSecrets{"", "v1", "secrets", true};
 const kube::ResourceType kConfigMaps{"", "v1", "configmaps", true};
 const kube::ResourceType kEvents{"", "v1", "events", true};
+const kube::ResourceType kNamespaces{"", "v1", "namespaces", false};
 
 // A debugEcho Configuration with one discovery property, taken from
 // value_from (a secretKeyRef or configMapKeyRef object) unless it is null.
@@ -110,6 +112,41 @@ TEST(KubeConfigurationSource, SecretsItMayNotReadHoldBackOnlyTheConfigurationsUs
     }
     return false;
   })) << client.list(kEvents, "default").dump();
+  source.stop();
+}
+
+// Akri reads a reference without a namespace from "default", whatever the
+// Configuration's namespace, and so does dowserd. With --namespace edge it
+// reads nothing outside edge: such a reference must say so, not wait for
+// a Secret it will never see.
+TEST(KubeConfigurationSource, AReferenceOutsideTheWatchedNamespaceIsRefusedSayingWhy) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  client.create(kNamespaces, "", {{"metadata", {{"name", "edge"}}}});
+  for (const char* namespace_name : {"default", "edge"}) {
+    client.create(kSecrets, namespace_name,
+                  {{"metadata", {{"name", "login"}}}, {"stringData", {{"user", "admin"}}}});
+  }
+  client.create(
+      kConfigurations, "edge",
+      configuration("edge", "implicit", {{"secretKeyRef", {{"name", "login"}, {"key", "user"}}}}));
+  client.create(kConfigurations, "edge",
+                configuration("edge", "explicit",
+                              {{"secretKeyRef",
+                                {{"name", "login"}, {"key", "user"}, {"namespace", "edge"}}}}));
+
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "edge", "node-a", recording(recorder));
+  source.start();
+  EXPECT_TRUE(recorder.wait_for_entry("upserted edge/explicit"))
+      << ::testing::PrintToString(recorder.entries());
+  const std::string reason = unresolved_reason(recorder, "edge/implicit");
+  EXPECT_TRUE(contains(reason,
+                       "discovery property LOGIN needs key user of Secret default/login: "
+                       "outside namespace edge, the only one dowserd reads (--namespace "
+                       "edge); a reference without a namespace means \"default\", as in "
+                       "Akri"))
+      << reason;
   source.stop();
 }
 
