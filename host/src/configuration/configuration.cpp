@@ -525,6 +525,17 @@ std::string reference_path(std::size_t index, ReferenceKind kind) {
          (kind == ReferenceKind::secret ? "secretKeyRef" : "configMapKeyRef");
 }
 
+const char* kind_name(ReferenceKind kind) {
+  return kind == ReferenceKind::secret ? "Secret" : "ConfigMap";
+}
+
+// "discovery property P needs key K of Secret N/S": what a reason is about.
+std::string needed_value(const std::string& property, ReferenceKind kind,
+                         const KeyReference& reference) {
+  return "discovery property " + property + " needs key " + reference.key + " of " +
+         kind_name(kind) + " " + reference.namespace_name + "/" + reference.name;
+}
+
 }  // namespace
 
 Configuration resolve_references(const Configuration& configuration, const ReferenceLookup& find) {
@@ -541,17 +552,20 @@ Configuration resolve_references(const Configuration& configuration, const Refer
     }
     const ReferenceKind kind =
         property.secret_key_ref ? ReferenceKind::secret : ReferenceKind::config_map;
-    property.value = find(kind, *reference);
+    std::string problem;
+    try {
+      property.value = find(kind, *reference);
+      problem =
+          std::string("no such ") + kind_name(kind) + ", or no such key in it; waiting for it";
+    } catch (const UnreadableReference& unreadable) {
+      problem = unreadable.what();
+    }
     if (property.value) {
       resolved.discovery_properties.push_back(std::move(property));
     } else if (!reference->optional) {
-      throw ConfigurationError(
-          configuration.namespace_name + "/" + configuration.name, reference_path(i, kind),
-          "discovery property " + property.name + " needs key " + reference->key + " of " +
-              (kind == ReferenceKind::secret ? "Secret " : "ConfigMap ") +
-              reference->namespace_name + "/" + reference->name + ": no such " +
-              (kind == ReferenceKind::secret ? "Secret" : "ConfigMap") +
-              ", or no such key in it; waiting for it");
+      throw ConfigurationError(configuration.namespace_name + "/" + configuration.name,
+                               reference_path(i, kind),
+                               needed_value(property.name, kind, *reference) + ": " + problem);
     }
   }
   return resolved;

@@ -193,14 +193,19 @@ class FileConfigurationSource : public ConfigurationSource {
 
 // The value of every discovery property: plain values stay, `valueFrom`
 // references are looked up with find (nullopt: that Secret or ConfigMap, or
-// that key in it, does not exist). A missing optional reference drops the
-// property; a missing required one throws ConfigurationError (source
+// that key in it, does not exist; UnreadableReference: it cannot be looked
+// up at all, and why). A missing or unreadable optional reference drops the
+// property; a required one throws ConfigurationError (source
 // "<namespace>/<name>", the reference's field path, a reason naming the
-// property, the object and the key, never a value). References are kept, so
-// a changed value makes same_discovery() false.
+// property, the object and the key, and why, never a value). References are
+// kept, so a changed value makes same_discovery() false.
 enum class ReferenceKind { secret, config_map };
 using ReferenceLookup =
     std::function<std::optional<std::string>(ReferenceKind, const KeyReference&)>;
+class UnreadableReference : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 Configuration resolve_references(const Configuration& configuration, const ReferenceLookup& find);
 
 // Configurations (configurations.akri.sh/v0) from the cluster, in one

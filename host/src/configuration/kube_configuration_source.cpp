@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -106,6 +107,16 @@ struct Parsed {
   std::string resource_version;
 };
 
+// What is known of one kind of object that discoveryProperties reference.
+struct ReferencedObjects {
+  explicit ReferencedObjects(std::string plural_in) : plural(std::move(plural_in)) {}
+  std::string plural;  // "secrets", as in RBAC rules
+  bool listed = false;
+  // Why the API server refuses to list them (401, 403), until it lists them.
+  std::string refusal;
+  std::map<Identity, KeyValues> objects;
+};
+
 // An object with a deletionTimestamp is on its way out (finalizers, Akri's
 // included, may hold it for long): it no longer asks for discovery.
 bool terminating(const json& object) {
@@ -140,16 +151,24 @@ struct KubeConfigurationSource::State {
   // ---- reflector handlers (each on its reflector's thread) ----
   void configurations_listed(const std::vector<json>& objects);
   void configuration_changed(const std::string& type, const json& object);
-  void references_listed(std::map<Identity, KeyValues>& cache, bool& listed,
-                         const std::vector<json>& objects, KeyValues (*values_of)(const json&));
-  void reference_changed(std::map<Identity, KeyValues>& cache, const std::string& type,
-                         const json& object, KeyValues (*values_of)(const json&));
+  void references_listed(ReferencedObjects& kind, const std::vector<json>& objects,
+                         KeyValues (*values_of)(const json&));
+  void reference_changed(ReferencedObjects& kind, const std::string& type, const json& object,
+                         KeyValues (*values_of)(const json&));
+  void references_failed(ReferencedObjects& kind, const kube::ApiError& error);
 
   // ---- state, under mutex ----
   void store(const json& object, Reports& reports);
-  bool ready() const { return configurations_listed_ && secrets_listed_ && config_maps_listed_; }
   void evaluate_all(Reports& reports);
   void evaluate(const Identity& identity, Reports& reports);
+  void tell_synced_once_complete();
+  const ReferencedObjects& objects_of(ReferenceKind kind) const {
+    return kind == ReferenceKind::secret ? secrets_ : config_maps_;
+  }
+  bool outside_scope(const KeyReference& reference) const {
+    return !namespace_name.empty() && reference.namespace_name != namespace_name;
+  }
+  bool waits_for_listing(const Configuration& configuration) const;
   std::optional<std::string> lookup(ReferenceKind kind, const KeyReference& reference) const;
   json warning(const Identity& identity, const Parsed* parsed, const std::string& reason,
                const std::string& message) const;
@@ -169,12 +188,14 @@ struct KubeConfigurationSource::State {
   std::mutex mutex;
   std::map<Identity, Parsed> parsed_;                 // last good version of each object
   std::map<Identity, std::string> reported_invalid_;  // resourceVersion reported bad
-  std::map<Identity, KeyValues> secrets_, config_maps_;
+  ReferencedObjects secrets_{kSecrets.plural}, config_maps_{kConfigMaps.plural};
+  // Not evaluated yet: they reference a kind not listed yet.
+  std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
   std::map<Identity, std::string> unresolved_;   // the problem last reported
   // The daemon's problems posted for each object's current resourceVersion.
   std::map<Identity, std::pair<std::string, std::set<std::string>>> problems_posted_;
-  bool configurations_listed_ = false, secrets_listed_ = false, config_maps_listed_ = false;
+  bool configurations_listed_ = false;
   bool synced_ = false;
 
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
@@ -209,9 +230,43 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
   }
 }
 
+// Whether a value the Configuration needs comes from a kind still being
+// listed: a Secret not listed yet is not a missing one. References that
+// cannot be read anyway (out of scope, refused) are not waited for.
+bool KubeConfigurationSource::State::waits_for_listing(const Configuration& configuration) const {
+  return std::any_of(
+      configuration.discovery_properties.begin(), configuration.discovery_properties.end(),
+      [this](const DiscoveryProperty& property) {
+        const auto& reference =
+            property.secret_key_ref ? property.secret_key_ref : property.config_map_key_ref;
+        if (property.value || !reference || outside_scope(*reference)) return false;
+        const ReferencedObjects& kind =
+            objects_of(property.secret_key_ref ? ReferenceKind::secret : ReferenceKind::config_map);
+        return !kind.listed && kind.refusal.empty();
+      });
+}
+
 std::optional<std::string> KubeConfigurationSource::State::lookup(
     ReferenceKind kind, const KeyReference& reference) const {
-  const auto& cache = kind == ReferenceKind::secret ? secrets_ : config_maps_;
+  if (outside_scope(reference)) {
+    // Akri's default namespace for a reference is "default", whatever the
+    // Configuration's: dowserd keeps it, and says why it cannot follow it.
+    throw UnreadableReference("outside namespace " + namespace_name +
+                              ", the only one dowserd reads (--namespace " + namespace_name +
+                              "); a reference without a namespace means \"default\", as in Akri");
+  }
+  const ReferencedObjects& objects = objects_of(kind);
+  if (!objects.listed) {
+    // Roles in the namespaces that hold the objects do not allow a list
+    // across all namespaces: say what dowserd asks for.
+    throw UnreadableReference(
+        "dowserd cannot read " + objects.plural + ": it lists and watches them " +
+        (namespace_name.empty()
+             ? "in all namespaces, which needs a ClusterRole (or --namespace and a Role there)"
+             : "in namespace " + namespace_name) +
+        ", and the API server refused: " + objects.refusal);
+  }
+  const auto& cache = objects.objects;
   auto object = cache.find({reference.namespace_name, reference.name});
   if (object == cache.end()) return std::nullopt;
   auto value = object->second.find(reference.key);
@@ -222,11 +277,17 @@ std::optional<std::string> KubeConfigurationSource::State::lookup(
 void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports& reports) {
   auto parsed = parsed_.find(identity);
   if (parsed == parsed_.end()) {
+    held_.erase(identity);
     unresolved_.erase(identity);
     if (delivered_.erase(identity) > 0) events.removed(identity.first, identity.second);
     return;
   }
   const Configuration& configuration = parsed->second.configuration;
+  if (waits_for_listing(configuration)) {
+    held_.insert(identity);
+    return;
+  }
+  held_.erase(identity);
   try {
     Configuration resolved = resolve_references(
         configuration, [this](ReferenceKind kind, const KeyReference& reference) {
@@ -247,16 +308,24 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
   }
 }
 
+// Configurations are evaluated once listed, each as soon as the kinds it
+// references are listed too: one that references nothing does not wait for
+// Secrets that take long to list, or that dowserd may not read.
 void KubeConfigurationSource::State::evaluate_all(Reports& reports) {
-  if (!ready()) return;  // a Secret not listed yet is not a missing one
+  if (!configurations_listed_) return;
   std::set<Identity> identities;
   for (const auto& [identity, parsed] : parsed_) identities.insert(identity);
   for (const auto& [identity, configuration] : delivered_) identities.insert(identity);
   for (const auto& identity : identities) evaluate(identity, reports);
-  if (!synced_) {
-    synced_ = true;
-    events.synced();
-  }
+  tell_synced_once_complete();
+}
+
+// synced lets the daemon withdraw what no Configuration claims: not while
+// one is held back, whose Instances would go with it.
+void KubeConfigurationSource::State::tell_synced_once_complete() {
+  if (synced_ || !configurations_listed_ || !held_.empty()) return;
+  synced_ = true;
+  events.synced();
 }
 
 // ---- reflector handlers ------------------------------------------------------------
@@ -299,37 +368,55 @@ void KubeConfigurationSource::State::configuration_changed(const std::string& ty
     } else {
       store(object, reports);
     }
-    if (ready()) evaluate(identity, reports);
+    if (configurations_listed_) evaluate(identity, reports);
+    tell_synced_once_complete();
   }
   post(reports);
 }
 
-void KubeConfigurationSource::State::references_listed(std::map<Identity, KeyValues>& cache,
-                                                       bool& listed,
+void KubeConfigurationSource::State::references_listed(ReferencedObjects& kind,
                                                        const std::vector<json>& objects,
                                                        KeyValues (*values_of)(const json&)) {
   Reports reports;
   {
     std::lock_guard lock(mutex);
-    cache.clear();
-    for (const auto& object : objects) cache.emplace(identity_of(object), values_of(object));
-    listed = true;
+    kind.objects.clear();
+    for (const auto& object : objects) kind.objects.emplace(identity_of(object), values_of(object));
+    kind.listed = true;
+    kind.refusal.clear();
     evaluate_all(reports);
   }
   post(reports);
 }
 
-void KubeConfigurationSource::State::reference_changed(std::map<Identity, KeyValues>& cache,
+void KubeConfigurationSource::State::reference_changed(ReferencedObjects& kind,
                                                        const std::string& type, const json& object,
                                                        KeyValues (*values_of)(const json&)) {
   Reports reports;
   {
     std::lock_guard lock(mutex);
     if (type == "DELETED")
-      cache.erase(identity_of(object));
+      kind.objects.erase(identity_of(object));
     else
-      cache.insert_or_assign(identity_of(object), values_of(object));
+      kind.objects.insert_or_assign(identity_of(object), values_of(object));
     evaluate_all(reports);  // only Configurations whose resolution changed are re-delivered
+  }
+  post(reports);
+}
+
+// Refused credentials will not pass by retrying alone: the Configurations
+// that need these objects are told why they cannot run (they are retried
+// with the listing, which starts them once someone grants access). Other
+// failures (timeouts, a server restarting) keep them waiting, logged only.
+void KubeConfigurationSource::State::references_failed(ReferencedObjects& kind,
+                                                       const kube::ApiError& error) {
+  if (error.status() != 401 && error.status() != 403) return;
+  Reports reports;
+  {
+    std::lock_guard lock(mutex);
+    if (kind.listed || kind.refusal == error.what()) return;
+    kind.refusal = error.what();
+    evaluate_all(reports);
   }
   post(reports);
 }
@@ -441,6 +528,12 @@ void KubeConfigurationSource::start() {
       spdlog::warn("Kubernetes {}: {} (retrying)", plural, error.what());
     };
   };
+  auto reference_failed = [&state, failed](ReferencedObjects& kind) {
+    return [&state, &kind, log = failed(kind.plural)](const kube::ApiError& error) {
+      log(error);
+      state.references_failed(kind, error);
+    };
+  };
   auto add = [&](const kube::ResourceType& type, kube::Reflector::Handlers handlers) {
     state.reflectors.push_back(std::make_unique<kube::Reflector>(
         state.client, type, state.namespace_name, std::move(handlers)));
@@ -452,21 +545,19 @@ void KubeConfigurationSource::start() {
        },
        failed(kConfigurations.plural)});
   add(kSecrets, {[&state](const std::vector<json>& objects) {
-                   state.references_listed(state.secrets_, state.secrets_listed_, objects,
-                                           secret_values);
+                   state.references_listed(state.secrets_, objects, secret_values);
                  },
                  [&state](const std::string& type, const json& object) {
                    state.reference_changed(state.secrets_, type, object, secret_values);
                  },
-                 failed(kSecrets.plural)});
+                 reference_failed(state.secrets_)});
   add(kConfigMaps, {[&state](const std::vector<json>& objects) {
-                      state.references_listed(state.config_maps_, state.config_maps_listed_,
-                                              objects, config_map_values);
+                      state.references_listed(state.config_maps_, objects, config_map_values);
                     },
                     [&state](const std::string& type, const json& object) {
                       state.reference_changed(state.config_maps_, type, object, config_map_values);
                     },
-                    failed(kConfigMaps.plural)});
+                    reference_failed(state.config_maps_)});
   state.poster = std::thread([&state] {
     name_this_thread("kube-events");
     state.run_poster();

@@ -208,11 +208,13 @@ void Daemon::start() {
 }
 
 void Daemon::shutdown() {
+  // Before anything else, and even when start() failed half-way: the node
+  // cleaner runs on store_, which goes with this object.
+  if (kubernetes_) kubernetes_->stop();
   if (!configurations_source_) return;
   if (status_server_) status_server_->stop();
   configurations_source_->stop();
   configurations_source_.reset();
-  if (kubernetes_) kubernetes_->stop();
   if (reclaimer_) reclaimer_->stop();
   expiry_timer_.cancel();
   rewrite_timer_.cancel();

@@ -231,10 +231,14 @@ struct KubeInstanceStore::State {
   // Reflector handlers, on its thread.
   void listed(const std::vector<json>& objects) {
     std::vector<StoredInstance> present;
+    // Listed but not readable: it exists, so it is not deleted; its last
+    // good state stands, as when a watch event brings such a version.
+    std::set<Key> unreadable;
     for (const json& object : objects) {
       try {
         present.push_back(remember(object));
       } catch (const StoreError& error) {
+        unreadable.emplace(metadata_string(object, "namespace"), metadata_string(object, "name"));
         spdlog::warn("instance store: skipping an Instance: {}", error.what());
       }
     }
@@ -246,7 +250,7 @@ struct KubeInstanceStore::State {
     if (baseline) {
       for (const StoredInstance& stored : present) filter.remember(stored);
     } else {
-      deliver_differences(present);
+      deliver_differences(present, std::move(unreadable));
     }
     {
       const std::lock_guard lock(watch_mutex);
@@ -255,14 +259,15 @@ struct KubeInstanceStore::State {
     first_list_done.notify_all();
   }
 
-  void deliver_differences(const std::vector<StoredInstance>& present) {
-    std::set<Key> present_keys;
+  // Upserts what changed and deletes what is no longer listed. listed_keys
+  // starts with the listed objects that did not parse: they are not deleted.
+  void deliver_differences(const std::vector<StoredInstance>& present, std::set<Key> listed_keys) {
     for (const StoredInstance& stored : present) {
-      present_keys.emplace(stored.instance.namespace_name, stored.instance.name);
+      listed_keys.emplace(stored.instance.namespace_name, stored.instance.name);
       if (auto event = filter.present(stored)) fanout->deliver(*event);
     }
     for (const Key& key : filter.present_keys()) {
-      if (present_keys.count(key) != 0) continue;
+      if (listed_keys.count(key) != 0) continue;
       forget(key);
       if (auto event = filter.absent(key.first, key.second)) fanout->deliver(*event);
     }

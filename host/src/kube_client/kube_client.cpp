@@ -97,15 +97,29 @@ std::string name_of(const json& object, const char* operation) {
   throw std::invalid_argument(std::string(operation) + ": the object has no metadata.name");
 }
 
+// The reasons of a Status's details.causes.
+std::vector<std::string> causes_of(const json& status_object) {
+  std::vector<std::string> causes;
+  const json::json_pointer pointer("/details/causes");
+  if (!status_object.contains(pointer) || !status_object.at(pointer).is_array()) return causes;
+  for (const json& cause : status_object.at(pointer)) {
+    if (cause.is_object() && cause.value("reason", json()).is_string())
+      causes.push_back(cause["reason"].get<std::string>());
+  }
+  return causes;
+}
+
 // An ApiError from an HTTP error answer, decoding a Status object if there is one.
 ApiError error_from_answer(const std::string& what, long status, const std::string& body) {
   std::string reason;
   std::string message;
+  std::vector<std::string> causes;
   try {
     const json status_object = json::parse(body);
     if (status_object.is_object() && status_object.value("kind", "") == "Status") {
       reason = status_object.value("reason", "");
       message = status_object.value("message", "");
+      causes = causes_of(status_object);
     }
   } catch (const json::exception&) {
     // Not a Status: the body itself is the message.
@@ -114,7 +128,7 @@ ApiError error_from_answer(const std::string& what, long status, const std::stri
   std::string text = what + ": HTTP " + std::to_string(status);
   if (!reason.empty()) text += " " + reason;
   if (!message.empty()) text += ": " + message;
-  return {static_cast<int>(status), reason, text};
+  return {static_cast<int>(status), reason, text, std::move(causes)};
 }
 
 // An ApiError from a watch ERROR event: its object is a Status.
@@ -208,6 +222,14 @@ std::string body_of(const json& object) {
 }
 
 }  // namespace
+
+bool ApiError::resource_version_too_large() const {
+  if (std::find(causes_.begin(), causes_.end(), "ResourceVersionTooLarge") != causes_.end())
+    return true;
+  // API servers before 1.17 give no cause, only the message.
+  return status_ == 504 &&
+         std::string_view(what()).find("Too large resource version") != std::string_view::npos;
+}
 
 struct KubeClient::State {
   State(ClusterAccess access_in, Timeouts timeouts_in)
@@ -467,6 +489,11 @@ void KubeClient::watch(const ResourceType& type, const std::string& namespace_na
   while (const CURLMsg* message = curl_multi_info_read(multi.get(), &left)) {
     if (message->msg == CURLMSG_DONE) result = message->data.result;
   }
+  // Our own limits cut off an accepted watch that went quiet (no bookmarks
+  // from this server) or outlived timeoutSeconds: a normal end, as when the
+  // server ends it. Any partial last event is dropped; the next watch resumes
+  // from the last one handled.
+  if (result == CURLE_OPERATION_TIMEDOUT && status == 200) return;
   if (result != CURLE_OK) {
     throw ApiError(
         0, "",

@@ -60,20 +60,30 @@ std::string decode_base64(std::string_view text);
 
 // A failed request. status is the HTTP status (404, 409, 410, ...), or 0 when
 // no HTTP answer came (connection, TLS, timeout). reason is the Status
-// object's reason ("NotFound", "Conflict", "Expired", ...) when there was one.
+// object's reason ("NotFound", "Conflict", "Expired", ...) when there was one,
+// causes the reasons of its details.causes ("ResourceVersionTooLarge", ...).
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string reason, const std::string& message)
-      : std::runtime_error(message), status_(status), reason_(std::move(reason)) {}
+  ApiError(int status, std::string reason, const std::string& message,
+           std::vector<std::string> causes = {})
+      : std::runtime_error(message),
+        status_(status),
+        reason_(std::move(reason)),
+        causes_(std::move(causes)) {}
   int status() const noexcept { return status_; }
   const std::string& reason() const noexcept { return reason_; }
+  const std::vector<std::string>& causes() const noexcept { return causes_; }
   bool not_found() const noexcept { return status_ == 404; }
   bool conflict() const noexcept { return status_ == 409; }
   bool gone() const noexcept { return status_ == 410; }
+  // The server has not reached the resourceVersion asked for (504; after an
+  // etcd restore, say): the version will not come, only a new list helps.
+  bool resource_version_too_large() const;
 
  private:
   int status_;
   std::string reason_;
+  std::vector<std::string> causes_;
 };
 
 // A resource type: core ("", "v1", "secrets") or a group ("akri.sh", "v0",
@@ -127,9 +137,13 @@ class KubeClient {
 
   // One watch request from resource_version (with allowWatchBookmarks):
   // calls on_event for each event on the calling thread until the server
-  // ends the stream (returns normally), stop becomes true (returns soon
-  // after, within about 100 ms), or an error (throws ApiError; status 410
-  // when resource_version is too old, also when it arrives as an ERROR event).
+  // ends the stream (returns normally), the accepted (200) stream stays
+  // silent for watch_idle or outlasts watch_duration + watch_idle (returns
+  // normally too: servers that send no bookmarks go quiet on a type nobody
+  // changes), stop becomes true (returns soon after, within about 100 ms), or
+  // an error (throws ApiError; status 410 when resource_version is too old,
+  // 504 resource_version_too_large() when the server has not reached it, also
+  // when they arrive as an ERROR event).
   void watch(const ResourceType& type, const std::string& namespace_name,
              const std::string& resource_version,
              const std::function<void(const WatchEvent&)>& on_event, const std::atomic<bool>& stop);
@@ -153,10 +167,11 @@ struct Backoff {
 };
 
 // Keeps an up-to-date view of one resource type: list, then watch from the
-// list's resourceVersion; on 410 Gone re-lists; on any other error or a
-// stream end, reconnects (watch from the last resourceVersion seen, bookmarks
-// included) with backoff. Handlers run on the reflector's own thread, in
-// order; they must not throw and must not call stop().
+// list's resourceVersion; on 410 Gone or a version too large re-lists; after
+// a watch ends normally, watches again at once from the last resourceVersion
+// seen (bookmarks included); on any other error, or a watch that ended at
+// once with nothing, reconnects the same way with backoff. Handlers run on the reflector's own
+// thread, in order; they must not throw and must not call stop().
 class Reflector {
  public:
   struct Handlers {
@@ -165,7 +180,8 @@ class Reflector {
     // One change after the last list: "ADDED", "MODIFIED" or "DELETED".
     std::function<void(const std::string& type, const nlohmann::json& object)> changed;
     // A failed request (logged by the caller); the reflector retries by itself.
-    // Not called for 410 Gone, which a re-list answers. Any handler may be empty.
+    // Not called for 410 Gone or a version too large, which a re-list answers.
+    // Any handler may be empty.
     std::function<void(const ApiError& error)> failed;
   };
 

@@ -1,5 +1,6 @@
 // Reflector: list, then watch from the list's resourceVersion; re-list on
-// 410 Gone; reconnect with capped, fully jittered backoff otherwise.
+// 410 Gone or a version too large; watch again at once after a normal end;
+// reconnect with capped, fully jittered backoff otherwise.
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -11,6 +12,11 @@ namespace dowser::kube {
 namespace {
 
 using nlohmann::json;
+
+// A watch that ends normally sooner than this with nothing in it is treated
+// as a failure (as client-go does): a proxy closing every watch at once must
+// not make the reflector reconnect in a tight loop.
+constexpr std::chrono::seconds kShortestHealthyWatch{1};
 
 std::string resource_version_of(const json& object) {
   const auto metadata = object.find("metadata");
@@ -78,26 +84,37 @@ struct Reflector::State {
     std::string version;  // empty: list first
     int failures = 0;     // consecutive rounds without progress
     while (!stopping) {
-      bool progressed = false;
-      try {
-        if (version.empty()) {
-          version = list_all();
-          progressed = true;
-        }
-        watch_from(version, progressed);
-      } catch (const ApiError& error) {
-        // 410: the version is too old for the server's history; re-list.
-        if (error.gone()) {
-          version.clear();
-        } else {
-          report(error);
-        }
-      } catch (const std::exception& error) {
-        report(ApiError(0, "", type.plural + ": " + error.what()));
-      }
-      failures = progressed ? 1 : failures + 1;
+      failures = round(version, failures);
       wait(backoff.delay(failures, random));
     }
+  }
+
+  // Lists if there is no version, then watches once. Returns the failures
+  // to back off for: none after a healthy watch that ended normally.
+  int round(std::string& version, int failures) {
+    bool progressed = false;
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      if (version.empty()) {
+        version = list_all();
+        progressed = true;
+      }
+      watch_from(version, progressed);
+      if (progressed || std::chrono::steady_clock::now() - started >= kShortestHealthyWatch)
+        return 0;
+    } catch (const ApiError& error) {
+      // 410: the version is too old for the server's history; too large: the
+      // server will not reach it (restored from a backup). Either way, only
+      // a new list gives a version to watch from, as client-go does.
+      if (error.gone() || error.resource_version_too_large()) {
+        version.clear();
+      } else {
+        report(error);
+      }
+    } catch (const std::exception& error) {
+      report(ApiError(0, "", type.plural + ": " + error.what()));
+    }
+    return progressed ? 1 : failures + 1;
   }
 
   void report(const ApiError& error) const {

@@ -15,7 +15,7 @@ import { Store } from './lib/store.mjs';
 import { ApiError, errors } from './lib/status.mjs';
 
 const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] [--ready-file PATH]
-         [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID]
+         [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID] [--forbid RESOURCE]...
   --pki DIR                 ca.crt, server.crt, server.key (make-pki.sh DIR); DIR/kubeconfig is written
   --token-file FILE         the accepted bearer token, re-read on every request
   --port N                  port on 127.0.0.1 (default 0: any free port)
@@ -23,7 +23,9 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --bookmark-interval-ms N  BOOKMARK period of watches asking for bookmarks (default 60000)
   --history N               watch events kept for resuming watches (default 1000); older: 410 Expired
   --log FILE                one line per request
-  --owner-pid PID           exit when that process is gone (checked every 500 ms)`;
+  --owner-pid PID           exit when that process is gone (checked every 500 ms)
+  --forbid RESOURCE         answer every request on RESOURCE ("secrets", "instances.akri.sh") with
+                            RBAC's 403 Forbidden; repeatable`;
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;  // the real server's request size limit
 const DEFAULT_WATCH_SECONDS = 1800;
@@ -34,7 +36,7 @@ function parseOptions() {
       pki: { type: 'string' }, 'token-file': { type: 'string' }, port: { type: 'string', default: '0' },
       'ready-file': { type: 'string' }, 'bookmark-interval-ms': { type: 'string', default: '60000' },
       history: { type: 'string', default: '1000' }, log: { type: 'string' }, 'owner-pid': { type: 'string' },
-      help: { type: 'boolean' },
+      forbid: { type: 'string', multiple: true, default: [] }, help: { type: 'boolean' },
     },
   });
   if (values.help) {
@@ -51,6 +53,7 @@ function parseOptions() {
     pki: path.resolve(values.pki), tokenFile: path.resolve(values['token-file']), port: number('port', 0),
     readyFile: values['ready-file'], bookmarkIntervalMs: number('bookmark-interval-ms', 1),
     history: number('history', 1), log: values.log, ownerPid: values['owner-pid'] && number('owner-pid', 1),
+    forbidden: new Set(values.forbid),
   };
 }
 
@@ -215,6 +218,7 @@ class Server {
     const answer = (code, body) => ({ code, body, headers: warnings.length ? { Warning: warnings.map((text) => `299 - ${JSON.stringify(text)}`) } : {} });
     const watching = legacyWatch || ['true', '1'].includes(query.get('watch'));
     const allNamespaces = type.namespaced && !namespace;
+    this.authorize(request, type, namespace, name, watching);
     if (watching) {
       if (request.method !== 'GET') throw errors.methodNotAllowed(request.method);
       if (name) query.set('fieldSelector', [query.get('fieldSelector'), `metadata.name=${name}`].filter(Boolean).join(','));
@@ -247,9 +251,19 @@ class Server {
     }
   }
 
+  // The only authorization: --forbid refuses every verb on a resource, as
+  // RBAC does for a user without a rule for it.
+  authorize(request, type, namespace, name, watching) {
+    if (!this.options.forbidden.has(type.group ? `${type.plural}.${type.group}` : type.plural)) return;
+    const verbs = { GET: name ? 'get' : 'list', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: name ? 'delete' : 'deletecollection' };
+    const verb = watching ? 'watch' : verbs[request.method] ?? request.method.toLowerCase();
+    throw errors.forbidden(type, verb, namespace, this.authenticate(request));
+  }
+
   // Newline-delimited JSON events. A resourceVersion no longer in the
   // history ends the stream with an ERROR event carrying 410 Expired, as the
-  // real server's watch cache does; other bad requests get an HTTP error.
+  // real server's watch cache does, and so does one the server has not reached
+  // (504 ResourceVersionTooLarge); other bad requests get an HTTP error.
   watch(request, response, type, namespace, query) {
     const write = (eventType, object) => {
       if (!response.headersSent) {
@@ -261,12 +275,15 @@ class Server {
     try {
       unsubscribe = this.api.watch(type, namespace, query, write);
     } catch (error) {
-      if (!(error instanceof ApiError) || error.code !== 410) throw error;
+      if (!(error instanceof ApiError) || ![410, 504].includes(error.code)) throw error;
       write('ERROR', error.toStatus());
       response.end();
       return;
     }
     if (!response.headersSent) response.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
+    // At once, as the real server does: a client knows its watch is accepted
+    // before any event (it may go quiet for long without bookmarks).
+    response.flushHeaders();
     const timers = [];
     const end = () => {
       timers.forEach(clearInterval);
@@ -289,7 +306,12 @@ class Server {
     this.server = https.createServer({
       key: read('server.key'), cert: read('server.crt'), ca: read('ca.crt'), requestCert: true, rejectUnauthorized: false,
     }, (request, response) => this.handle(request, response));
-    this.server.on('connection', (socket) => socket.setNoDelay(true));
+    this.sockets = new Set();
+    this.server.on('connection', (socket) => {
+      socket.setNoDelay(true);
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
     this.server.listen(this.options.port, '127.0.0.1', () => {
       this.port = this.server.address().port;
       writeAtomically(path.join(this.options.pki, 'kubeconfig'), kubeconfig(this.options, this.port));
@@ -315,6 +337,9 @@ class Server {
     for (const end of [...this.watches]) end();
     this.server.close(() => process.exit(0));
     this.server.closeAllConnections();
+    // Also those still in their TLS handshake, which closeAllConnections does
+    // not know yet: a client reconnecting at once would keep the server up.
+    for (const socket of this.sockets) socket.destroy();
     this.log?.end();
   }
 }

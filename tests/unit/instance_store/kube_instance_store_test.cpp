@@ -5,8 +5,10 @@
 #include <memory>
 
 #include "apiserver_peer.hpp"
+#include "eventually.hpp"
 #include "kube_client.hpp"
 #include "log_capture.hpp"
+#include "recorder.hpp"
 #include "store_contract.hpp"
 
 namespace dowser::store::testing {
@@ -147,6 +149,53 @@ TEST_F(KubeInstanceStoreTest, ATerminatingInstanceKeptByFinalizersIsWarnedOfOnce
   EXPECT_NE(text.find(R"(finalizers ["edge-1"] keep it)"), std::string::npos) << text;
   EXPECT_EQ(text.find("is being deleted", text.find("is being deleted") + 1), std::string::npos)
       << "once: " << text;
+}
+
+// A watch event as "upserted <name>" or "deleted <name>".
+std::string event_text(const WatchEvent& event) {
+  return (event.type == WatchEvent::Type::upserted ? "upserted " : "deleted ") +
+         event.object.instance.name;
+}
+
+// The Instance lists the server has finished (one log line per request).
+size_t finished_lists(const TestApiServer& server) {
+  const std::string log = kube::testing::read_text(server.directory() / "requests.log");
+  size_t count = 0;
+  const std::string list = " GET /apis/akri.sh/v0/instances 200 ";
+  for (size_t at = log.find(list); at != std::string::npos; at = log.find(list, at + 1)) ++count;
+  return count;
+}
+
+// An Instance that exists but does not parse (another agent's newer format,
+// a hand edit) must not be reported deleted when the watch re-lists: the
+// daemon would take it as gone and re-create it. It keeps its last good
+// state, as it does when a watch event brings the bad version.
+TEST(KubeInstanceStoreRelistTest, AnUnreadableInstanceIsNotDeletedByAReList) {
+  TestApiServer server({"--history", "3"});  // a short history: the watch must re-list
+  kube::Timeouts timeouts;
+  timeouts.watch_duration = std::chrono::seconds(1);  // resumes often, from its last version
+  auto client = std::make_shared<kube::KubeClient>(server.access(), timeouts);
+  create_namespaces(*client);
+  KubeInstanceStore store(client);
+  store.create(sample_instance("cam-000001"));
+  dowser::test::Recorder events;
+  const auto subscription =
+      store.watch([&](const WatchEvent& event) { events.add(event_text(event)); });
+
+  json object = client->get(kInstances, "default", "cam-000001");
+  object["spec"]["capacity"] = uint64_t{1} << 40;  // valid for the CRD, not for dowser
+  client->replace(kInstances, "default", object);
+  for (const char* name : {"filler-1", "filler-2", "filler-3", "filler-4", "filler-5"})
+    client->create(kNamespaces, "", {{"metadata", {{"name", name}}}});
+  // The first list is watch()'s; the second, the re-list.
+  ASSERT_TRUE(dowser::test::eventually([&] { return finished_lists(server) >= 2; },
+                                       std::chrono::seconds(20)))
+      << "the watch did not re-list";
+  // Created after the re-list was served: its event follows the re-list's.
+  store.create(sample_instance("cam-000002"));
+  ASSERT_TRUE(events.wait_for_entry("upserted cam-000002"))
+      << ::testing::PrintToString(events.entries());
+  EXPECT_EQ(events.entries(), std::vector<std::string>{"upserted cam-000002"});
 }
 
 TEST_F(KubeInstanceStoreTest, AnUnreachableServerIsAnIoError) {

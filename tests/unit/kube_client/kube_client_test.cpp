@@ -2,12 +2,12 @@
 // authentication, CRUD with preconditions, watches, 410 and reconnects.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "apiserver_peer.hpp"
+#include "eventually.hpp"
 #include "kube_client.hpp"
+#include "recorder.hpp"
 
 namespace dowser::kube::testing {
 namespace {
@@ -17,7 +17,6 @@ using namespace std::chrono_literals;
 
 const ResourceType kConfigMaps{"", "v1", "configmaps", true};
 const ResourceType kNamespaces{"", "v1", "namespaces", false};
-constexpr auto kDeadline = 20s;
 
 json config_map(const std::string& name, const std::string& value) {
   return {{"apiVersion", "v1"},
@@ -40,38 +39,7 @@ ApiError error_of(const std::function<void()>& action) {
   return {-1, "", "no ApiError"};
 }
 
-// Whatever a watch or reflector reported, with waits on it.
-class Recorder {
- public:
-  void add(const std::string& entry) {
-    {
-      const std::lock_guard lock(mutex_);
-      entries_.push_back(entry);
-    }
-    changed_.notify_all();
-  }
-  bool wait_for(const std::function<bool(const std::vector<std::string>&)>& holds,
-                std::chrono::milliseconds timeout = kDeadline) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return holds(entries_); });
-  }
-  bool wait_for_entry(const std::string& entry, std::chrono::milliseconds timeout = kDeadline) {
-    return wait_for(
-        [&](const auto& entries) {
-          return std::find(entries.begin(), entries.end(), entry) != entries.end();
-        },
-        timeout);
-  }
-  std::vector<std::string> entries() const {
-    const std::lock_guard lock(mutex_);
-    return entries_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::string> entries_;
-};
+using dowser::test::Recorder;
 
 class KubeClientServerTest : public ::testing::Test {
  protected:
@@ -79,7 +47,8 @@ class KubeClientServerTest : public ::testing::Test {
 };
 
 TEST_F(KubeClientServerTest, RefusesAServerSignedByAnotherCa) {
-  // Another CA, made the same way: the server's certificate does not chain to it.
+  // Another CA, made the same way: the server's certificate does not chain to
+  // it.
   const TemporaryDirectory other;
   ASSERT_EQ(
       std::system((std::string(KUBE_APISERVER_DIR) + "/make-pki.sh " +  // NOLINT(cert-env33-c)
@@ -128,9 +97,11 @@ TEST_F(KubeClientServerTest, ReReadsTheTokenFileWhenItIsRotated) {
   write_text(token_file, read_text(server_.token_file()));
   EXPECT_NO_THROW(client.list(kNamespaces, ""));
 
-  write_text(server_.token_file(), "rotated-token-0123456789\n");  // the server rotates
+  write_text(server_.token_file(),
+             "rotated-token-0123456789\n");  // the server rotates
   EXPECT_EQ(error_of([&] { client.list(kNamespaces, ""); }).status(), 401);
-  write_text(token_file, "rotated-token-0123456789\n");  // and so does the kubelet
+  write_text(token_file,
+             "rotated-token-0123456789\n");  // and so does the kubelet
   EXPECT_NO_THROW(client.list(kNamespaces, ""));
 }
 
@@ -180,7 +151,8 @@ TEST_F(KubeClientServerTest, CreatesReadsReplacesAndRemovesWithPreconditions) {
   ASSERT_EQ(listed.at("items").size(), 1u);
   EXPECT_EQ(listed.at("items")[0].at("data").at("value"), "two");
   EXPECT_FALSE(version_of(listed).empty());
-  EXPECT_EQ(client.list(kConfigMaps, "").at("items").size(), 1u);  // all namespaces
+  EXPECT_EQ(client.list(kConfigMaps, "").at("items").size(),
+            1u);  // all namespaces
 
   EXPECT_TRUE(error_of([&] {
                 client.remove(kConfigMaps, "default", "settings", first_version);
@@ -327,7 +299,8 @@ TEST_F(WatchTest, AReflectorReListsWhenItsVersionExpires) {
   client.remove(kConfigMaps, "default", "removed");
   for (int i = 5; i < 10; ++i)
     client.create(kNamespaces, "", {{"metadata", {{"name", "filler-" + std::to_string(i)}}}});
-  // Either the live watch saw "after" or the re-list does; the re-list must come.
+  // Either the live watch saw "after" or the re-list does; the re-list must
+  // come.
   EXPECT_TRUE(recorder.wait_for([](const auto& entries) {
     return std::count_if(entries.begin(), entries.end(), [](const std::string& entry) {
              return entry.rfind("listed ", 0) == 0;
@@ -372,6 +345,81 @@ TEST(ReflectorRestartTest, ReconnectsAfterTheServerRestarts) {
   }
   EXPECT_TRUE(seen) << ::testing::PrintToString(recorder.entries());
   reflector.stop();
+}
+
+// How many watch requests the server has finished (its log has a line per
+// request, written when the request ends).
+size_t finished_watches(const TestApiServer& server) {
+  const std::string log = read_text(server.directory() / "requests.log");
+  size_t count = 0;
+  for (size_t at = log.find("watch=1"); at != std::string::npos; at = log.find("watch=1", at + 1))
+    ++count;
+  return count;
+}
+
+bool any_failed(const std::vector<std::string>& entries) {
+  return std::any_of(entries.begin(), entries.end(),
+                     [](const std::string& entry) { return entry.rfind("failed", 0) == 0; });
+}
+
+// This server sends bookmarks once a minute only, like servers that send
+// none: nothing keeps an idle watch talking, so the client's idle limit ends
+// it. That is the normal end of a quiet watch, not a failure: nothing is
+// reported and the reflector watches again at once, not after a backoff (an
+// hour here, so that only an immediate reconnect sees the changes).
+TEST(ReflectorIdleTest, AWatchEndedByTheIdleLimitIsNoFailure) {
+  TestApiServer server;
+  Timeouts timeouts;
+  timeouts.watch_idle = 1s;
+  KubeClient client(server.access(), timeouts);
+  Recorder recorder;
+  Reflector reflector(client, kConfigMaps, "default", recording(recorder), Backoff{1h, 1h});
+  reflector.start();
+  ASSERT_TRUE(recorder.wait_for_entry("listed "));
+  EXPECT_TRUE(
+      dowser::test::eventually([&] { return finished_watches(server) >= 3; }, Recorder::kDeadline))
+      << "watches ended by the idle limit: " << finished_watches(server) << "; reflector saw "
+      << ::testing::PrintToString(recorder.entries());
+  client.create(kConfigMaps, "default", config_map("after-idle", "x"));
+  EXPECT_TRUE(recorder.wait_for_entry("ADDED after-idle"));
+  reflector.stop();
+  EXPECT_FALSE(any_failed(recorder.entries())) << ::testing::PrintToString(recorder.entries());
+}
+
+// A server restored from an older backup (here: restarted, empty) is behind
+// the version the reflector watches from: "too large", and waiting does not
+// help, it will not get there. The reflector must list again, as client-go
+// does, and see what the server has now.
+TEST(ReflectorTooLargeTest, ReListsWhenTheServerHasNotReachedItsVersion) {
+  TestApiServer server;
+  Timeouts timeouts;
+  timeouts.connect = 1s;
+  // The token-file context: the restarted server has a new token.
+  KubeClient client(server.access("dowser-test-token-file"), timeouts);
+  // Far more writes than the restarted server makes before the reflector
+  // reconnects (it applies the CRDs).
+  for (int i = 0; i < 20; ++i)
+    client.create(kConfigMaps, "default", config_map("before-" + std::to_string(i), "x"));
+  Recorder recorder;
+  Reflector reflector(client, kConfigMaps, "default", recording(recorder), Backoff{20ms, 200ms});
+  reflector.start();
+  ASSERT_TRUE(recorder.wait_for([](const auto& entries) {
+    return !entries.empty() && entries.front().rfind("listed before-0,", 0) == 0;
+  })) << ::testing::PrintToString(recorder.entries());
+
+  server.restart();
+  client.create(kConfigMaps, "default", config_map("after-restore", "x"));
+  // In the re-list, or in the watch from the re-list's version.
+  EXPECT_TRUE(recorder.wait_for([](const auto& entries) {
+    return std::find(entries.begin(), entries.end(), "listed after-restore") != entries.end() ||
+           std::find(entries.begin(), entries.end(), "ADDED after-restore") != entries.end();
+  })) << ::testing::PrintToString(recorder.entries());
+  reflector.stop();
+  // Refused connections while the server restarted are failures; the
+  // version is not: a re-list answers it, as for 410.
+  const auto entries = recorder.entries();
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), "failed 504"), 0)
+      << ::testing::PrintToString(entries);
 }
 
 TEST(ReflectorStopTest, StopsPromptlyWhileWaitingToReconnect) {

@@ -62,6 +62,17 @@ export const errors = {
         causes.map((cause) => `${cause.field}: ${cause.message}`).join(', '),
       objectDetails(type, name, { kind: type.kind, causes })),
   expired: (message) => new ApiError(410, 'Expired', message),
+  // A watch from a resourceVersion the server has not reached (after an etcd
+  // restore, say): the watch cache's error, with the cause clients look for.
+  tooLargeResourceVersion: (requested, current) =>
+    new ApiError(504, 'Timeout', `Timeout: Too large resource version: ${requested}, current: ${current}`,
+      { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 }),
+  // RBAC's refusal, in its wording.
+  forbidden: (type, verb, namespace, user) =>
+    new ApiError(403, 'Forbidden',
+      `${groupResource(type)} is forbidden: User "${user}" cannot ${verb} resource "${type.plural}" in API group ` +
+        `"${type.group}" ${namespace ? `in the namespace "${namespace}"` : 'at the cluster scope'}`,
+      type.group ? { group: type.group, kind: type.plural } : { kind: type.plural }),
   internal: (message) => new ApiError(500, 'InternalError', `Internal error occurred: ${message}`,
     { causes: [{ message }] }),
 };

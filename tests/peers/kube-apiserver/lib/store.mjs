@@ -71,7 +71,7 @@ export class Store {
 
   // Starts a watch. from: undefined/"0" replays the current state as ADDED
   // events; a number replays the kept events after it, or throws Expired
-  // when they are no longer kept.
+  // when they are no longer kept, or TooLargeResourceVersion when not reached yet.
   watch(watcher, from) {
     if (from === undefined || from === '' || from === '0') {
       for (const object of this.list(watcher.type, watcher.namespace)) {
@@ -83,6 +83,8 @@ export class Store {
       if (revision < this.compactedRevision) {
         throw errors.expired(`too old resource version: ${revision} (${this.compactedRevision + 1})`);
       }
+      // The real watch cache first waits up to 3 s for the version to come.
+      if (revision > this.revision) throw errors.tooLargeResourceVersion(revision, this.revision);
       for (const event of this.history) if (event.revision > revision) deliver(watcher, event);
     }
     this.watchers.add(watcher);

@@ -1,0 +1,154 @@
+// KubeConfigurationSource against the test API server: when Configurations
+// are evaluated while Secrets or ConfigMaps cannot be read, and what the
+// ones that need them are told.
+#include <gtest/gtest.h>
+
+#include "apiserver_peer.hpp"
+#include "configuration.hpp"
+#include "eventually.hpp"
+#include "kube_client.hpp"
+#include "recorder.hpp"
+
+namespace dowser::configuration {
+namespace {
+
+using kube::testing::TestApiServer;
+using nlohmann::json;
+
+const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+const kube::ResourceType kSecrets{"", "v1", "secrets", true};
+const kube::ResourceType kConfigMaps{"", "v1", "configmaps", true};
+const kube::ResourceType kEvents{"", "v1", "events", true};
+const kube::ResourceType kNamespaces{"", "v1", "namespaces", false};
+
+// A debugEcho Configuration with one discovery property, taken from
+// value_from (a secretKeyRef or configMapKeyRef object) unless it is null.
+json configuration(const std::string& namespace_name, const std::string& name,
+                   const json& value_from = nullptr) {
+  json handler = {{"name", "debugEcho"}, {"discoveryDetails", "descriptions: [foo0]"}};
+  if (!value_from.is_null())
+    handler["discoveryProperties"] = json::array({{{"name", "LOGIN"}, {"valueFrom", value_from}}});
+  return {{"apiVersion", "akri.sh/v0"},
+          {"kind", "Configuration"},
+          {"metadata", {{"name", name}, {"namespace", namespace_name}}},
+          {"spec", {{"discoveryHandler", handler}}}};
+}
+
+// The source's events as "upserted ns/name", "unresolved ns/name: reason", "synced".
+ConfigurationSource::Events recording(test::Recorder& recorder) {
+  ConfigurationSource::Events events;
+  events.upserted = [&recorder](const Configuration& c) {
+    recorder.add("upserted " + c.namespace_name + "/" + c.name);
+  };
+  events.removed = [](const std::string&, const std::string&) {};
+  events.invalid = [&recorder](const ConfigurationError& error) {
+    recorder.add(std::string("invalid ") + error.what());
+  };
+  events.unresolved = [&recorder](const Configuration& c, const std::string& reason) {
+    recorder.add("unresolved " + c.namespace_name + "/" + c.name + ": " + reason);
+  };
+  events.synced = [&recorder] { recorder.add("synced"); };
+  return events;
+}
+
+// The reported reason of an unresolved Configuration ("" until one comes).
+std::string unresolved_reason(test::Recorder& recorder, const std::string& configuration) {
+  const std::string prefix = "unresolved " + configuration + ": ";
+  std::string reason;
+  recorder.wait_for([&](const std::vector<std::string>& entries) {
+    for (const auto& entry : entries)
+      if (entry.rfind(prefix, 0) == 0) reason = entry.substr(prefix.size());
+    return !reason.empty();
+  });
+  return reason;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// An operator who keeps dowserd away from Secrets (Roles only where they
+// live, which a list across all namespaces does not pass) loses the
+// Configurations that need a Secret, and those only: the others run, and
+// the ones that need one say why they cannot, on the object too.
+TEST(KubeConfigurationSource, SecretsItMayNotReadHoldBackOnlyTheConfigurationsUsingThem) {
+  TestApiServer server({"--forbid", "secrets"});
+  kube::KubeClient client(server.access());
+  client.create(kConfigMaps, "default",
+                {{"metadata", {{"name", "logins"}}}, {"data", {{"user", "admin"}}}});
+  client.create(kConfigurations, "default", configuration("default", "plain"));
+  client.create(kConfigurations, "default",
+                configuration("default", "from-config-map",
+                              {{"configMapKeyRef", {{"name", "logins"}, {"key", "user"}}}}));
+  client.create(kConfigurations, "default",
+                configuration("default", "from-secret",
+                              {{"secretKeyRef", {{"name", "logins"}, {"key", "user"}}}}));
+
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
+  source.start();
+  EXPECT_TRUE(recorder.wait_for_entry("upserted default/plain"))
+      << ::testing::PrintToString(recorder.entries());
+  EXPECT_TRUE(recorder.wait_for_entry("upserted default/from-config-map"))
+      << ::testing::PrintToString(recorder.entries());
+  const std::string reason = unresolved_reason(recorder, "default/from-secret");
+  EXPECT_TRUE(contains(reason,
+                       "spec.discoveryHandler.discoveryProperties[0].valueFrom.secretKeyRef: "
+                       "discovery property LOGIN needs key user of Secret default/logins: "
+                       "dowserd cannot read secrets: it lists and watches them in all "
+                       "namespaces, which needs a ClusterRole"))
+      << reason;
+  EXPECT_TRUE(contains(reason, "HTTP 403 Forbidden")) << reason;
+  EXPECT_TRUE(recorder.wait_for_entry("synced")) << ::testing::PrintToString(recorder.entries());
+
+  // The same reason on the object, where kubectl describe shows it.
+  EXPECT_TRUE(test::eventually([&] {
+    const json events = client.list(kEvents, "default");
+    for (const json& event : events.at("items")) {
+      if (event.value("reason", "") == "UnresolvedProperty" &&
+          event["involvedObject"].value("name", "") == "from-secret" &&
+          contains(event.value("message", ""), "dowserd cannot read secrets"))
+        return true;
+    }
+    return false;
+  })) << client.list(kEvents, "default").dump();
+  source.stop();
+}
+
+// Akri reads a reference without a namespace from "default", whatever the
+// Configuration's namespace, and so does dowserd. With --namespace edge it
+// reads nothing outside edge: such a reference must say so, not wait for
+// a Secret it will never see.
+TEST(KubeConfigurationSource, AReferenceOutsideTheWatchedNamespaceIsRefusedSayingWhy) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  client.create(kNamespaces, "", {{"metadata", {{"name", "edge"}}}});
+  for (const char* namespace_name : {"default", "edge"}) {
+    client.create(kSecrets, namespace_name,
+                  {{"metadata", {{"name", "login"}}}, {"stringData", {{"user", "admin"}}}});
+  }
+  client.create(
+      kConfigurations, "edge",
+      configuration("edge", "implicit", {{"secretKeyRef", {{"name", "login"}, {"key", "user"}}}}));
+  client.create(kConfigurations, "edge",
+                configuration("edge", "explicit",
+                              {{"secretKeyRef",
+                                {{"name", "login"}, {"key", "user"}, {"namespace", "edge"}}}}));
+
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "edge", "node-a", recording(recorder));
+  source.start();
+  EXPECT_TRUE(recorder.wait_for_entry("upserted edge/explicit"))
+      << ::testing::PrintToString(recorder.entries());
+  const std::string reason = unresolved_reason(recorder, "edge/implicit");
+  EXPECT_TRUE(contains(reason,
+                       "discovery property LOGIN needs key user of Secret default/login: "
+                       "outside namespace edge, the only one dowserd reads (--namespace "
+                       "edge); a reference without a namespace means \"default\", as in "
+                       "Akri"))
+      << reason;
+  source.stop();
+}
+
+}  // namespace
+}  // namespace dowser::configuration
