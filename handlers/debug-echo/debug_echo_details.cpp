@@ -1,12 +1,13 @@
 #include "debug_echo_details.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <system_error>
 
@@ -103,10 +104,21 @@ bool says_offline(std::string_view content) {
   return content.find("OFFLINE") != std::string_view::npos;
 }
 
+// Any local user may put something at the default path in /tmp: a FIFO
+// would block the poll (and the session's stop) in open(), and /dev/zero
+// would be read without end. Only a regular file's first bytes count.
 bool is_online(const std::string& availability_file) {
-  std::ifstream file(availability_file, std::ios::binary);
-  if (!file) return true;  // no file means nobody asked for offline
-  std::string content{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  constexpr size_t kReadAtMost = size_t{64} * 1024;
+  const int fd = ::open(availability_file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return true;  // no file means nobody asked for offline
+  struct stat status {};
+  std::string content;
+  if (::fstat(fd, &status) == 0 && S_ISREG(status.st_mode)) {
+    content.resize(kReadAtMost);
+    const ssize_t got = ::read(fd, content.data(), content.size());
+    content.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  }
+  ::close(fd);
   return !says_offline(content);
 }
 

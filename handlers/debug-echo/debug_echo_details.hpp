@@ -45,7 +45,8 @@ Settings parse_request(const dowser::DiscoverRequest& request);
 // True when the availability file's content says the devices are offline.
 bool says_offline(std::string_view content);
 
-// True unless the file exists, is readable and says OFFLINE.
+// True unless the file exists, is a readable regular file and says OFFLINE
+// in its first 64 KiB.
 bool is_online(const std::string& availability_file);
 
 // The snapshot to report: one device per description, or none when offline.

@@ -1,6 +1,7 @@
 #include "debug_echo_details.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 #include <cstdio>
@@ -121,6 +122,17 @@ TEST(DebugEchoDetails, OfflineOnlyWhenReadableFileContainsOffline) {
   std::ofstream(file) << "ONLINE\n";
   EXPECT_TRUE(is_online(file.string()));
   std::filesystem::remove(file);
+}
+
+// Anyone may put something at the default path in /tmp: neither a FIFO
+// (whose open waits for a writer) nor an endless device holds the poll.
+TEST(DebugEchoDetails, AFifoOrADeviceAtThePathIsNotWaitedForNorReadWithoutEnd) {
+  auto fifo = std::filesystem::temp_directory_path() /
+              ("debug-echo-details-fifo-" + std::to_string(::getpid()));
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(is_online(fifo.string())) << "returned at all: no writer ever comes";
+  std::filesystem::remove(fifo);
+  EXPECT_TRUE(is_online("/dev/zero"));
 }
 
 }  // namespace
