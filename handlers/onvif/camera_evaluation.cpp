@@ -1,5 +1,8 @@
 #include "camera_evaluation.hpp"
 
+#include <algorithm>
+#include <span>
+
 namespace onvif {
 namespace {
 
@@ -15,10 +18,17 @@ std::string joined(const std::vector<MediaStream>& streams, std::string MediaStr
   return text;
 }
 
-// The first XAddr that answers GetSystemDateAndTime, or nullopt.
+// A camera has one or two addresses (IPv4, IPv6); an announcement listing
+// thousands of dead ones would hold a check (and the session's stop) for
+// hours at one request timeout each.
+constexpr size_t kMaxAddressesTried = 8;
+
+// The first of the first kMaxAddressesTried XAddrs that answers
+// GetSystemDateAndTime, or nullopt.
 std::optional<std::string> first_reachable(const Announcement& camera, CameraApi& api,
                                            std::string& problem) {
-  for (const auto& url : camera.xaddrs) {
+  const size_t tried = std::min(camera.xaddrs.size(), kMaxAddressesTried);
+  for (const auto& url : std::span(camera.xaddrs).first(tried)) {
     try {
       api.get_system_date_and_time(url);
       return url;
@@ -31,8 +41,10 @@ std::optional<std::string> first_reachable(const Announcement& camera, CameraApi
 }
 
 void add_information(dowser::Properties& properties, const DeviceInformation& information) {
+  // What the camera says of itself may be in any encoding: made valid, not
+  // a reason to lose the camera.
   auto add = [&](const char* key, const std::string& value) {
-    if (!value.empty()) properties[key] = value;
+    if (!value.empty()) properties[key] = dowser::property_value(value);
   };
   add(kManufacturerProperty, information.manufacturer);
   add(kModelProperty, information.model);

@@ -110,8 +110,12 @@ dowser::Device make_device(const ServerCandidate& server,
   dowser::Device device;
   device.id = server.discovery_url;
   device.properties[kDiscoveryUrlProperty] = server.discovery_url;
-  device.properties[kApplicationNameProperty] = server.application.application_name.text;
-  device.properties[kApplicationUriProperty] = server.application.application_uri;
+  // Names come from the server as raw bytes (Latin-1, a NUL): made valid,
+  // not a reason to lose the server.
+  device.properties[kApplicationNameProperty] =
+      dowser::property_value(server.application.application_name.text);
+  device.properties[kApplicationUriProperty] =
+      dowser::property_value(server.application.application_uri);
   device.properties[kSecurityPoliciesProperty] = joined(security_policy_names(endpoints));
   device.properties[kSecurityModesProperty] = joined(security_mode_names(endpoints));
   device.sharing = dowser::Sharing::shared;

@@ -1,5 +1,7 @@
 #include "device_rules.hpp"
 
+#include <dowser/handler.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -18,38 +20,6 @@ using std::to_string;
 
 unsigned char byte_at(std::string_view text, size_t at) {
   return static_cast<unsigned char>(text[at]);
-}
-
-bool in_range(unsigned char c, unsigned char low, unsigned char high) {
-  return c >= low && c <= high;
-}
-
-// The well-formed UTF-8 sequences (Unicode, table 3-7): no overlong forms,
-// no surrogates, nothing past U+10FFFF; what JSON writers and protobuf take.
-struct Utf8Form {
-  unsigned char lead_low, lead_high;
-  size_t length;
-  unsigned char second_low, second_high;  // later bytes are 0x80..0xBF
-};
-constexpr Utf8Form kUtf8Forms[] = {
-    {0xC2, 0xDF, 2, 0x80, 0xBF}, {0xE0, 0xE0, 3, 0xA0, 0xBF}, {0xE1, 0xEC, 3, 0x80, 0xBF},
-    {0xED, 0xED, 3, 0x80, 0x9F}, {0xEE, 0xEF, 3, 0x80, 0xBF}, {0xF0, 0xF0, 4, 0x90, 0xBF},
-    {0xF1, 0xF3, 4, 0x80, 0xBF}, {0xF4, 0xF4, 4, 0x80, 0x8F},
-};
-
-// The length of the UTF-8 character at text[at]; 0 if none starts there.
-size_t utf8_length_at(std::string_view text, size_t at) {
-  const unsigned char lead = byte_at(text, at);
-  if (lead < 0x80) return 1;
-  for (const auto& form : kUtf8Forms) {
-    if (!in_range(lead, form.lead_low, form.lead_high)) continue;
-    if (at + form.length > text.size()) return 0;
-    if (!in_range(byte_at(text, at + 1), form.second_low, form.second_high)) return 0;
-    for (size_t i = 2; i < form.length; ++i)
-      if (!in_range(byte_at(text, at + i), 0x80, 0xBF)) return 0;
-    return form.length;
-  }
-  return 0;
 }
 
 bool is_nul(unsigned char c) { return c == 0; }

@@ -146,6 +146,55 @@ inline std::string lowercase(std::string text) {
   return text;
 }
 
+// The length of the well-formed UTF-8 character at text[at] (Unicode table
+// 3-7: no overlong forms, no surrogates, nothing past U+10FFFF); 0 if none
+// starts there. What the host checks strings with (rules D1-D3).
+inline size_t utf8_length_at(std::string_view text, size_t at) noexcept {
+  auto byte = [&](size_t i) -> unsigned {
+    return i < text.size() ? static_cast<unsigned char>(text[i]) : 0U;
+  };
+  const unsigned lead = byte(at);
+  if (lead < 0x80) return at < text.size() ? 1 : 0;
+  size_t length = 0;
+  unsigned low = 0x80;
+  unsigned high = 0xBF;  // of the second byte; later ones are 0x80..0xBF
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    low = lead == 0xE0 ? 0xA0 : low;
+    high = lead == 0xED ? 0x9F : high;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    low = lead == 0xF0 ? 0x90 : low;
+    high = lead == 0xF4 ? 0x8F : high;
+  } else {
+    return 0;
+  }
+  if (at + length > text.size() || byte(at + 1) < low || byte(at + 1) > high) return 0;
+  for (size_t i = 2; i < length; ++i)
+    if (byte(at + i) < 0x80 || byte(at + i) > 0xBF) return 0;
+  return length;
+}
+
+// Text a device gave (a name, a model, a serial number) as a property value
+// the host takes (rule D2): bytes that are not UTF-8 become U+FFFD, NUL bytes
+// go, and it is cut, before a character, to DOWSER_MAX_PROPERTY_VALUE_LEN
+// bytes. The host leaves out a whole device for one bad value.
+inline std::string property_value(std::string_view text) {
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string value;
+  for (size_t at = 0; at < text.size();) {
+    const size_t length = utf8_length_at(text, at);
+    std::string_view piece = length == 0 ? kReplacement : text.substr(at, length);
+    if (piece == std::string_view("\0", 1)) piece = {};
+    if (value.size() + piece.size() > DOWSER_MAX_PROPERTY_VALUE_LEN) break;
+    value.append(piece);
+    at += length == 0 ? 1 : length;
+  }
+  return value;
+}
+
 namespace abi {
 
 inline dowser_str view(std::string_view s) noexcept { return dowser_str{s.data(), s.size()}; }

@@ -13,10 +13,14 @@ class ScriptedCamera final : public CameraApi {
  public:
   bool reachable = true;
   bool interfaces_fail = false;
+  DeviceInformation information{"Acme", "Eye", "1.0", "S1", "hw"};
   NetworkIdentity identity{"mock.ip", "MocK:Mac"};
   std::optional<Credential> credential_seen;
 
+  int dead_calls = 0;
+
   void get_system_date_and_time(const std::string& url) override {
+    dead_calls += url == "http://dead" ? 1 : 0;
     if (!reachable || url == "http://dead") throw CallFailed("connection refused");
   }
   NetworkIdentity get_network_interfaces(const std::string&,
@@ -27,7 +31,7 @@ class ScriptedCamera final : public CameraApi {
   }
   DeviceInformation get_device_information(const std::string&,
                                            const std::optional<Credential>&) override {
-    return {"Acme", "Eye", "1.0", "S1", "hw"};
+    return information;
   }
   std::vector<MediaStream> get_streams(const std::string&,
                                        const std::optional<Credential>&) override {
@@ -49,6 +53,30 @@ TEST(OnvifEvaluation, ReportsOneDeviceKeyedByUuidAtTheFirstAddressThatAnswers) {
   EXPECT_EQ(result.device->properties.at(kMacAddressProperty), "MocK:Mac");
   EXPECT_EQ(result.device->properties.at(kStreamUrisProperty), "rtsp://a/1 rtsp://a/2");
   EXPECT_EQ(result.device->properties.at(kManufacturerProperty), "Acme");
+}
+
+// What a camera says of itself may be in any encoding: the host would leave
+// the whole camera out for one value that is not UTF-8 (rule D2).
+TEST(OnvifEvaluation, DeviceInformationThatIsNotUtf8IsMadeValidNotDropped) {
+  ScriptedCamera api;
+  api.information.manufacturer = "Acm\xe9";
+  api.information.model = std::string("Eye\0X", 5);
+  auto result = evaluate_camera(kCamera, {}, {}, api);
+  ASSERT_TRUE(result.device);
+  EXPECT_EQ(result.device->properties.at(kManufacturerProperty), "Acm\xef\xbf\xbd");
+  EXPECT_EQ(result.device->properties.at(kModelProperty), "EyeX");
+}
+
+// Each dead address costs a request timeout: a camera announcing thousands
+// must not hold the check (and the session's stop) for hours.
+TEST(OnvifEvaluation, OnlyTheFirstEightAddressesAreTried) {
+  ScriptedCamera api;
+  Announcement camera = kCamera;
+  camera.xaddrs.assign(1000, "http://dead");
+  camera.xaddrs.push_back("device_uri");
+  auto result = evaluate_camera(camera, {}, {}, api);
+  EXPECT_FALSE(result.device);
+  EXPECT_EQ(api.dead_calls, 8);
 }
 
 TEST(OnvifEvaluation, FailedLookupKeepsTwoPropertiesAndAsksForARecheck) {

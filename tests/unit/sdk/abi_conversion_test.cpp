@@ -88,6 +88,20 @@ TEST(AbiConversion, ErrorsAreTruncatedAndTerminated) {
   dowser::abi::write_error(nullptr, 0, "ignored");  // must not crash
 }
 
+TEST(PropertyValue, MakesAnyBytesAValueTheHostTakes) {
+  EXPECT_EQ(dowser::property_value("caf\xc3\xa9 \xf0\x9f\x93\xb7"), "caf\xc3\xa9 \xf0\x9f\x93\xb7");
+  EXPECT_EQ(dowser::property_value("caf\xe9"), "caf\xef\xbf\xbd") << "Latin-1";
+  EXPECT_EQ(dowser::property_value(std::string("a\0b", 3)), "ab");
+  EXPECT_EQ(dowser::property_value("\xc0\x80"), "\xef\xbf\xbd\xef\xbf\xbd") << "overlong NUL";
+  EXPECT_EQ(dowser::property_value("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd")
+      << "a surrogate";
+  const std::string long_text = "x" + std::string(DOWSER_MAX_PROPERTY_VALUE_LEN, '\xe9');
+  const std::string cut = dowser::property_value(long_text);
+  EXPECT_LE(cut.size(), size_t{DOWSER_MAX_PROPERTY_VALUE_LEN});
+  EXPECT_EQ(cut.size(), 1 + (DOWSER_MAX_PROPERTY_VALUE_LEN - 1) / 3 * 3)
+      << "cut before a character";
+}
+
 // A cut through a character would leave bytes that are not UTF-8, which
 // the host passes on into logs and Kubernetes Events.
 TEST(AbiConversion, ErrorsAreCutBeforeACharacterTheyWouldSplit) {
