@@ -104,11 +104,17 @@ std::vector<Evaluation> DiscoverySession::check_all(const std::vector<Announceme
     for (size_t i; !cancelled_ && (i = next++) < cameras.size();)
       verdicts[i] = check(cameras[i], *api);
   };
-  std::vector<std::thread> workers;
+  std::vector<std::jthread> workers;  // joined before what they use goes
   size_t count = std::min(kMaxParallelChecks, cameras.size());
-  for (size_t i = 1; i < count; ++i) workers.emplace_back(work);
+  for (size_t i = 1; i < count; ++i) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error&) {  // no thread to be had (a pids limit): fewer do it all
+      break;
+    }
+  }
   if (count > 0) work();
-  for (auto& worker : workers) worker.join();
+  workers.clear();
   return verdicts;
 }
 

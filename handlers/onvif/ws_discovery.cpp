@@ -162,14 +162,30 @@ bool WsDiscovery::listen_once(std::chrono::steady_clock::time_point deadline, in
       if (ready == 0 || errno != EINTR) return true;
       continue;
     }
-    for (size_t i = 0; i < contexts.size(); ++i) {
-      if (fds[i + 1].revents == 0) continue;
-      // Reads the waiting datagram(s) and calls the wsdd_event_* handlers;
-      // returns after 1 ms of silence. A malformed message is dropped.
-      soap_wsdd_listen(contexts[i], -1000);
-    }
+    for (size_t i = 0; i < contexts.size(); ++i)
+      if (fds[i + 1].revents != 0) serve_waiting(contexts[i]);
     return true;
   }
+}
+
+// soap_wsdd_listen's loop without its flaw: it returns only after 1 ms of
+// silence, so a sender of a datagram a millisecond would keep it (and the
+// session's stop) forever. This reads at most kMaxDatagramsPerWake, calling
+// the wsdd_event_* handlers; a malformed message is dropped.
+void WsDiscovery::serve_waiting(soap* context) {
+  constexpr int kMaxDatagramsPerWake = 64;
+  context->accept_timeout = context->recv_timeout = context->send_timeout = -1000;
+  for (int served = 0; served < kMaxDatagramsPerWake; ++served) {
+    // Fails when nothing more came within 1 ms, or on a malformed message.
+    if (!soap_valid_socket(soap_accept(context)) || soap_begin_serve(context)) break;
+    context->keep_alive = 0;
+    const bool failed = soap_wsdd_serve_request(context) != SOAP_OK;
+    soap_destroy(context);
+    soap_end(context);
+    if (failed) break;  // the next wake-up reads on
+  }
+  soap_destroy(context);
+  soap_end(context);
 }
 
 }  // namespace onvif

@@ -49,6 +49,7 @@ class WsDiscovery {
   bool listen_once(std::chrono::steady_clock::time_point deadline, int cancel_fd);
 
  private:
+  static void serve_waiting(soap* context);
   std::vector<MulticastInterface> interfaces_;
   std::vector<ProbeTarget> unicast_targets_;
   soap* probe_soap_ = nullptr;

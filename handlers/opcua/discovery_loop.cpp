@@ -26,11 +26,20 @@ DiscoveryLoop::DiscoveryLoop(Settings settings, const ServicesFactory& services,
       log_(std::move(log)),
       latest_(settings_.discovery_urls.size()) {
   threads_.reserve(settings_.discovery_urls.size());
-  for (size_t i = 0; i < settings_.discovery_urls.size(); ++i)
-    threads_.emplace_back([this, i] { scan_repeatedly(i); });
+  try {
+    for (size_t i = 0; i < settings_.discovery_urls.size(); ++i)
+      threads_.emplace_back([this, i] { scan_repeatedly(i); });
+  } catch (...) {
+    // No thread to be had (a pids limit): the start fails, but the threads
+    // already running must end first (no destructor runs for this object).
+    stop_threads();
+    throw;
+  }
 }
 
-DiscoveryLoop::~DiscoveryLoop() {
+DiscoveryLoop::~DiscoveryLoop() { stop_threads(); }
+
+void DiscoveryLoop::stop_threads() {
   cancellation_.cancel();
   for (auto& thread : threads_) thread.join();
 }

@@ -41,6 +41,7 @@ class DiscoveryLoop {
 
  private:
   void scan_repeatedly(size_t url_index);
+  void stop_threads();  // cancels every scan and waits for its thread
   void publish(size_t url_index, std::vector<dowser::Device> devices);
 
   Settings settings_;
