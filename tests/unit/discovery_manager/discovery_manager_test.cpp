@@ -136,12 +136,18 @@ class DiscoveryManagerTest : public ::testing::Test {
   fs::path refuses_later_state() const { return dir_ / "state"; }
 
   // Runs the refuses-later fixture until it accepted its details once.
-  Configuration run_refuses_later() {
+  // Installs the refuses-later fixture; a Configuration of it.
+  Configuration refuses_later() {
     fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
     Configuration configuration = echoes("");
     configuration.handler_name = "fixtureRefusesLater";
     configuration.discovery_properties = {
         {"FIXTURE_STATE_FILE", refuses_later_state().string(), {}, {}}};
+    return configuration;
+  }
+
+  Configuration run_refuses_later() {
+    const Configuration configuration = refuses_later();
     on_core([&] {
       manager_->start();
       manager_->run(configuration);
@@ -326,17 +332,11 @@ TEST_F(DiscoveryManagerTest, DetailsTheHandlerRefusesAtStartAreRefusedNotRetried
   })) << "refused once, not retried";
 }
 
-// The refuses-later fixture accepts its details and soon ends with an
-// error; from when the state file says so, it refuses them.
 // A handler that reports its devices (an empty list when they went) and
 // then ends the session: the list still counts.
 TEST_F(DiscoveryManagerTest, DevicesReportedJustBeforeAnErrorAreDelivered) {
-  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
-  Configuration configuration = echoes("");
-  configuration.handler_name = "fixtureRefusesLater";
-  configuration.discovery_properties = {
-      {"FIXTURE_STATE_FILE", refuses_later_state().string(), {}, {}},
-      {"FIXTURE_REPORT_DEVICE", "dev-a", {}, {}}};
+  Configuration configuration = refuses_later();
+  configuration.discovery_properties.push_back({"FIXTURE_REPORT_DEVICE", "dev-a", {}, {}});
   const fs::path ended = refuses_later_state().string() + ".ended";
   // The core thread waits until the handler has reported and ended the
   // session, so that both reach it as one event (its retries report nothing).
@@ -357,11 +357,7 @@ TEST_F(DiscoveryManagerTest, DevicesReportedJustBeforeAnErrorAreDelivered) {
 // A validation that fails for a passing reason is no refusal: the
 // Configuration would otherwise stay refused until it is edited.
 TEST_F(DiscoveryManagerTest, AValidationThatFailsWithoutRefusingDoesNotRefuse) {
-  fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
-  Configuration configuration = echoes("");
-  configuration.handler_name = "fixtureRefusesLater";
-  configuration.discovery_properties = {
-      {"FIXTURE_STATE_FILE", refuses_later_state().string(), {}, {}}};
+  const Configuration configuration = refuses_later();
   std::ofstream(refuses_later_state()) << "busy";
   const dowser::test::LogCapture log;
   on_core([&] {
@@ -373,6 +369,8 @@ TEST_F(DiscoveryManagerTest, AValidationThatFailsWithoutRefusingDoesNotRefuse) {
   EXPECT_NE(log.text().find("fixture: too busy to validate"), std::string::npos) << log.text();
 }
 
+// The refuses-later fixture accepts its details and soon ends with an
+// error; from when the state file says so, it refuses them.
 const char* const kRefusal = "fixture: refuses these details now";
 
 bool retried_refusals_only(const Recorder::Reports& reports) {
