@@ -518,8 +518,10 @@ void DiscoveryManager::session_event(const ConfigurationKey& key, uint64_t gener
   auto& session = *it->second;
   // What the handler reported before it ended the session still holds (a
   // last empty list says its devices are gone): delivered first.
-  auto changes = session.sink->take_changes();
+  // The error first: a handler reports before it fails, and nothing after,
+  // so the changes taken next hold every report it made.
   auto error = session.sink->error();
+  auto changes = session.sink->take_changes();
   if (changes) {
     if (!error) session.retry_delay = options_.first_retry;  // it works again
     events_.devices(key, std::move(*changes));
