@@ -169,6 +169,9 @@ struct KubeConfigurationSource::State {
     return !namespace_name.empty() && reference.namespace_name != namespace_name;
   }
   bool waits_for_listing(const Configuration& configuration) const;
+  // Whether it references a kind not listed yet; a kind whose listing was
+  // refused counts only when counting_refused.
+  bool references_unlisted(const Configuration& configuration, bool counting_refused) const;
   std::optional<std::string> lookup(ReferenceKind kind, const KeyReference& reference) const;
   json warning(const Identity& identity, const Parsed* parsed, const std::string& reason,
                const std::string& message) const;
@@ -234,15 +237,20 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
 // listed: a Secret not listed yet is not a missing one. References that
 // cannot be read anyway (out of scope, refused) are not waited for.
 bool KubeConfigurationSource::State::waits_for_listing(const Configuration& configuration) const {
+  return references_unlisted(configuration, false);
+}
+
+bool KubeConfigurationSource::State::references_unlisted(const Configuration& configuration,
+                                                         bool counting_refused) const {
   return std::any_of(
       configuration.discovery_properties.begin(), configuration.discovery_properties.end(),
-      [this](const DiscoveryProperty& property) {
+      [this, counting_refused](const DiscoveryProperty& property) {
         const auto& reference =
             property.secret_key_ref ? property.secret_key_ref : property.config_map_key_ref;
         if (property.value || !reference || outside_scope(*reference)) return false;
         const ReferencedObjects& kind =
             objects_of(property.secret_key_ref ? ReferenceKind::secret : ReferenceKind::config_map);
-        return !kind.listed && kind.refusal.empty();
+        return !kind.listed && (counting_refused || kind.refusal.empty());
       });
 }
 
@@ -287,7 +295,13 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     held_.insert(identity);
     return;
   }
-  held_.erase(identity);
+  // One that cannot run because dowserd may not read what it references is
+  // still held for synced: its Instances must not be withdrawn as orphans
+  // (the pods using them still run) while someone grants the access.
+  if (references_unlisted(configuration, true))
+    held_.insert(identity);
+  else
+    held_.erase(identity);
   try {
     Configuration resolved = resolve_references(
         configuration, [this](ReferenceKind kind, const KeyReference& reference) {
