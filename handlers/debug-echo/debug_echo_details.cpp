@@ -105,13 +105,18 @@ bool says_offline(std::string_view content) {
 }
 
 // Any local user may put something at the default path in /tmp: a FIFO
-// would block the poll (and the session's stop) in open(), and /dev/zero
-// would be read without end. Only a regular file's first bytes count.
+// would block the poll (and the session's stop) in open(), /dev/zero would
+// be read without end, and opening some devices does something (a tty may
+// become the controlling terminal). Only a regular file's first bytes count,
+// and nothing else is opened.
 bool is_online(const std::string& availability_file) {
   constexpr size_t kReadAtMost = size_t{64} * 1024;
-  const int fd = ::open(availability_file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return true;  // no file means nobody asked for offline
-  struct stat status {};
+  struct stat named {};
+  if (::stat(availability_file.c_str(), &named) != 0 || !S_ISREG(named.st_mode))
+    return true;  // no file means nobody asked for offline
+  const int fd = ::open(availability_file.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return true;
+  struct stat status {};  // what was opened: it may have been replaced since
   std::string content;
   if (::fstat(fd, &status) == 0 && S_ISREG(status.st_mode)) {
     content.resize(kReadAtMost);
