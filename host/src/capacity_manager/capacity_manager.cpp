@@ -363,9 +363,9 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
   return result;
 }
 
-// Why claim_slot refused, from the cache it has just refreshed: the stored
-// Instance may have fewer slots than the cached one had (its capacity
-// lowered by another node meanwhile).
+// Why claim_slot refused, from the cache, which it refreshed if the store
+// still has the Instance: the stored Instance may have fewer slots than the
+// cached one had (its capacity lowered by another node meanwhile).
 std::string CapacityManager::refusal_of_slot(const InstanceKey& instance, const std::string& id,
                                              uint32_t index) const {
   const auto* now = find(instance);

@@ -135,7 +135,6 @@ class DiscoveryManagerTest : public ::testing::Test {
 
   fs::path refuses_later_state() const { return dir_ / "state"; }
 
-  // Runs the refuses-later fixture until it accepted its details once.
   // Installs the refuses-later fixture; a Configuration of it.
   Configuration refuses_later() {
     fs::copy_file(FIXTURE_REFUSES_LATER, handler_dir() / "libfixture-refuses-later.so");
@@ -146,6 +145,7 @@ class DiscoveryManagerTest : public ::testing::Test {
     return configuration;
   }
 
+  // Runs the refuses-later fixture until it accepted its details once.
   Configuration run_refuses_later() {
     const Configuration configuration = refuses_later();
     on_core([&] {
