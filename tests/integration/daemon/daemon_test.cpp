@@ -674,6 +674,9 @@ TEST_F(DaemonTest, ABadConfigurationWhoseHandlerCameLaterIsRefusedLikeAnyOther) 
   auto& node = add_node("node-a", {"--handler-rescan-ms=100"});
   ASSERT_TRUE(node.wait_for_log("no discovery handler named 'testDevices' is loaded"))
       << node.log();
+  // Its CL plugin registered first: one withdrawn before it registered is
+  // never known to the kubelet, so its stop could not be seen.
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/late", 0)) << node.log();
   fs::copy_file(TEST_DEVICES_SO, handler_dir_ / "libfixture-test-devices.so");
   EXPECT_TRUE(node.wait_for_log("Configuration default/late: refused by handler testDevices"))
       << node.log();
