@@ -192,7 +192,7 @@ struct KubeConfigurationSource::State {
   std::map<Identity, Parsed> parsed_;                 // last good version of each object
   std::map<Identity, std::string> reported_invalid_;  // resourceVersion reported bad
   ReferencedObjects secrets_{kSecrets.plural}, config_maps_{kConfigMaps.plural};
-  // Not evaluated yet: they reference a kind not listed yet.
+  // They reference a kind not listed yet (waiting, or refused): no synced.
   std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
   std::map<Identity, std::string> unresolved_;   // the problem last reported
@@ -291,17 +291,14 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     return;
   }
   const Configuration& configuration = parsed->second.configuration;
-  if (waits_for_listing(configuration)) {
-    held_.insert(identity);
-    return;
-  }
-  // One that cannot run because dowserd may not read what it references is
-  // still held for synced: its Instances must not be withdrawn as orphans
-  // (the pods using them still run) while someone grants the access.
+  // Held for synced while a kind it references is not listed, also when
+  // dowserd may not read that kind: its Instances must not be withdrawn as
+  // orphans (the pods using them still run) while someone grants the access.
   if (references_unlisted(configuration, true))
     held_.insert(identity);
   else
     held_.erase(identity);
+  if (waits_for_listing(configuration)) return;
   try {
     Configuration resolved = resolve_references(
         configuration, [this](ReferenceKind kind, const KeyReference& reference) {
