@@ -75,6 +75,9 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
   reported_.insert(key);
   const uint64_t snapshot = ++snapshots_;
   std::set<capacity::InstanceKey> changed;
+  // A complete snapshot: only its devices may wait for a name.
+  std::erase_if(waiting_for_name_,
+                [&](const auto& waiting) { return waiting.second.configuration == key; });
   for (const auto& device : devices)
     report(configuration, device, same_configuration, snapshot, changed);
   // Instances stored before this process saw them can only predate its first
@@ -96,6 +99,7 @@ std::set<capacity::InstanceKey> InstanceReconciler::reconcile(
     auto seen = seen_.find(instance_key);
     return seen == seen_.end() || seen->second.configuration == key;
   });
+  offer_waiting(configuration, snapshot, changed);
   return changed;
 }
 
@@ -112,12 +116,19 @@ std::set<capacity::InstanceKey> InstanceReconciler::apply(
   for (const auto& device : changes.reported)
     report(configuration, device, true, snapshot, changed);
   for (const auto& device : changes.gone) {
-    auto seen = seen_.find(key_of(configuration, device));
-    if (seen == seen_.end() || seen->second.configuration != key) continue;
+    const auto instance_key = key_of(configuration, device);
+    auto waiting = waiting_for_name_.find(instance_key);
+    if (waiting != waiting_for_name_.end() && waiting->second.device.id == device.id)
+      waiting_for_name_.erase(waiting);
+    auto seen = seen_.find(instance_key);
+    if (seen == seen_.end() || seen->second.configuration != key ||
+        seen->second.device.id != device.id)
+      continue;
     if (!went_missing(seen->first, seen->second, configuration.shared_offline_grace, now, changed))
       forget(seen);
   }
   rejoin_unlisted(configuration, snapshot, changed);
+  offer_waiting(configuration, snapshot, changed);
   return changed;
 }
 
@@ -142,6 +153,7 @@ void InstanceReconciler::report(const configuration::Configuration& configuratio
                                 std::set<capacity::InstanceKey>& changed) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   auto instance_key = key_of(configuration, device);
+  if (name_held_by_another(key, instance_key, device)) return;
   auto& seen = seen_[instance_key];
   seen.snapshot = snapshot;
   if (same_configuration && seen.configuration == key && !seen.offline_until &&
@@ -159,6 +171,43 @@ void InstanceReconciler::report(const configuration::Configuration& configuratio
     join(wanted);
   } catch (const store::StoreError& e) {
     write_failed(key, wanted.name, e);
+  }
+}
+
+bool InstanceReconciler::name_held_by_another(const ConfigurationKey& configuration,
+                                              const capacity::InstanceKey& instance,
+                                              const Device& device) {
+  auto holder = seen_.find(instance);
+  if (holder == seen_.end() || holder->second.configuration != configuration ||
+      (holder->second.device.id == device.id && holder->second.device.sharing == device.sharing))
+    return false;
+  waiting_for_name_.insert_or_assign(instance, Waiting{configuration, device});
+  if (clashes_told_.emplace(instance, device.id).second) {
+    spdlog::error(
+        "Configuration {}/{}: devices {} and {} both make Instance {} (its name keeps 6 hex "
+        "digits of a digest of the device id, as Akri's does); {} is left out while {} holds "
+        "the name",
+        configuration.first, configuration.second, holder->second.device.id, device.id,
+        instance.second, device.id, holder->second.device.id);
+  }
+  return true;
+}
+
+void InstanceReconciler::offer_waiting(const configuration::Configuration& configuration,
+                                       uint64_t snapshot,
+                                       std::set<capacity::InstanceKey>& changed) {
+  const ConfigurationKey key{configuration.namespace_name, configuration.name};
+  std::vector<Device> free_now;
+  std::erase_if(waiting_for_name_, [&](const auto& entry) {
+    const auto& [instance, waiting] = entry;
+    if (waiting.configuration != key || seen_.count(instance)) return false;
+    free_now.push_back(waiting.device);
+    return true;
+  });
+  for (const auto& device : free_now) {
+    spdlog::info("{}: device {} takes the name its clashing device left",
+                 key_of(configuration, device).second, device.id);
+    report(configuration, device, false, snapshot, changed);
   }
 }
 
@@ -218,6 +267,9 @@ host::Snapshot InstanceReconciler::reported_devices(const ConfigurationKey& conf
   for (const auto& [key, seen] : seen_)
     if (seen.configuration == configuration && !seen.offline_until)
       devices[{seen.device.id, seen.device.sharing}] = &seen.device;
+  for (const auto& [key, waiting] : waiting_for_name_)
+    if (waiting.configuration == configuration)
+      devices[{waiting.device.id, waiting.device.sharing}] = &waiting.device;
   for (const auto& device : changes.gone) devices.erase({device.id, device.sharing});
   for (const auto& device : changes.reported) devices[{device.id, device.sharing}] = &device;
   host::Snapshot result;
@@ -256,6 +308,8 @@ std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
   // Those stored before a restart and not reported since go too (refused
   // before its first snapshot, the Configuration never had one).
   adopt_stored(configuration);
+  std::erase_if(waiting_for_name_,
+                [&](const auto& waiting) { return waiting.second.configuration == configuration; });
   reconciled_with_.erase(configuration);
   reported_.erase(configuration);
   std::set<capacity::InstanceKey> changed;
@@ -300,10 +354,13 @@ std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now
     }
     spdlog::info("{}: device {} did not come back; withdrawing", key->second,
                  seen->second.device.id);
+    const ConfigurationKey configuration = seen->second.configuration;
     withdraw(*key);
     changed.insert(*key);
     seen_.erase(seen);
     key = offline_.erase(key);
+    if (auto last = reconciled_with_.find(configuration); last != reconciled_with_.end())
+      offer_waiting(last->second, snapshots_, changed);
   }
   return changed;
 }

@@ -432,6 +432,109 @@ TEST_F(InstanceReconcilerTest, AnInstanceThatLostThisNodeIsJoinedAgainByAReapply
 
 // ---- staged creates: advertised first, written after ---------------------------------
 
+// ---- two devices, one name -----------------------------------------------------------
+
+// Two device ids whose Instance names clash on node-a: the name keeps 24 bits
+// of a digest, so a few thousand ids hold such a pair.
+std::pair<std::string, std::string> clashing_ids(Sharing sharing) {
+  std::map<std::string, std::string> by_digest;
+  for (int i = 0;; ++i) {
+    std::string id = "clash-" + std::to_string(i);
+    auto [found, fresh] = by_digest.emplace(
+        dowser::naming::device_digest(id, sharing == Sharing::shared, "node-a"), id);
+    if (!fresh) return {found->second, id};
+  }
+}
+
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+std::string description(const dowser::store::StoredInstance& stored) {
+  return stored.instance.broker_properties.at("DEBUG_ECHO_DESCRIPTION");
+}
+
+Device described(const std::string& id, Sharing sharing) {
+  return device(id, sharing, {{"DEBUG_ECHO_DESCRIPTION", id}});
+}
+
+TEST_F(InstanceReconcilerTest, TwoDevicesOfOneNameMakeOneInstanceAndTheOtherIsToldOfOnce) {
+  const dowser::test::LogCapture log;
+  auto config = configuration("cams");
+  auto [first_id, second_id] = clashing_ids(Sharing::shared);
+  auto first = described(first_id, Sharing::shared);
+  auto second = described(second_id, Sharing::shared);
+  const InstanceKey key = key_of("cams", first);
+  ASSERT_EQ(key, key_of("cams", second));
+
+  EXPECT_EQ(reconciler_->reconcile(config, {first, second}, start_), std::set<InstanceKey>{key});
+  auto written = stored(key);
+  ASSERT_TRUE(written);
+  EXPECT_EQ(description(*written), first_id) << "the first device reported holds the name";
+  EXPECT_EQ(*reconciler_->device(key), first);
+
+  // Reported in the other order, the holder keeps its name and nothing is written.
+  EXPECT_TRUE(reconciler_->reconcile(config, {second, first}, start_).empty());
+  EXPECT_EQ(stored(key)->revision, written->revision);
+  EXPECT_EQ(*reconciler_->device(key), first);
+  const std::string told =
+      "devices " + first_id + " and " + second_id + " both make Instance " + key.second;
+  EXPECT_EQ(occurrences(log.text(), told), 1u) << log.text();
+  EXPECT_NE(log.text().find(second_id + " is left out while " + first_id + " holds the name"),
+            std::string::npos)
+      << log.text();
+}
+
+TEST_F(InstanceReconcilerTest, ADeviceLeftOutForItsNameTakesItWhenTheHolderGoes) {
+  auto config = configuration("usb");
+  auto [first_id, second_id] = clashing_ids(Sharing::local);
+  auto first = described(first_id, Sharing::local);
+  auto second = described(second_id, Sharing::local);
+  const InstanceKey key = key_of("usb", first);
+  reconciler_->apply(config, complete({first}), start_);
+  EXPECT_TRUE(reconciler_->apply(config, changes({second}), start_).empty())
+      << "left out: the holder is still reported";
+  EXPECT_EQ(description(*stored(key)), first_id);
+
+  EXPECT_EQ(reconciler_->apply(config, changes({}, {first}), start_), std::set<InstanceKey>{key});
+  auto taken = stored(key);
+  ASSERT_TRUE(taken) << "the waiting device took the name";
+  EXPECT_EQ(description(*taken), second_id);
+  EXPECT_EQ(*reconciler_->device(key), second);
+
+  // The first one back now waits; gone while it waits, it is forgotten.
+  reconciler_->apply(config, changes({first}), start_);
+  EXPECT_EQ(*reconciler_->device(key), second);
+  reconciler_->apply(config, changes({}, {first}), start_);
+  EXPECT_EQ(*reconciler_->device(key), second) << "the holder is not the device that went";
+  reconciler_->apply(config, changes({}, {second}), start_);
+  EXPECT_FALSE(stored(key)) << "nothing waits for the name any more";
+}
+
+TEST_F(InstanceReconcilerTest, ADeviceLeftOutWaitsForAnOfflineHolderToExpire) {
+  auto config = configuration("cams");
+  config.shared_offline_grace = std::chrono::seconds(60);
+  auto [first_id, second_id] = clashing_ids(Sharing::shared);
+  auto first = described(first_id, Sharing::shared);
+  auto second = described(second_id, Sharing::shared);
+  const InstanceKey key = key_of("cams", first);
+  reconciler_->reconcile(config, {first, second}, start_);
+
+  reconciler_->reconcile(config, {second}, start_);
+  EXPECT_TRUE(reconciler_->offline(key)) << "the holder is kept offline for its grace";
+  EXPECT_EQ(description(*stored(key)), first_id);
+  reconciler_->reapply(config, start_);
+  EXPECT_EQ(*reconciler_->device(key), first) << "a reapply keeps who waits";
+
+  EXPECT_EQ(reconciler_->expire(start_ + std::chrono::seconds(60)), std::set<InstanceKey>{key});
+  auto taken = stored(key);
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(description(*taken), second_id);
+  EXPECT_FALSE(reconciler_->offline(key));
+}
+
 TEST_F(InstanceReconcilerTest, AStagedNewLocalDeviceIsPooledFirstAndWrittenAfter) {
   auto config = configuration("usb");
   auto local = device("one", Sharing::local);
