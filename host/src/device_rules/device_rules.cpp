@@ -122,6 +122,10 @@ std::optional<std::string> struct_size_problem(uint32_t size, uint32_t stride, u
     return "struct_size " + to_string(size) + " is smaller than the 1.0 " + std::string(kind) +
            " record (" + to_string(minimum) + " bytes): rule V3";
   }
+  if (size > DOWSER_MAX_RECORD_SIZE) {
+    return "struct_size " + to_string(size) + " is larger than any " + std::string(kind) +
+           " record of ABI 1.x (at most " + to_string(DOWSER_MAX_RECORD_SIZE) + " bytes): rule V3";
+  }
   if (size != stride) {
     return "struct_size " + to_string(size) + " differs from the " + to_string(stride) +
            " of the first in its array: rule V3";
@@ -182,7 +186,7 @@ void for_each_sound_record(DeviceProblems& problems, const Record* records, size
       continue;
     }
     problems.add(std::string(kind.element) + " " + to_string(i + 1) + ": " + *problem);
-    if (stride < kind.minimum) return;
+    if (stride < kind.minimum || stride > DOWSER_MAX_RECORD_SIZE) return;
   }
 }
 
@@ -330,8 +334,13 @@ CheckedReport check_report(const dowser_device* devices, size_t count) {
   if (count == 0) return report;
   if (devices == nullptr)
     throw std::invalid_argument("the device array is NULL but its length is " + to_string(count));
+  if (count > DOWSER_MAX_SNAPSHOT_DEVICES) {
+    throw std::invalid_argument(to_string(count) + " devices in one snapshot, more than the " +
+                                to_string(DOWSER_MAX_SNAPSHOT_DEVICES) +
+                                " allowed (rule D7): narrow the discovery details");
+  }
   const uint32_t stride = struct_size_of(devices);
-  if (stride < kDeviceRecord_1_0) {
+  if (stride < kDeviceRecord_1_0 || stride > DOWSER_MAX_RECORD_SIZE) {
     throw std::invalid_argument(check_device(devices, 1, stride).problems.front() +
                                 "; it is the array's stride, so no device of it can be read");
   }

@@ -65,7 +65,8 @@ struct CheckedReport {
 
 // Checks and copies what report_devices received. Throws
 // std::invalid_argument when the array itself cannot be read: NULL with a
-// length, or a first struct_size too small to be its stride (rule V3).
+// length, or a first struct_size too small or too large to be its stride
+// (rule V3); or when it holds more devices than a snapshot may (rule D7).
 // Duplicate ids are the caller's to find, among the devices kept.
 CheckedReport check_report(const dowser_device* devices, size_t count);
 

@@ -26,7 +26,10 @@
  *      end of its last 1.0 member) is an error, never read as zeros: the
  *      receiver refuses that record (the host leaves such a device out of its
  *      snapshot) or, when it is the first element and so the stride, the whole
- *      array. A larger struct_size (a newer minor) is accepted.
+ *      array. A larger struct_size (a newer minor) is accepted, up to
+ *      DOWSER_MAX_RECORD_SIZE bytes; a struct_size above that is no record of
+ *      this major (an uninitialised one, say) and is refused like a too small
+ *      one.
  *  V4. A handler built with minor M that wants to use a host member added in
  *      minor K > 0 MUST first check host->abi_minor >= K.
  *  V5. Members are never removed or reordered within a major. A replaced
@@ -90,6 +93,9 @@
  *      snapshot, takes the other devices, and says why once. A snapshot with
  *      a duplicate id, or an array it cannot read, is refused whole
  *      (DOWSER_ERR_INVALID_ARGUMENT).
+ *  D7. A snapshot holds at most DOWSER_MAX_SNAPSHOT_DEVICES devices (each
+ *      becomes an Instance and a device plugin); a larger one is refused
+ *      whole (DOWSER_ERR_INVALID_ARGUMENT), and the last one taken stays.
  *  The limits keep an Instance far below Kubernetes' 1.5 MB object limit, and
  *  a kubelet Allocate response below gRPC's 4 MiB default message size.
  */
@@ -119,6 +125,9 @@ extern "C" {
 #define DOWSER_MAX_PATH_LEN 4096
 #define DOWSER_MAX_DEVICE_ENTRIES 1024 /* each of properties, mounts, device nodes */
 #define DOWSER_MAX_DEVICE_LEN 131072   /* all strings of one device together */
+/* Devices in one report_devices call (D7); the largest struct_size of a record (V3). */
+#define DOWSER_MAX_SNAPSHOT_DEVICES 10000
+#define DOWSER_MAX_RECORD_SIZE 65536
 
 /* Status codes. Fixed width, never a C enum inside a struct. */
 typedef int32_t dowser_status;

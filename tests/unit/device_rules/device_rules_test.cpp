@@ -322,13 +322,19 @@ TEST(DeviceRules, ARecordOfADifferentSizeThanItsArraysStrideIsRefused) {
                      "first in its array: rule V3"});
 }
 
-TEST(DeviceRules, ANestedArrayWhoseStrideIsTooSmallIsNotReadPastItsFirstRecord) {
-  RawDevice device;
-  device.property("A").property("B");
-  device.properties[0].struct_size = 4;
-  EXPECT_EQ(device.problems(),
+TEST(DeviceRules, ANestedArrayWhoseStrideIsImpossibleIsNotReadPastItsFirstRecord) {
+  const auto problems_with_first_size = [](uint32_t size) {
+    RawDevice device;
+    device.property("A").property("B");
+    device.properties[0].struct_size = size;
+    return device.problems();
+  };
+  EXPECT_EQ(problems_with_first_size(4),
             Problems{"device \"cam-1\": property 1: struct_size 4 is smaller than the 1.0 "
                      "property record (44 bytes): rule V3"});
+  EXPECT_EQ(problems_with_first_size(0x7fffffff),
+            Problems{"device \"cam-1\": property 1: struct_size 2147483647 is larger than any "
+                     "property record of ABI 1.x (at most 65536 bytes): rule V3"});
 }
 
 // A newer minor appends members: its records are larger, and accepted.
@@ -421,6 +427,34 @@ TEST(CheckReport, RefusesAnArrayItCannotRead) {
     EXPECT_EQ(std::string(e.what()),
               "device 1: struct_size 4 is smaller than the 1.0 device record (76 bytes): rule V3; "
               "it is the array's stride, so no device of it can be read");
+  }
+  // An uninitialised struct_size: the second record would be read a megabyte on.
+  records[0].struct_size = 1u << 20;
+  try {
+    check_report(records, 2);
+    FAIL() << "a stride of 1 MiB was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "device 1: struct_size 1048576 is larger than any device record of ABI 1.x (at "
+              "most 65536 bytes): rule V3; it is the array's stride, so no device of it can be "
+              "read");
+  }
+}
+
+TEST(CheckReport, RefusesASnapshotOfMoreDevicesThanTheLimitWithoutReadingIt) {
+  RawDevice device;
+  std::vector<dowser_device> records(DOWSER_MAX_SNAPSHOT_DEVICES, device.record());
+  EXPECT_EQ(check_report(records.data(), records.size()).devices.size(),
+            size_t{DOWSER_MAX_SNAPSHOT_DEVICES})
+      << "the limit itself is taken (the ids repeat: duplicates are the caller's to find)";
+  try {
+    // One more than the array holds: refused before a record is read (ASan would see it).
+    check_report(records.data(), records.size() + 1);
+    FAIL() << "a snapshot over the limit was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "10001 devices in one snapshot, more than the 10000 allowed (rule D7): narrow the "
+              "discovery details");
   }
 }
 
