@@ -36,7 +36,8 @@ std::optional<std::pair<AcceptedRequests::Configuration, std::string>> parse_lin
                    line.substr(space + 1)};
 }
 
-// Writes text as the whole file; what went wrong ("write PATH: REASON"), if anything.
+// Writes text as the whole file and makes it durable; what went wrong
+// ("write PATH: REASON"), if anything.
 std::optional<std::string> write_whole(const std::filesystem::path& path, std::string_view text) {
   const auto failed = [&](const char* action) {
     return std::string(action) + " " + path.string() + ": " + std::strerror(errno);
@@ -53,8 +54,23 @@ std::optional<std::string> write_whole(const std::filesystem::path& path, std::s
     }
     text.remove_prefix(static_cast<size_t>(written));
   }
+  if (::fsync(fd) != 0) {
+    auto failure = failed("fsync");
+    ::close(fd);
+    return failure;
+  }
   if (::close(fd) != 0) return failed("close");
   return std::nullopt;
+}
+
+// Makes a rename in the directory durable; what went wrong, if anything.
+std::optional<std::string> sync_directory(const std::filesystem::path& directory) {
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return "open " + directory.string() + ": " + std::strerror(errno);
+  std::optional<std::string> failure;
+  if (::fsync(fd) != 0) failure = "fsync " + directory.string() + ": " + std::strerror(errno);
+  ::close(fd);
+  return failure;
 }
 
 }  // namespace
@@ -126,7 +142,11 @@ void AcceptedRequests::retry_later() {
   });
 }
 
-// A temporary file renamed over the old one: a crash leaves one or the other.
+// A temporary file, made durable, renamed over the old one, and the rename
+// made durable: a crash or a power cut leaves one or the other, never an
+// empty file (which would forget every Configuration's accepted request).
+// Accepts are rare (a Configuration's start), so the fsyncs may block the
+// core thread for their milliseconds.
 std::optional<std::string> AcceptedRequests::write_file() const {
   const std::filesystem::path& file = *file_;
   std::error_code error;
@@ -143,7 +163,7 @@ std::optional<std::string> AcceptedRequests::write_file() const {
   std::filesystem::rename(temporary, file, error);
   if (error)
     return "rename " + temporary.string() + " to " + file.string() + ": " + error.message();
-  return std::nullopt;
+  return sync_directory(file.has_parent_path() ? file.parent_path() : ".");
 }
 
 }  // namespace dowser::discovery
