@@ -526,6 +526,10 @@ void PluginManager::registration_done(const std::string& resource_name, uint64_t
               "{}: kubelet registration failed: {}; retrying in {} ms{}", resource_name,
               status.error_message(), entry.retry_delay.count(),
               news ? " (repeats of this are logged at debug level)" : "");
+  // A Register that timed out may have been taken by a kubelet too busy to
+  // answer in time, and the kubelet takes no second Register on one socket:
+  // the retry offers a new one.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) serve(resource_name, entry);
   retry_registration(resource_name, entry);
 }
 

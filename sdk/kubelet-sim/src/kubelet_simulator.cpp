@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 namespace dowser::testkit {
@@ -124,7 +125,7 @@ struct KubeletSimulator::Impl {
           impl.grpc_token,
           [this, &impl, request](const grpc::Status& status,
                                  const std::shared_ptr<PluginConnection>& connection) {
-            Finish(impl.dialled(request, status, connection));
+            answer(impl.dialled(request, status, connection), impl.late_answer_delay(status));
           });
       std::lock_guard lock(mutex_);
       dial_ = std::move(dial);
@@ -141,6 +142,16 @@ struct KubeletSimulator::Impl {
     void OnDone() override { delete this; }
 
    private:
+    // A late answer comes from a thread of its own: the server's shutdown
+    // waits for it (delay at most), as it waits for every call.
+    void answer(const grpc::Status& status, std::chrono::milliseconds delay) {
+      if (delay.count() == 0) return Finish(status);
+      std::thread([this, status, delay] {
+        std::this_thread::sleep_for(delay);
+        Finish(status);
+      }).detach();
+    }
+
     std::mutex mutex_;
     std::shared_ptr<grpc::ClientContext> dial_;  // cancelling it once answered does nothing
   };
@@ -578,6 +589,20 @@ struct KubeletSimulator::Impl {
     return state;
   }
 
+  void answer_registrations_late(std::chrono::milliseconds delay, std::size_t count) {
+    std::lock_guard lock(mutex);
+    late_delay = delay;
+    late_answers_left = count;
+  }
+
+  // How long to hold back the answer of a Register that ended with status.
+  std::chrono::milliseconds late_answer_delay(const grpc::Status& status) {
+    std::lock_guard lock(mutex);
+    if (!status.ok() || late_answers_left == 0) return std::chrono::milliseconds(0);
+    --late_answers_left;
+    return late_delay;
+  }
+
   // The predicate sees the state itself: copying thousands of resources per
   // change would cost more than what a scale test measures.
   bool wait_for(const std::function<bool(const SimulatorStatus&)>& predicate,
@@ -595,7 +620,9 @@ struct KubeletSimulator::Impl {
   SimulatorStatus state;  // every registered resource has a plugin entry too
   std::map<std::string, Plugin> plugins;
   std::uint64_t last_connection_id = 0;
-  std::size_t open_streams = 0;  // ListAndWatch streams whose end was not handled yet
+  std::size_t open_streams = 0;             // ListAndWatch streams whose end was not handled yet
+  std::chrono::milliseconds late_delay{0};  // see answer_registrations_late
+  std::size_t late_answers_left = 0;
   // Held by every dial and plugin connection until their channels are gone.
   PluginConnection::Token grpc_token;
   bool grpc_token_released = false;  // guarded by mutex
@@ -624,6 +651,11 @@ AllocationResult KubeletSimulator::allocate(const std::string& resource, const P
 std::size_t KubeletSimulator::delete_pod(const PodRef& pod) { return impl_->delete_pod(pod); }
 
 void KubeletSimulator::restart(KubeletExit exit) { impl_->restart(exit); }
+
+void KubeletSimulator::answer_registrations_late(std::chrono::milliseconds delay,
+                                                 std::size_t count) {
+  impl_->answer_registrations_late(delay, count);
+}
 
 SimulatorStatus KubeletSimulator::status() const { return impl_->status(); }
 

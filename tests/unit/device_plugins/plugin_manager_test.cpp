@@ -155,10 +155,13 @@ std::invoke_result_t<Task> run_on_core(boost::asio::io_context& core, Task task)
 
 // A PluginManager, started, on a core thread of its own.
 struct StandaloneManager {
-  explicit StandaloneManager(const fs::path& kubelet_dir) {
+  explicit StandaloneManager(
+      const fs::path& kubelet_dir,
+      std::chrono::milliseconds register_timeout = std::chrono::seconds(15)) {
     on_core([&] {
       dowser::plugins::PluginManagerOptions options;
       options.kubelet_dir = kubelet_dir;
+      options.register_timeout = register_timeout;
       manager = std::make_unique<PluginManager>(core, options);
       manager->start();
     });
@@ -550,6 +553,41 @@ TEST_F(PluginManagerTest, AKubeletSeenOnceIsNotRegisteredWithTwice) {
   EXPECT_EQ(after.socket_name, serving) << "the plugin left the socket the kubelet streams from";
   EXPECT_TRUE(after.registered) << "the plugin started registering again";
   EXPECT_EQ(after.registrations, 2u);
+}
+
+// The kubelet took the plugin's socket but answered Register too late: the
+// retry must offer a new socket, since the kubelet takes no second Register
+// on one path.
+TEST(PluginManagerRegistration, ARegisterThatTimedOutIsRetriedOnANewSocket) {
+  TempDir dir;
+  KubeletSimulator kubelet(kubelet_config(dir.path()));
+  kubelet.answer_registrations_late(std::chrono::milliseconds(1500), 1);
+  StandaloneManager node(kubelet.config().device_plugin_dir, std::chrono::milliseconds(500));
+  node.on_core([&] { node.manager->add(kResource, node.backend); });
+  std::string first;
+  ASSERT_TRUE(kubelet.wait_for(
+      [&](const SimulatorStatus& status) {
+        const auto* resource = status.resource(kResource);
+        if (resource) first = resource->endpoint;
+        return resource != nullptr;
+      },
+      kDeadline))
+      << "the first Register never reached the kubelet";
+
+  ASSERT_TRUE(kubelet.wait_for(
+      [&](const SimulatorStatus& status) {
+        const auto* resource = status.resource(kResource);
+        return resource->registrations >= 2 && resource->streaming;
+      },
+      kDeadline))
+      << "the plugin did not register again after its Register timed out";
+  const auto second = *kubelet.status().resource(kResource);
+  EXPECT_NE(second.endpoint, first) << "the retry offered the socket the kubelet already had";
+  ASSERT_TRUE(dowser::test::eventually([&] {
+    return node.on_core([&] { return node.manager->stats(kResource)->registered; });
+  })) << "the retry's answer was not taken";
+  EXPECT_EQ(node.on_core([&] { return node.manager->stats(kResource)->socket_name; }),
+            second.endpoint);
 }
 
 // The plugin directory cannot hold a socket for a while (a file stands where

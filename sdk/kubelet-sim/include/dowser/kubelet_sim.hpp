@@ -124,6 +124,12 @@ class KubeletSimulator {
   // survive (the kubelet checkpoints them); device lists do not.
   void restart(KubeletExit exit = KubeletExit::clean);
 
+  // A kubelet too busy to answer in time: the next `count` Register calls
+  // that succeed are answered `delay` after the plugin was dialled back and
+  // registered, so a plugin's Register may time out although the kubelet
+  // took its socket.
+  void answer_registrations_late(std::chrono::milliseconds delay, std::size_t count);
+
   SimulatorStatus status() const;
 
   // Waits until predicate(status) holds, re-checking on every change. The
