@@ -28,10 +28,10 @@ using nlohmann::json;
 using Identity = std::pair<std::string, std::string>;  // (namespace, name)
 using KeyValues = std::map<std::string, std::string>;
 
-const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
-const kube::ResourceType kSecrets{"", "v1", "secrets", true};
-const kube::ResourceType kConfigMaps{"", "v1", "configmaps", true};
-const kube::ResourceType kEvents{"", "v1", "events", true};
+using kube::resources::kConfigMaps;
+using kube::resources::kConfigurations;
+using kube::resources::kEvents;
+using kube::resources::kSecrets;
 
 std::string text_at(const json& object, const json::json_pointer& pointer) {
   return object.contains(pointer) && object.at(pointer).is_string()

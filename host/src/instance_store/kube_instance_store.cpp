@@ -19,8 +19,8 @@ namespace {
 using nlohmann::json;
 using Key = std::pair<std::string, std::string>;  // namespace, name
 
-const kube::ResourceType kInstances{"akri.sh", "v0", "instances", true};
-const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+using kube::resources::kConfigurations;
+using kube::resources::kInstances;
 constexpr std::chrono::seconds kFirstListDeadline{10};
 
 std::string describe(const std::string& namespace_name, const std::string& name) {

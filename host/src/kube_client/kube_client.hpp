@@ -96,6 +96,17 @@ struct ResourceType {
   bool namespaced = true;
 };
 
+// The resource types dowser reads and writes, named once for the product and its tests.
+namespace resources {
+inline const ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+inline const ResourceType kInstances{"akri.sh", "v0", "instances", true};
+inline const ResourceType kSecrets{"", "v1", "secrets", true};
+inline const ResourceType kConfigMaps{"", "v1", "configmaps", true};
+inline const ResourceType kEvents{"", "v1", "events", true};
+inline const ResourceType kNodes{"", "v1", "nodes", false};
+inline const ResourceType kNamespaces{"", "v1", "namespaces", false};
+}  // namespace resources
+
 struct Timeouts {
   std::chrono::milliseconds connect{3000};
   std::chrono::milliseconds request{10000};  // whole request, except watches

@@ -33,7 +33,7 @@ ApiStatus ApiProbe::last() const {
 ApiStatus ApiProbe::probe() {
   const std::string server = client_.access().server;
   try {
-    client_.get(kube::ResourceType{"", "v1", "nodes", false}, "", node_);
+    client_.get(kube::resources::kNodes, "", node_);
     return {true, server};
   } catch (const kube::ApiError& error) {
     const int status = error.status();

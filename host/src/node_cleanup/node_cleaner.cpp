@@ -14,7 +14,7 @@
 namespace dowser::node_cleanup {
 namespace {
 
-const kube::ResourceType kNodes{"", "v1", "nodes", false};
+using kube::resources::kNodes;
 constexpr int kMaxRemoveAttempts = 16;
 
 std::string name_of(const nlohmann::json& node) {

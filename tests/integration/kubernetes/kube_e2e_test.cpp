@@ -18,10 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
-const kube::ResourceType kSecrets{"", "v1", "secrets", true};
-const kube::ResourceType kEvents{"", "v1", "events", true};
-const kube::ResourceType kNodes{"", "v1", "nodes", false};
+using kube::resources::kConfigurations;
+using kube::resources::kEvents;
+using kube::resources::kNodes;
+using kube::resources::kSecrets;
 
 std::string base64(const std::string& text) {
   static constexpr std::string_view kAlphabet =

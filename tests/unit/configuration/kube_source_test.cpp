@@ -17,11 +17,11 @@ namespace {
 using kube::testing::TestApiServer;
 using nlohmann::json;
 
-const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
-const kube::ResourceType kSecrets{"", "v1", "secrets", true};
-const kube::ResourceType kConfigMaps{"", "v1", "configmaps", true};
-const kube::ResourceType kEvents{"", "v1", "events", true};
-const kube::ResourceType kNamespaces{"", "v1", "namespaces", false};
+using kube::resources::kConfigMaps;
+using kube::resources::kConfigurations;
+using kube::resources::kEvents;
+using kube::resources::kNamespaces;
+using kube::resources::kSecrets;
 
 // A debugEcho Configuration with one discovery property, taken from
 // value_from (a secretKeyRef or configMapKeyRef object) unless it is null.

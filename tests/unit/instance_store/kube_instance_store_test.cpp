@@ -17,9 +17,9 @@ namespace {
 using kube::testing::TestApiServer;
 using nlohmann::json;
 
-const kube::ResourceType kNamespaces{"", "v1", "namespaces", false};
-const kube::ResourceType kInstances{"akri.sh", "v0", "instances", true};
-const kube::ResourceType kConfigurations{"akri.sh", "v0", "configurations", true};
+using kube::resources::kConfigurations;
+using kube::resources::kInstances;
+using kube::resources::kNamespaces;
 
 // The namespaces the contract uses besides "default": Kubernetes refuses
 // objects in a namespace that does not exist.

@@ -15,8 +15,8 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const ResourceType kConfigMaps{"", "v1", "configmaps", true};
-const ResourceType kNamespaces{"", "v1", "namespaces", false};
+using resources::kConfigMaps;
+using resources::kNamespaces;
 
 json config_map(const std::string& name, const std::string& value) {
   return {{"apiVersion", "v1"},
