@@ -117,9 +117,7 @@ std::set<capacity::InstanceKey> InstanceReconciler::apply(
     report(configuration, device, true, snapshot, changed);
   for (const auto& device : changes.gone) {
     const auto instance_key = key_of(configuration, device);
-    auto waiting = waiting_for_name_.find(instance_key);
-    if (waiting != waiting_for_name_.end() && waiting->second.device.id == device.id)
-      waiting_for_name_.erase(waiting);
+    waiting_for_name_.erase({instance_key, device.id});
     auto seen = seen_.find(instance_key);
     if (seen == seen_.end() || seen->second.configuration != key ||
         seen->second.device.id != device.id)
@@ -179,9 +177,10 @@ bool InstanceReconciler::name_held_by_another(const ConfigurationKey& configurat
                                               const Device& device) {
   auto holder = seen_.find(instance);
   if (holder == seen_.end() || holder->second.configuration != configuration ||
+      holder->second.adopted ||
       (holder->second.device.id == device.id && holder->second.device.sharing == device.sharing))
     return false;
-  waiting_for_name_.insert_or_assign(instance, Waiting{configuration, device});
+  waiting_for_name_.insert_or_assign({instance, device.id}, Waiting{configuration, device});
   if (clashes_told_.emplace(instance, device.id).second) {
     spdlog::error(
         "Configuration {}/{}: devices {} and {} both make Instance {} (its name keeps 6 hex "
@@ -197,17 +196,20 @@ void InstanceReconciler::offer_waiting(const configuration::Configuration& confi
                                        uint64_t snapshot,
                                        std::set<capacity::InstanceKey>& changed) {
   const ConfigurationKey key{configuration.namespace_name, configuration.name};
+  // All of a name's waiting devices are offered: the first takes it, and
+  // report() puts the others back to wait.
   std::vector<Device> free_now;
   std::erase_if(waiting_for_name_, [&](const auto& entry) {
-    const auto& [instance, waiting] = entry;
-    if (waiting.configuration != key || seen_.count(instance)) return false;
+    const auto& [waiting_key, waiting] = entry;
+    if (waiting.configuration != key || seen_.count(waiting_key.first)) return false;
     free_now.push_back(waiting.device);
     return true;
   });
   for (const auto& device : free_now) {
-    spdlog::info("{}: device {} takes the name its clashing device left",
-                 key_of(configuration, device).second, device.id);
     report(configuration, device, false, snapshot, changed);
+    const auto name = key_of(configuration, device);
+    if (auto holder = seen_.find(name); holder != seen_.end() && holder->second.device == device)
+      spdlog::info("{}: device {} takes the name its clashing device left", name.second, device.id);
   }
 }
 
@@ -359,8 +361,9 @@ std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now
     changed.insert(*key);
     seen_.erase(seen);
     key = offline_.erase(key);
+    // A copy: a write that fails in offer_waiting erases reconciled_with_'s entry.
     if (auto last = reconciled_with_.find(configuration); last != reconciled_with_.end())
-      offer_waiting(last->second, snapshots_, changed);
+      offer_waiting(configuration::Configuration(last->second), snapshots_, changed);
   }
   return changed;
 }
@@ -391,7 +394,7 @@ void InstanceReconciler::adopt_stored(const ConfigurationKey& configuration) {
     Device unknown;
     unknown.id = "(not reported since the restart)";
     unknown.sharing = instance.shared ? Sharing::shared : Sharing::local;
-    seen_[key] = Seen{configuration, unknown, std::nullopt, 0};
+    seen_[key] = Seen{configuration, unknown, std::nullopt, 0, true};
   }
 }
 

@@ -118,18 +118,22 @@ class InstanceReconciler : public capacity::DeviceCatalog {
     Device device;
     std::optional<Clock::time_point> offline_until;  // set while the device is missing
     uint64_t snapshot = 0;  // the last snapshot that held the device (snapshots_)
+    // A stored Instance not reported since the restart (adopt_stored): its
+    // device is not known, so any device that makes its name may take it.
+    bool adopted = false;
   };
 
   // A device whose Instance name another device of its Configuration holds
   // (the name keeps 24 bits of a digest of the id, as Akri's does: about 3 %
   // of 1000-device Configurations have such a pair). The device that holds
   // the name keeps it while it has an entry in seen_ (reported, or kept
-  // offline); the other is left out, said once, and takes the name when it
-  // is free (offer_waiting).
+  // offline); the others are left out, said once, and one of them takes the
+  // name when it is free (offer_waiting).
   struct Waiting {
     ConfigurationKey configuration;
     Device device;
   };
+  using WaitingKey = std::pair<capacity::InstanceKey, std::string>;  // name, device id
 
   bool holds_claims(const capacity::InstanceKey& key) const;     // this node's, IL or CL
   bool lists_this_node(const capacity::InstanceKey& key) const;  // the cached Instance
@@ -182,7 +186,7 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   std::set<ConfigurationKey> failed_writes_;
   // Reported devices whose Instance the store no longer shows with this node.
   std::set<capacity::InstanceKey> unlisted_;
-  std::map<capacity::InstanceKey, Waiting> waiting_for_name_;
+  std::map<WaitingKey, Waiting> waiting_for_name_;
   // (name, device id) pairs whose clash was logged: said once, not per snapshot.
   std::set<std::pair<capacity::InstanceKey, std::string>> clashes_told_;
   bool staging_ = false;

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 namespace fs = std::filesystem;
 using dowser::Device;
@@ -434,15 +436,16 @@ TEST_F(InstanceReconcilerTest, AnInstanceThatLostThisNodeIsJoinedAgainByAReapply
 
 // ---- two devices, one name -----------------------------------------------------------
 
-// Two device ids whose Instance names clash on node-a: the name keeps 24 bits
-// of a digest, so a few thousand ids hold such a pair.
-std::pair<std::string, std::string> clashing_ids(Sharing sharing) {
-  std::map<std::string, std::string> by_digest;
+// `count` device ids whose Instance names clash on node-a: the name keeps 24
+// bits of a digest, so a few thousand ids hold a pair, a few hundred thousand
+// a triple.
+std::vector<std::string> clashing_ids(Sharing sharing, size_t count = 2) {
+  std::unordered_map<std::string, std::vector<std::string>> by_digest;
   for (int i = 0;; ++i) {
     std::string id = "clash-" + std::to_string(i);
-    auto [found, fresh] = by_digest.emplace(
-        dowser::naming::device_digest(id, sharing == Sharing::shared, "node-a"), id);
-    if (!fresh) return {found->second, id};
+    auto& ids = by_digest[dowser::naming::device_digest(id, sharing == Sharing::shared, "node-a")];
+    ids.push_back(std::move(id));
+    if (ids.size() == count) return ids;
   }
 }
 
@@ -463,7 +466,9 @@ Device described(const std::string& id, Sharing sharing) {
 TEST_F(InstanceReconcilerTest, TwoDevicesOfOneNameMakeOneInstanceAndTheOtherIsToldOfOnce) {
   const dowser::test::LogCapture log;
   auto config = configuration("cams");
-  auto [first_id, second_id] = clashing_ids(Sharing::shared);
+  const auto ids = clashing_ids(Sharing::shared);
+  const std::string& first_id = ids[0];
+  const std::string& second_id = ids[1];
   auto first = described(first_id, Sharing::shared);
   auto second = described(second_id, Sharing::shared);
   const InstanceKey key = key_of("cams", first);
@@ -489,7 +494,9 @@ TEST_F(InstanceReconcilerTest, TwoDevicesOfOneNameMakeOneInstanceAndTheOtherIsTo
 
 TEST_F(InstanceReconcilerTest, ADeviceLeftOutForItsNameTakesItWhenTheHolderGoes) {
   auto config = configuration("usb");
-  auto [first_id, second_id] = clashing_ids(Sharing::local);
+  const auto ids = clashing_ids(Sharing::local);
+  const std::string& first_id = ids[0];
+  const std::string& second_id = ids[1];
   auto first = described(first_id, Sharing::local);
   auto second = described(second_id, Sharing::local);
   const InstanceKey key = key_of("usb", first);
@@ -516,7 +523,9 @@ TEST_F(InstanceReconcilerTest, ADeviceLeftOutForItsNameTakesItWhenTheHolderGoes)
 TEST_F(InstanceReconcilerTest, ADeviceLeftOutWaitsForAnOfflineHolderToExpire) {
   auto config = configuration("cams");
   config.shared_offline_grace = std::chrono::seconds(60);
-  auto [first_id, second_id] = clashing_ids(Sharing::shared);
+  const auto ids = clashing_ids(Sharing::shared);
+  const std::string& first_id = ids[0];
+  const std::string& second_id = ids[1];
   auto first = described(first_id, Sharing::shared);
   auto second = described(second_id, Sharing::shared);
   const InstanceKey key = key_of("cams", first);
@@ -533,6 +542,44 @@ TEST_F(InstanceReconcilerTest, ADeviceLeftOutWaitsForAnOfflineHolderToExpire) {
   ASSERT_TRUE(taken);
   EXPECT_EQ(description(*taken), second_id);
   EXPECT_FALSE(reconciler_->offline(key));
+}
+
+// After a restart, a stored Instance stands for a device not reported yet:
+// the device that comes back under its name is no clash.
+TEST_F(InstanceReconcilerTest, ADeviceBackAfterARestartTakesTheNameItsStoredInstanceHeld) {
+  const dowser::test::LogCapture log;
+  auto config = configuration("cams");
+  config.shared_offline_grace = std::chrono::seconds(60);
+  auto dev = described("dev_1", Sharing::shared);
+  reconciler_->apply(config, complete({dev}), start_);
+  InstanceReconciler restarted(*store_, *capacity_, "node-a", "akri.sh");
+  restarted.apply(config, complete({}), start_);
+  ASSERT_TRUE(restarted.offline(kShared)) << "adopted and kept offline for its grace";
+
+  restarted.apply(config, changes({dev}), start_);
+  EXPECT_FALSE(restarted.offline(kShared));
+  ASSERT_NE(restarted.device(kShared), nullptr);
+  EXPECT_EQ(*restarted.device(kShared), dev);
+  EXPECT_EQ(log.text().find("both make Instance"), std::string::npos) << log.text();
+}
+
+TEST_F(InstanceReconcilerTest, EveryDeviceLeftOutForOneNameIsKeptUntilItsTurn) {
+  auto config = configuration("usb");
+  const auto ids = clashing_ids(Sharing::local, 3);
+  const InstanceKey key = key_of("usb", described(ids[0], Sharing::local));
+  reconciler_->apply(config, complete({described(ids[0], Sharing::local)}), start_);
+  reconciler_->apply(config, changes({described(ids[1], Sharing::local)}), start_);
+  reconciler_->apply(config, changes({described(ids[2], Sharing::local)}), start_);
+  ASSERT_EQ(reconciler_->device(key)->id, ids[0]);
+
+  reconciler_->apply(config, changes({}, {described(ids[0], Sharing::local)}), start_);
+  ASSERT_NE(reconciler_->device(key), nullptr);
+  const std::string next = reconciler_->device(key)->id;
+  EXPECT_NE(next, ids[0]);
+  reconciler_->apply(config, changes({}, {described(next, Sharing::local)}), start_);
+  ASSERT_NE(reconciler_->device(key), nullptr) << "the third device was not kept";
+  EXPECT_EQ(reconciler_->device(key)->id, next == ids[1] ? ids[2] : ids[1]);
+  EXPECT_EQ(description(*stored(key)), reconciler_->device(key)->id);
 }
 
 TEST_F(InstanceReconcilerTest, AStagedNewLocalDeviceIsPooledFirstAndWrittenAfter) {
