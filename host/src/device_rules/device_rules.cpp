@@ -335,7 +335,9 @@ CheckedReport check_report(const dowser_device* devices, size_t count) {
   if (devices == nullptr)
     throw std::invalid_argument("the device array is NULL but its length is " + to_string(count));
   if (count > DOWSER_MAX_SNAPSHOT_DEVICES) {
-    throw std::invalid_argument(to_string(count) + " devices in one snapshot, more than the " +
+    // Without the count: the same refusal of snapshots of changing sizes is
+    // one repeated reason, said once.
+    throw std::invalid_argument("more devices in one snapshot than the " +
                                 to_string(DOWSER_MAX_SNAPSHOT_DEVICES) +
                                 " allowed (rule D7): narrow the discovery details");
   }

@@ -54,7 +54,9 @@ std::optional<std::string> write_whole(const std::filesystem::path& path, std::s
     }
     text.remove_prefix(static_cast<size_t>(written));
   }
-  if (::fsync(fd) != 0) {
+  // A file system that cannot fsync (EINVAL: some FUSE and 9p mounts) keeps
+  // what it can; only a failed write-back is a failure.
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
     auto failure = failed("fsync");
     ::close(fd);
     return failure;
@@ -63,14 +65,15 @@ std::optional<std::string> write_whole(const std::filesystem::path& path, std::s
   return std::nullopt;
 }
 
-// Makes a rename in the directory durable; what went wrong, if anything.
-std::optional<std::string> sync_directory(const std::filesystem::path& directory) {
+// Makes a rename in the directory durable, as far as its file system can:
+// the new file is in place either way, so a failure is only logged (at
+// debug level: a file system that cannot sync directories says so at every
+// save).
+void sync_directory(const std::filesystem::path& directory) {
   const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return "open " + directory.string() + ": " + std::strerror(errno);
-  std::optional<std::string> failure;
-  if (::fsync(fd) != 0) failure = "fsync " + directory.string() + ": " + std::strerror(errno);
-  ::close(fd);
-  return failure;
+  if (fd < 0 || ::fsync(fd) != 0)
+    spdlog::debug("cannot fsync {}: {}", directory.string(), std::strerror(errno));
+  if (fd >= 0) ::close(fd);
 }
 
 }  // namespace
@@ -163,7 +166,8 @@ std::optional<std::string> AcceptedRequests::write_file() const {
   std::filesystem::rename(temporary, file, error);
   if (error)
     return "rename " + temporary.string() + " to " + file.string() + ": " + error.message();
-  return sync_directory(file.has_parent_path() ? file.parent_path() : ".");
+  sync_directory(file.has_parent_path() ? file.parent_path() : ".");
+  return std::nullopt;
 }
 
 }  // namespace dowser::discovery

@@ -561,8 +561,8 @@ TEST_F(PluginManagerTest, AKubeletSeenOnceIsNotRegisteredWithTwice) {
 TEST(PluginManagerRegistration, ARegisterThatTimedOutIsRetriedOnANewSocket) {
   TempDir dir;
   KubeletSimulator kubelet(kubelet_config(dir.path()));
-  kubelet.answer_registrations_late(std::chrono::milliseconds(1500), 1);
-  StandaloneManager node(kubelet.config().device_plugin_dir, std::chrono::milliseconds(500));
+  kubelet.answer_registrations_late(std::chrono::seconds(3), 1);
+  StandaloneManager node(kubelet.config().device_plugin_dir, std::chrono::seconds(1));
   node.on_core([&] { node.manager->add(kResource, node.backend); });
   std::string first;
   ASSERT_TRUE(kubelet.wait_for(
@@ -581,13 +581,13 @@ TEST(PluginManagerRegistration, ARegisterThatTimedOutIsRetriedOnANewSocket) {
       },
       kDeadline))
       << "the plugin did not register again after its Register timed out";
-  const auto second = *kubelet.status().resource(kResource);
-  EXPECT_NE(second.endpoint, first) << "the retry offered the socket the kubelet already had";
-  ASSERT_TRUE(dowser::test::eventually([&] {
-    return node.on_core([&] { return node.manager->stats(kResource)->registered; });
-  })) << "the retry's answer was not taken";
-  EXPECT_EQ(node.on_core([&] { return node.manager->stats(kResource)->socket_name; }),
-            second.endpoint);
+  EXPECT_NE(kubelet.status().resource(kResource)->endpoint, first)
+      << "the retry offered the socket the kubelet already had";
+  // On a busy machine a retry may time out too, and offer yet another socket.
+  EXPECT_TRUE(dowser::test::eventually([&] {
+    const auto stats = node.on_core([&] { return *node.manager->stats(kResource); });
+    return stats.registered && stats.socket_name == kubelet.status().resource(kResource)->endpoint;
+  })) << "the plugin never ended registered on the socket the kubelet has";
 }
 
 // The plugin directory cannot hold a socket for a while (a file stands where

@@ -453,7 +453,7 @@ TEST(CheckReport, RefusesASnapshotOfMoreDevicesThanTheLimitWithoutReadingIt) {
     FAIL() << "a snapshot over the limit was taken";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()),
-              "10001 devices in one snapshot, more than the 10000 allowed (rule D7): narrow the "
+              "more devices in one snapshot than the 10000 allowed (rule D7): narrow the "
               "discovery details");
   }
 }
