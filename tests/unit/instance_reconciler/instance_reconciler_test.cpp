@@ -463,15 +463,28 @@ Device described(const std::string& id, Sharing sharing) {
   return device(id, sharing, {{"DEBUG_ECHO_DESCRIPTION", id}});
 }
 
+// `count` devices (described by their ids) whose Instance names clash, and that name.
+struct Clash {
+  std::vector<Device> devices;
+  InstanceKey key;
+};
+
+Clash clash(const std::string& configuration, Sharing sharing, size_t count = 2) {
+  Clash result;
+  for (const auto& id : clashing_ids(sharing, count))
+    result.devices.push_back(described(id, sharing));
+  result.key = key_of(configuration, result.devices[0]);
+  return result;
+}
+
 TEST_F(InstanceReconcilerTest, TwoDevicesOfOneNameMakeOneInstanceAndTheOtherIsToldOfOnce) {
   const dowser::test::LogCapture log;
   auto config = configuration("cams");
-  const auto ids = clashing_ids(Sharing::shared);
-  const std::string& first_id = ids[0];
-  const std::string& second_id = ids[1];
-  auto first = described(first_id, Sharing::shared);
-  auto second = described(second_id, Sharing::shared);
-  const InstanceKey key = key_of("cams", first);
+  const auto [devices, key] = clash("cams", Sharing::shared);
+  const Device& first = devices[0];
+  const Device& second = devices[1];
+  const std::string& first_id = first.id;
+  const std::string& second_id = second.id;
   ASSERT_EQ(key, key_of("cams", second));
 
   EXPECT_EQ(reconciler_->reconcile(config, {first, second}, start_), std::set<InstanceKey>{key});
@@ -494,12 +507,11 @@ TEST_F(InstanceReconcilerTest, TwoDevicesOfOneNameMakeOneInstanceAndTheOtherIsTo
 
 TEST_F(InstanceReconcilerTest, ADeviceLeftOutForItsNameTakesItWhenTheHolderGoes) {
   auto config = configuration("usb");
-  const auto ids = clashing_ids(Sharing::local);
-  const std::string& first_id = ids[0];
-  const std::string& second_id = ids[1];
-  auto first = described(first_id, Sharing::local);
-  auto second = described(second_id, Sharing::local);
-  const InstanceKey key = key_of("usb", first);
+  const auto [devices, key] = clash("usb", Sharing::local);
+  const Device& first = devices[0];
+  const Device& second = devices[1];
+  const std::string& first_id = first.id;
+  const std::string& second_id = second.id;
   reconciler_->apply(config, complete({first}), start_);
   EXPECT_TRUE(reconciler_->apply(config, changes({second}), start_).empty())
       << "left out: the holder is still reported";
@@ -523,12 +535,11 @@ TEST_F(InstanceReconcilerTest, ADeviceLeftOutForItsNameTakesItWhenTheHolderGoes)
 TEST_F(InstanceReconcilerTest, ADeviceLeftOutWaitsForAnOfflineHolderToExpire) {
   auto config = configuration("cams");
   config.shared_offline_grace = std::chrono::seconds(60);
-  const auto ids = clashing_ids(Sharing::shared);
-  const std::string& first_id = ids[0];
-  const std::string& second_id = ids[1];
-  auto first = described(first_id, Sharing::shared);
-  auto second = described(second_id, Sharing::shared);
-  const InstanceKey key = key_of("cams", first);
+  const auto [devices, key] = clash("cams", Sharing::shared);
+  const Device& first = devices[0];
+  const Device& second = devices[1];
+  const std::string& first_id = first.id;
+  const std::string& second_id = second.id;
   reconciler_->reconcile(config, {first, second}, start_);
 
   reconciler_->reconcile(config, {second}, start_);
@@ -565,14 +576,14 @@ TEST_F(InstanceReconcilerTest, ADeviceBackAfterARestartTakesTheNameItsStoredInst
 
 TEST_F(InstanceReconcilerTest, EveryDeviceLeftOutForOneNameIsKeptUntilItsTurn) {
   auto config = configuration("usb");
-  const auto ids = clashing_ids(Sharing::local, 3);
-  const InstanceKey key = key_of("usb", described(ids[0], Sharing::local));
-  reconciler_->apply(config, complete({described(ids[0], Sharing::local)}), start_);
-  reconciler_->apply(config, changes({described(ids[1], Sharing::local)}), start_);
-  reconciler_->apply(config, changes({described(ids[2], Sharing::local)}), start_);
+  const auto [devices, key] = clash("usb", Sharing::local, 3);
+  const std::vector<std::string> ids = {devices[0].id, devices[1].id, devices[2].id};
+  reconciler_->apply(config, complete({devices[0]}), start_);
+  reconciler_->apply(config, changes({devices[1]}), start_);
+  reconciler_->apply(config, changes({devices[2]}), start_);
   ASSERT_EQ(reconciler_->device(key)->id, ids[0]);
 
-  reconciler_->apply(config, changes({}, {described(ids[0], Sharing::local)}), start_);
+  reconciler_->apply(config, changes({}, {devices[0]}), start_);
   ASSERT_NE(reconciler_->device(key), nullptr);
   const std::string next = reconciler_->device(key)->id;
   EXPECT_NE(next, ids[0]);
