@@ -356,13 +356,13 @@ std::set<capacity::InstanceKey> InstanceReconciler::expire(Clock::time_point now
     }
     spdlog::info("{}: device {} did not come back; withdrawing", key->second,
                  seen->second.device.id);
-    const ConfigurationKey configuration = seen->second.configuration;
+    const ConfigurationKey owner = seen->second.configuration;
     withdraw(*key);
     changed.insert(*key);
     seen_.erase(seen);
     key = offline_.erase(key);
     // A copy: a write that fails in offer_waiting erases reconciled_with_'s entry.
-    if (auto last = reconciled_with_.find(configuration); last != reconciled_with_.end())
+    if (auto last = reconciled_with_.find(owner); last != reconciled_with_.end())
       offer_waiting(configuration::Configuration(last->second), snapshots_, changed);
   }
   return changed;
