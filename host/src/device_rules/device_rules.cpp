@@ -114,6 +114,12 @@ uint32_t struct_size_of(const void* record) {
   return size;
 }
 
+// Whether an array can be walked with this stride, its first record's
+// struct_size (rule V3): no smaller than the 1.0 record, no larger than any.
+bool walkable_stride(uint32_t stride, uint32_t minimum) {
+  return stride >= minimum && stride <= DOWSER_MAX_RECORD_SIZE;
+}
+
 // What is wrong with a record's struct_size (rule V3): `kind` names the
 // record ("device"), minimum is what its 1.0 members need.
 std::optional<std::string> struct_size_problem(uint32_t size, uint32_t stride, uint32_t minimum,
@@ -186,7 +192,7 @@ void for_each_sound_record(DeviceProblems& problems, const Record* records, size
       continue;
     }
     problems.add(std::string(kind.element) + " " + to_string(i + 1) + ": " + *problem);
-    if (stride < kind.minimum || stride > DOWSER_MAX_RECORD_SIZE) return;
+    if (!walkable_stride(stride, kind.minimum)) return;
   }
 }
 
@@ -342,7 +348,7 @@ CheckedReport check_report(const dowser_device* devices, size_t count) {
                                 " allowed (rule D7): narrow the discovery details");
   }
   const uint32_t stride = struct_size_of(devices);
-  if (stride < kDeviceRecord_1_0 || stride > DOWSER_MAX_RECORD_SIZE) {
+  if (!walkable_stride(stride, kDeviceRecord_1_0)) {
     throw std::invalid_argument(check_device(devices, 1, stride).problems.front() +
                                 "; it is the array's stride, so no device of it can be read");
   }
