@@ -176,6 +176,9 @@ void NodeCleaner::State::run() {
       next = next ? std::min(*next, retry) : retry;
     }
     if (store_check_at) next = next ? std::min(*next, *store_check_at) : *store_check_at;
+    // stop() may have come while check_store or scrub_pending had the lock
+    // released: its notify is gone, and waiting would outlast the process.
+    if (stopping) break;
     if (next)
       wake.wait_until(lock, *next);
     else
@@ -211,12 +214,13 @@ void NodeCleaner::start() {
 
 void NodeCleaner::stop() {
   State& state = *state_;
-  if (state.reflector) state.reflector->stop();
   {
     std::lock_guard lock(state.mutex);
     state.stopping = true;
   }
   state.wake.notify_all();
+  if (state.worker.joinable()) spdlog::debug("dead-node cleanup: stopping");
+  if (state.reflector) state.reflector->stop();
   if (state.worker.joinable()) state.worker.join();
 }
 
