@@ -49,7 +49,7 @@ struct InstanceSlots {
   std::vector<naming::SlotUsage> slots;  // by index
   std::vector<bool> unreadable;          // by index: held by something unparsable
   std::vector<std::string> problems;
-  bool offline = false;  // a shared device not seen now: all Unhealthy
+  bool offline = false;  // the device is not usable now (DeviceCatalog::offline): all Unhealthy
 
   static InstanceSlots decode(const store::Instance& instance, bool offline = false);
   bool is_free(uint32_t index) const { return slots[index].is_free() && !unreadable[index]; }
@@ -188,7 +188,8 @@ class DeviceCatalog {
   virtual ~DeviceCatalog() = default;
   // The device discovered behind an Instance (mounts, device nodes), if seen.
   virtual const Device* device(const InstanceKey& instance) const = 0;
-  // A shared device not reported now, within its grace period.
+  // Not usable now, every slot Unhealthy: a device not reported now (kept
+  // for its grace period or its claims), or one whose discovery failed.
   virtual bool offline(const InstanceKey& instance) const = 0;
   // The Configuration's Instances this node can use now, by name.
   virtual std::vector<InstanceKey> instances_of(const std::string& namespace_name,

@@ -409,6 +409,14 @@ void Daemon::devices_changed(const ConfigurationKey& key, const host::DeviceChan
   if (spdlog::should_log(spdlog::level::debug)) log_report(key, changes, times);
 }
 
+// What the failed session last reported is unknown now, not gone: its
+// devices stay (pods keep their claims) but are offered as Unhealthy until
+// the restarted session reports again.
+void Daemon::discovery_failed(const ConfigurationKey& key, const std::string& reason) {
+  record_discovery_error(key, reason);
+  if (configurations_.count(key)) mark_dirty(reconciler_.discovery_failed(key));
+}
+
 void Daemon::reapply(const ConfigurationKey& key) {
   auto configuration = configurations_.find(key);
   if (configuration == configurations_.end()) return;

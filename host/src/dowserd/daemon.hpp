@@ -102,6 +102,7 @@ class Daemon {
   void configuration_deleted(const ConfigurationKey& key);
   void refused_by_handler(const ConfigurationKey& key, const std::string& reason);
   void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
+  void discovery_failed(const ConfigurationKey& key, const std::string& reason);
   void reapply(const ConfigurationKey& key);
   using Reconcile = std::function<std::set<capacity::InstanceKey>(reconcile::Clock::time_point)>;
   AdvertiseTimes reconcile_and_advertise(const ConfigurationKey& key, const Reconcile& reconcile);
@@ -168,7 +169,7 @@ class Daemon {
 
   void start_observing();
   void start_status_server();
-  void discovery_failed(const ConfigurationKey& key, const std::string& reason);
+  void record_discovery_error(const ConfigurationKey& key, const std::string& reason);
   void report_problem(const ConfigurationKey& key, const std::string& problem);
   void record_snapshot(const ConfigurationKey& key, size_t devices);
   // Records (and logs) why the Configuration does not run; unless the source

@@ -138,7 +138,7 @@ void Daemon::start_status_server() {
   }
 }
 
-void Daemon::discovery_failed(const ConfigurationKey& key, const std::string& reason) {
+void Daemon::record_discovery_error(const ConfigurationKey& key, const std::string& reason) {
   spdlog::error("Configuration {}/{}: discovery: {}", key.first, key.second, reason);
   auto configuration = configurations_.find(key);
   if (configuration == configurations_.end()) return;

@@ -107,7 +107,13 @@ std::set<capacity::InstanceKey> InstanceReconciler::apply(
     const configuration::Configuration& configuration, const host::DeviceChanges& changes,
     Clock::time_point now) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
-  if (changes.complete) return reconcile(configuration, changes.reported, now);
+  if (changes.complete) {
+    // Discovery works again: the devices it reports again are Healthy again.
+    std::set<capacity::InstanceKey> changed;
+    if (discovery_failed_.erase(key)) changed = instance_keys_of(key);
+    changed.merge(reconcile(configuration, changes.reported, now));
+    return changed;
+  }
   auto last = reconciled_with_.find(key);
   if (last == reconciled_with_.end() || last->second != configuration)
     return reconcile(configuration, reported_devices(key, changes), now);
@@ -140,7 +146,8 @@ std::set<capacity::InstanceKey> InstanceReconciler::reapply(
 std::optional<ConfigurationKey> InstanceReconciler::stored_instance_changed(
     const capacity::InstanceKey& instance) {
   auto seen = seen_.find(instance);
-  if (seen == seen_.end() || seen->second.offline_until || lists_this_node(instance))
+  if (seen == seen_.end() || seen->second.offline_until || seen->second.adopted ||
+      lists_this_node(instance))
     return std::nullopt;
   if (!unlisted_.insert(instance).second) return std::nullopt;
   return seen->second.configuration;
@@ -266,8 +273,10 @@ bool InstanceReconciler::went_missing(const capacity::InstanceKey& key, Seen& se
 host::Snapshot InstanceReconciler::reported_devices(const ConfigurationKey& configuration,
                                                     const host::DeviceChanges& changes) const {
   std::map<std::pair<std::string, Sharing>, const Device*> devices;
+  // An adopted entry stands for a device not reported yet: its Device is a
+  // placeholder, and no snapshot holds it.
   for (const auto& [key, seen] : seen_)
-    if (seen.configuration == configuration && !seen.offline_until)
+    if (seen.configuration == configuration && !seen.offline_until && !seen.adopted)
       devices[{seen.device.id, seen.device.sharing}] = &seen.device;
   for (const auto& [key, waiting] : waiting_for_name_)
     if (waiting.configuration == configuration)
@@ -305,6 +314,21 @@ capacity::InstanceKey InstanceReconciler::key_of(const configuration::Configurat
   return {configuration.namespace_name, configuration.name + "-" + digest_of(device, node_)};
 }
 
+std::set<capacity::InstanceKey> InstanceReconciler::discovery_failed(
+    const ConfigurationKey& configuration) {
+  adopt_stored(configuration);
+  discovery_failed_.insert(configuration);
+  return instance_keys_of(configuration);
+}
+
+std::set<capacity::InstanceKey> InstanceReconciler::instance_keys_of(
+    const ConfigurationKey& configuration) const {
+  std::set<capacity::InstanceKey> keys;
+  for (const auto& [key, seen] : seen_)
+    if (seen.configuration == configuration) keys.insert(key);
+  return keys;
+}
+
 std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
     const ConfigurationKey& configuration) {
   // Those stored before a restart and not reported since go too (refused
@@ -314,6 +338,7 @@ std::set<capacity::InstanceKey> InstanceReconciler::withdraw_all(
                 [&](const auto& waiting) { return waiting.second.configuration == configuration; });
   reconciled_with_.erase(configuration);
   reported_.erase(configuration);
+  discovery_failed_.erase(configuration);
   std::set<capacity::InstanceKey> changed;
   for (auto it = seen_.begin(); it != seen_.end();) {
     if (it->second.configuration != configuration) {
@@ -335,6 +360,7 @@ std::set<capacity::InstanceKey> InstanceReconciler::withdraw_unknown(
     ConfigurationKey owner{stored.instance.namespace_name, stored.instance.configuration_name};
     if (visible_here(stored.instance) && !known.count(owner)) orphans.emplace_back(key, owner);
   }
+  std::erase_if(discovery_failed_, [&](const auto& owner) { return !known.count(owner); });
   std::set<capacity::InstanceKey> withdrawn;
   for (const auto& [key, owner] : orphans) {
     spdlog::info("{}: its Configuration {}/{} {}; withdrawing", key.second, owner.first,
@@ -484,7 +510,8 @@ const Device* InstanceReconciler::device(const capacity::InstanceKey& instance) 
 
 bool InstanceReconciler::offline(const capacity::InstanceKey& instance) const {
   auto it = seen_.find(instance);
-  return it != seen_.end() && it->second.offline_until.has_value();
+  return it != seen_.end() && (it->second.offline_until.has_value() ||
+                               discovery_failed_.count(it->second.configuration) > 0);
 }
 
 std::vector<capacity::InstanceKey> InstanceReconciler::instances_of(

@@ -69,6 +69,13 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // last call (a torn file in the way, a full disk): reapply() them later.
   std::set<ConfigurationKey> take_failed_writes() { return std::exchange(failed_writes_, {}); }
 
+  // Discovery of the Configuration failed (the handler ended its session,
+  // or could not start it): what it last reported is unknown now, not gone.
+  // Its devices stay, with those stored before a restart and not reported
+  // since, and all their slots are Unhealthy until the next complete
+  // snapshot says what is there. Returns them (their plugins need a look).
+  std::set<capacity::InstanceKey> discovery_failed(const ConfigurationKey& configuration);
+
   // Withdraws this node from every Instance of the Configuration (it was
   // deleted or withdrawn, or its discovery changed handler), reported or
   // only stored.
@@ -135,7 +142,8 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   };
   using WaitingKey = std::pair<capacity::InstanceKey, std::string>;  // name, device id
 
-  bool holds_claims(const capacity::InstanceKey& key) const;     // this node's, IL or CL
+  bool holds_claims(const capacity::InstanceKey& key) const;  // this node's, IL or CL
+  std::set<capacity::InstanceKey> instance_keys_of(const ConfigurationKey& configuration) const;
   bool lists_this_node(const capacity::InstanceKey& key) const;  // the cached Instance
 
   // A device of a snapshot: written unless known as it is (same
@@ -183,6 +191,8 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // one (capacity, brokerProperties) rewrites every Instance.
   std::map<ConfigurationKey, configuration::Configuration> reconciled_with_;
   std::set<ConfigurationKey> reported_;  // Configurations with a snapshot applied
+  // Configurations whose discovery failed since their last complete snapshot.
+  std::set<ConfigurationKey> discovery_failed_;
   std::set<ConfigurationKey> failed_writes_;
   // Reported devices whose Instance the store no longer shows with this node.
   std::set<capacity::InstanceKey> unlisted_;

@@ -109,7 +109,7 @@ struct InstanceStatus {
   uint32_t capacity = 0;
   std::vector<std::string> nodes;
   bool here = false;     // visible on this node
-  bool offline = false;  // a shared device in its grace period
+  bool offline = false;  // every slot Unhealthy here (DeviceCatalog::offline)
   std::vector<SlotStatus> slots;
 };
 

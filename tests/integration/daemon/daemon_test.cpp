@@ -1,6 +1,7 @@
 // dowserd as a process, driven by the kubelet simulator over real gRPC on
 // unix sockets: the scenarios the daemon issue asks for.
 #include "daemon_harness.hpp"
+#include "naming.hpp"
 #include "temp_dir.hpp"
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
@@ -193,6 +194,56 @@ TEST_F(DaemonTest, LocalDeviceGoesAtOnceSharedOneAfterItsGrace) {
   set_availability("shared", "ONLINE");
   EXPECT_TRUE(node.wait_allocatable("akri.sh/local", 1));
   EXPECT_TRUE(node.wait_allocatable("akri.sh/shared", 1));
+}
+
+// A handler that ends its session with an error: what is there is unknown,
+// not gone. The devices it reported stay, a local one too, but are offered
+// Unhealthy (also by a restarted dowserd, before any report), until the
+// restarted session reports again.
+TEST_F(DaemonTest, AFailedDiscoveryKeepsItsDevicesUnhealthyUntilItReportsAgain) {
+  const fs::path devices = root_ / "devices.yaml";
+  write_file(devices, "devices: [{id: cam-1}, {id: cam-2, shared: true}]\n");
+  write_file(config_dir_ / "devs.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: devs}\nspec:\n"
+             "  capacity: 2\n  discoveryHandler:\n    name: testDevices\n"
+             "    discoveryProperties:\n      - {name: TEST_DEVICES_FILE, value: " +
+                 devices.string() + "}\n");
+  const std::string local = "akri.sh/devs-" + naming::device_digest("cam-1", false, "node-a");
+  const std::string shared = "akri.sh/devs-" + naming::device_digest("cam-2", true, "node-a");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/devs", 2)) << node.log();
+  ASSERT_TRUE(node.wait_allocatable(local, 2)) << node.log();
+  ASSERT_TRUE(node.wait_allocatable(shared, 2)) << node.log();
+
+  write_file(devices, "fail: lost the bus\n");
+  EXPECT_TRUE(node.wait_allocatable(local, 0)) << node.log();
+  EXPECT_TRUE(node.wait_allocatable(shared, 0)) << node.log();
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/devs", 0)) << node.log();
+  EXPECT_NE(node.log().find("the handler ended discovery: lost the bus"), std::string::npos)
+      << node.log();
+  EXPECT_EQ(instances().size(), 2u) << "unknown is not gone";
+
+  node.stop(SIGKILL);
+  node.start();
+  auto registered_again_unhealthy = [&](const testkit::SimulatorStatus& status) {
+    for (const auto& name : {local, shared}) {
+      const auto* resource = status.resource(name);
+      if (!resource || resource->registrations < 2 || !resource->streaming ||
+          resource->allocatable() != 0)
+        return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(node.wait(registered_again_unhealthy)) << node.log();
+  EXPECT_EQ(instances().size(), 2u);
+
+  // The session is retried with its backoff: once it reports, what it
+  // reports is Healthy again, and the local device it left out goes.
+  write_file(devices, "devices: [{id: cam-2, shared: true}]\n");
+  EXPECT_TRUE(node.wait_allocatable(shared, 2, 20s)) << node.log();  // up to 8 s of backoff
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/devs", 1)) << node.log();
+  EXPECT_TRUE(node.wait_stopped(local)) << node.log();
+  EXPECT_EQ(instances().size(), 1u);
 }
 
 // A pod keeps the device it was given: while it runs, a local device that

@@ -385,6 +385,70 @@ TEST_F(InstanceReconcilerTest, ReapplyWritesAChangedConfigurationToTheReportedDe
   EXPECT_FALSE(reconciler_->offline(kShared));
 }
 
+// A failed discovery says nothing about the devices: they stay, local ones
+// too and past any grace, Unhealthy, until a complete snapshot says again.
+TEST_F(InstanceReconcilerTest, AFailedDiscoveryKeepsItsDevicesUnhealthyUntilItReportsAgain) {
+  auto cams = configuration("cams");
+  cams.shared_offline_grace = std::chrono::seconds(0);
+  const auto local = device("cam-usb", Sharing::local);
+  const auto shared = device("dev_1", Sharing::shared);
+  reconciler_->apply(cams, complete({local, shared}), start_);
+  const InstanceKey local_key{"default", instance_for(cams, local, "node-a", "akri.sh").name};
+  auto other = configuration("usb");
+  reconciler_->apply(other, complete({device("dev_2", Sharing::shared)}), start_);
+  const InstanceKey other_key{
+      "default", instance_for(other, device("dev_2", Sharing::shared), "node-a", "akri.sh").name};
+
+  EXPECT_EQ(reconciler_->discovery_failed({"default", "cams"}),
+            (std::set<InstanceKey>{kShared, local_key}));
+  EXPECT_TRUE(reconciler_->offline(kShared));
+  EXPECT_TRUE(reconciler_->offline(local_key));
+  EXPECT_FALSE(reconciler_->offline(other_key)) << "another Configuration's discovery works";
+  EXPECT_TRUE(reconciler_->expire(start_ + std::chrono::hours(1)).empty());
+  EXPECT_FALSE(reconciler_->next_expiry()) << "unknown is not gone: no grace runs";
+  EXPECT_TRUE(stored(kShared));
+  EXPECT_TRUE(stored(local_key));
+
+  // The restarted session reports one of the two: it is Healthy again, the
+  // other goes as any device missing from a snapshot does.
+  EXPECT_EQ(reconciler_->apply(cams, complete({shared}), start_ + std::chrono::seconds(5)),
+            (std::set<InstanceKey>{kShared, local_key}));
+  EXPECT_FALSE(reconciler_->offline(kShared));
+  EXPECT_FALSE(stored(local_key));
+}
+
+// After a restart, a session that fails before its first snapshot leaves
+// the stored Instances unknown too: Unhealthy, not withdrawn.
+TEST_F(InstanceReconcilerTest, AFailureBeforeTheFirstSnapshotMakesTheStoredInstancesUnhealthy) {
+  auto config = configuration("cams");
+  reconciler_->apply(config, complete({device("dev_1", Sharing::shared)}), start_);
+  InstanceReconciler restarted(*store_, *capacity_, "node-a", "akri.sh");
+  ASSERT_FALSE(restarted.offline(kShared));
+
+  EXPECT_EQ(restarted.discovery_failed({"default", "cams"}), std::set<InstanceKey>{kShared});
+  EXPECT_TRUE(restarted.offline(kShared));
+  EXPECT_TRUE(stored(kShared));
+  EXPECT_EQ(restarted.apply(config, complete({device("dev_1", Sharing::shared)}), start_),
+            std::set<InstanceKey>{kShared});
+  EXPECT_FALSE(restarted.offline(kShared));
+}
+
+// The stored Instances a failure adopts stand for devices not reported:
+// a reapply (a changed capacity, say) writes no Instance for them.
+TEST_F(InstanceReconcilerTest, AReapplyWhileDiscoveryFailsMakesNoInstanceOfAnAdoptedOne) {
+  auto config = configuration("cams");
+  reconciler_->apply(config, complete({device("dev_1", Sharing::shared)}), start_);
+  // Listing this node, unknown to this process (a withdraw that failed).
+  auto stray = instance_for(config, device("dev_9", Sharing::shared), "node-a", "akri.sh");
+  stray.nodes = {"node-a"};
+  capacity_->apply({stray, store_->create(stray)});
+  reconciler_->discovery_failed({"default", "cams"});
+
+  config.capacity = 3;
+  reconciler_->reapply(config, start_);
+  EXPECT_EQ(store_->list().size(), 2u) << "only dev_1's and the stray one";
+}
+
 TEST_F(InstanceReconcilerTest, ReapplyBeforeTheFirstSnapshotLeavesStoredInstancesAlone) {
   auto config = configuration("cams");
   config.shared_offline_grace = std::chrono::seconds(0);
