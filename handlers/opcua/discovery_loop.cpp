@@ -13,7 +13,9 @@ ServicesFactory network_services(const ClientOptions& options) {
     services.get_endpoints = [options, &cancellation](const std::string& url) {
       return get_endpoints(url, options, cancellation);
     };
-    services.resolves = resolves_with_getaddrinfo;
+    services.resolves = [&cancellation](const std::string& host) {
+      return resolves_with_getaddrinfo(host, cancellation);
+    };
     return services;
   };
 }

@@ -1,5 +1,7 @@
 #include "opcua_url.hpp"
 
+#include "tcp_stream.hpp"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -102,13 +104,12 @@ bool is_loopback_host(std::string_view host) {
   return false;
 }
 
-bool resolves_with_getaddrinfo(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  int status = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (found != nullptr) ::freeaddrinfo(found);
-  return status == 0;
+bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& cancellation) {
+  try {
+    return look_up(host, "", cancellation) != nullptr;
+  } catch (const std::runtime_error&) {  // no such host (TransportError), or Cancelled
+    return false;
+  }
 }
 
 std::string reachable_url(const std::string& advertised_text, const OpcTcpUrl& advertised,

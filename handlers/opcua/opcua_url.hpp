@@ -3,6 +3,8 @@
 #ifndef DOWSER_HANDLERS_OPCUA_OPCUA_URL_HPP
 #define DOWSER_HANDLERS_OPCUA_OPCUA_URL_HPP
 
+#include "cancellation.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -35,7 +37,8 @@ bool is_loopback_host(std::string_view host);
 
 // Whether a host name resolves from this node.
 using HostResolves = std::function<bool(const std::string& host)>;
-bool resolves_with_getaddrinfo(const std::string& host);
+// False too when cancelled first: a cancelled scan reports nothing.
+bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& cancellation);
 
 // The URL to report for a server that a FindServers on `queried` listed as
 // `advertised` (a parsed opc.tcp URL, `advertised_text` as sent). When the

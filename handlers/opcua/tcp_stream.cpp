@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,7 +12,9 @@
 #include <cerrno>
 #include <climits>
 #include <memory>
+#include <mutex>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace opcua {
@@ -35,17 +38,24 @@ void wait_ready(int fd, short events, Clock::time_point deadline, const Cancella
   }
 }
 
-using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
+// One getaddrinfo call, shared by its thread and the caller that may stop
+// waiting for it; the last of the two frees it.
+struct PendingLookup {
+  PendingLookup() : done_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (done_fd < 0) throw TransportError("eventfd: " + errno_text(errno));
+  }
+  ~PendingLookup() {
+    if (found != nullptr) ::freeaddrinfo(found);
+    ::close(done_fd);
+  }
+  PendingLookup(const PendingLookup&) = delete;
+  PendingLookup& operator=(const PendingLookup&) = delete;
 
-AddressList resolve(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  int status = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (status != 0) throw TransportError("cannot resolve '" + host + "': " + ::gai_strerror(status));
-  return AddressList(found, &::freeaddrinfo);
-}
+  const int done_fd;  // readable once the resolver returned
+  std::mutex mutex;
+  int status = 0;             // under mutex
+  addrinfo* found = nullptr;  // under mutex
+};
 
 class FdGuard {
  public:
@@ -84,10 +94,38 @@ int connect_address(const addrinfo& address, Clock::time_point deadline,
 
 }  // namespace
 
+AddressList look_up(const std::string& host, const std::string& service,
+                    const Cancellation& cancellation, const Resolver& resolver) {
+  auto pending = std::make_shared<PendingLookup>();
+  try {
+    std::thread([pending, host, service, resolver] {
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      if (!service.empty()) hints.ai_flags = AI_NUMERICSERV;
+      addrinfo* found = nullptr;
+      const int status =
+          resolver(host.c_str(), service.empty() ? nullptr : service.c_str(), &hints, &found);
+      std::lock_guard lock(pending->mutex);
+      pending->status = status;
+      pending->found = found;
+      const uint64_t one = 1;
+      [[maybe_unused]] ssize_t written = ::write(pending->done_fd, &one, sizeof one);
+    }).detach();
+  } catch (const std::system_error& e) {  // no thread to be had (a pids limit)
+    throw TransportError("cannot resolve '" + host + "': no thread: " + e.what());
+  }
+  wait_ready(pending->done_fd, POLLIN, Clock::time_point::max(), cancellation,
+             "resolving '" + host + "'");
+  std::lock_guard lock(pending->mutex);
+  if (pending->status != 0)
+    throw TransportError("cannot resolve '" + host + "': " + ::gai_strerror(pending->status));
+  return AddressList(std::exchange(pending->found, nullptr), &::freeaddrinfo);
+}
+
 TcpStream TcpStream::connect(const std::string& host, uint16_t port, Clock::time_point deadline,
                              const Cancellation& cancellation) {
   std::string target = host + ":" + std::to_string(port);
-  AddressList addresses = resolve(host, port);
+  AddressList addresses = look_up(host, std::to_string(port), cancellation);
   std::string failure = "no address for " + target;
   for (const addrinfo* address = addresses.get(); address != nullptr; address = address->ai_next) {
     try {

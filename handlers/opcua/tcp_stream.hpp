@@ -4,8 +4,12 @@
 
 #include "cancellation.hpp"
 
+#include <netdb.h>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -20,10 +24,25 @@ class TransportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
+// What resolves names: ::getaddrinfo, or a stand-in in tests.
+using Resolver = std::function<int(const char*, const char*, const addrinfo*, addrinfo**)>;
+
+// The addresses of host (service: a port number, or empty). getaddrinfo
+// cannot be interrupted (a DNS server that does not answer holds it for its
+// timeout times its attempts, 10 s and more), so it runs on a thread of its
+// own, which touches nothing but its result and ends when the resolver
+// returns: the caller stops waiting on cancellation. The resolver's own
+// timeouts bound the wait otherwise: a name that takes a retry of the
+// resolver (5 s by default) still resolves.
+// Throws TransportError (no such host) or Cancelled.
+AddressList look_up(const std::string& host, const std::string& service,
+                    const Cancellation& cancellation, const Resolver& resolver = ::getaddrinfo);
+
 class TcpStream {
  public:
-  // Resolves host and connects to the first address that answers before
-  // the deadline. Throws TransportError or Cancelled.
+  // Resolves host (see look_up) and connects to the first address that
+  // answers before the deadline. Throws TransportError or Cancelled.
   static TcpStream connect(const std::string& host, uint16_t port, Clock::time_point deadline,
                            const Cancellation& cancellation);
 

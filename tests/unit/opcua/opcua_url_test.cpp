@@ -46,8 +46,11 @@ TEST(OpcuaUrl, KnowsLoopbackHosts) {
 }
 
 TEST(OpcuaUrl, ResolvesNumericAddressesAndNotInvalidNames) {
-  EXPECT_TRUE(resolves_with_getaddrinfo("127.0.0.1"));
-  EXPECT_FALSE(resolves_with_getaddrinfo("no-such-host.invalid"));
+  Cancellation cancellation;
+  EXPECT_TRUE(resolves_with_getaddrinfo("127.0.0.1", cancellation));
+  EXPECT_FALSE(resolves_with_getaddrinfo("no-such-host.invalid", cancellation));
+  cancellation.cancel();
+  EXPECT_FALSE(resolves_with_getaddrinfo("127.0.0.1", cancellation)) << "a cancelled scan";
 }
 
 // Resolves only the names given; nothing here touches DNS.

@@ -1,0 +1,87 @@
+// look_up: host names resolved on a thread of their own, so that a lookup
+// that hangs ends when the session is cancelled. A resolver that
+// hangs is a stand-in here (a real one needs a DNS server that does not
+// answer, set in /etc/resolv.conf); the answering cases use getaddrinfo.
+#include "tcp_stream.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+
+namespace opcua {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A resolver that returns getaddrinfo's answer for 127.0.0.1 once released.
+struct HangingResolver {
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released{release.get_future().share()};
+
+  Resolver resolver(const std::shared_ptr<HangingResolver>& self) {
+    return [self](const char*, const char* service, const addrinfo* hints, addrinfo** found) {
+      self->entered.set_value();
+      self->released.wait();
+      return ::getaddrinfo("127.0.0.1", service, hints, found);
+    };
+  }
+};
+
+// Runs look_up with a hanging resolver on a thread of the test; the
+// resolver is released when this goes, whatever happened, so that a
+// look_up that waits for it (the defect) fails the test instead of hanging it.
+class HangingLookup {
+ public:
+  explicit HangingLookup(const Cancellation& cancellation)
+      : entered_(hanging_->entered.get_future()),
+        lookup_(std::async(std::launch::async, [this, &cancellation] {
+          return look_up("lds.example", "4840", cancellation, hanging_->resolver(hanging_));
+        })) {}
+  ~HangingLookup() {
+    hanging_->release.set_value();
+    if (lookup_.valid()) lookup_.wait();
+  }
+  HangingLookup(const HangingLookup&) = delete;
+  HangingLookup& operator=(const HangingLookup&) = delete;
+
+  bool entered() { return entered_.wait_for(10s) == std::future_status::ready; }
+  bool ended() { return lookup_.wait_for(10s) == std::future_status::ready; }
+  AddressList result() { return lookup_.get(); }
+
+ private:
+  std::shared_ptr<HangingResolver> hanging_ = std::make_shared<HangingResolver>();
+  std::future<void> entered_;
+  std::future<AddressList> lookup_;
+};
+
+TEST(LookUp, AnswersWithTheAddressesOrSaysWhyNot) {
+  const Cancellation cancellation;
+  auto addresses = look_up("127.0.0.1", "4840", cancellation);
+  ASSERT_NE(addresses, nullptr);
+  EXPECT_EQ(addresses->ai_socktype, SOCK_STREAM);
+  try {
+    look_up("no-such-host.invalid", "4840", cancellation);
+    ADD_FAILURE() << "an invalid name resolved";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resolve 'no-such-host.invalid'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(LookUp, ALookupThatHangsEndsWhenTheSessionIsCancelled) {
+  Cancellation cancellation;
+  HangingLookup lookup(cancellation);
+  ASSERT_TRUE(lookup.entered());
+  cancellation.cancel();
+  ASSERT_TRUE(lookup.ended()) << "the lookup waited for a resolver that does not answer";
+  EXPECT_THROW(lookup.result(), Cancelled);
+  // Its thread ends once the resolver returns, and frees the answer (the
+  // ASan run would report a leak).
+}
+
+}  // namespace
+}  // namespace opcua
