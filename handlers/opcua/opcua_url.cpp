@@ -107,7 +107,9 @@ bool is_loopback_host(std::string_view host) {
 bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& cancellation) {
   try {
     return look_up(host, "", cancellation) != nullptr;
-  } catch (const std::runtime_error&) {  // no such host (TransportError), or Cancelled
+  } catch (const TransportError&) {  // no such host
+    return false;
+  } catch (const Cancelled&) {  // the scan's result goes unreported anyway
     return false;
   }
 }

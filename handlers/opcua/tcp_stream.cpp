@@ -42,7 +42,7 @@ void wait_ready(int fd, short events, Clock::time_point deadline, const Cancella
 // waiting for it; the last of the two frees it.
 struct PendingLookup {
   PendingLookup() : done_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-    if (done_fd < 0) throw TransportError("eventfd: " + errno_text(errno));
+    if (done_fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   }
   ~PendingLookup() {
     if (found != nullptr) ::freeaddrinfo(found);
@@ -96,24 +96,32 @@ int connect_address(const addrinfo& address, Clock::time_point deadline,
 
 AddressList look_up(const std::string& host, const std::string& service,
                     const Cancellation& cancellation, const Resolver& resolver) {
+  // A stopped session's scan may still go through many servers: none of
+  // them starts a thread.
+  if (cancellation.cancelled()) throw Cancelled();
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  if (!service.empty()) hints.ai_flags = AI_NUMERICSERV;
+  const char* service_or_null = service.empty() ? nullptr : service.c_str();
+  // An address literal never waits for a resolver: no thread for it.
+  addrinfo numeric = hints;
+  numeric.ai_flags |= AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), service_or_null, &numeric, &found) == 0)
+    return AddressList(found, &::freeaddrinfo);
+
   auto pending = std::make_shared<PendingLookup>();
-  try {
-    std::thread([pending, host, service, resolver] {
-      addrinfo hints{};
-      hints.ai_socktype = SOCK_STREAM;
-      if (!service.empty()) hints.ai_flags = AI_NUMERICSERV;
-      addrinfo* found = nullptr;
-      const int status =
-          resolver(host.c_str(), service.empty() ? nullptr : service.c_str(), &hints, &found);
-      std::lock_guard lock(pending->mutex);
-      pending->status = status;
-      pending->found = found;
-      const uint64_t one = 1;
-      [[maybe_unused]] ssize_t written = ::write(pending->done_fd, &one, sizeof one);
-    }).detach();
-  } catch (const std::system_error& e) {  // no thread to be had (a pids limit)
-    throw TransportError("cannot resolve '" + host + "': no thread: " + e.what());
-  }
+  // Throws std::system_error when no thread is to be had (a pids limit).
+  std::thread([pending, host, service, hints, resolver]() noexcept {
+    addrinfo* answer = nullptr;
+    const int status =
+        resolver(host.c_str(), service.empty() ? nullptr : service.c_str(), &hints, &answer);
+    std::lock_guard lock(pending->mutex);
+    pending->status = status;
+    pending->found = answer;
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t written = ::write(pending->done_fd, &one, sizeof one);
+  }).detach();
   wait_ready(pending->done_fd, POLLIN, Clock::time_point::max(), cancellation,
              "resolving '" + host + "'");
   std::lock_guard lock(pending->mutex);

@@ -25,7 +25,8 @@ class TransportError : public std::runtime_error {
 };
 
 using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
-// What resolves names: ::getaddrinfo, or a stand-in in tests.
+// What resolves names: ::getaddrinfo, or a stand-in in tests. It runs on a
+// thread that may outlive the caller: it must own what it uses, and not throw.
 using Resolver = std::function<int(const char*, const char*, const addrinfo*, addrinfo**)>;
 
 // The addresses of host (service: a port number, or empty). getaddrinfo
@@ -34,8 +35,9 @@ using Resolver = std::function<int(const char*, const char*, const addrinfo*, ad
 // own, which touches nothing but its result and ends when the resolver
 // returns: the caller stops waiting on cancellation. The resolver's own
 // timeouts bound the wait otherwise: a name that takes a retry of the
-// resolver (5 s by default) still resolves.
-// Throws TransportError (no such host) or Cancelled.
+// resolver (5 s by default) still resolves. An address literal is read
+// without a thread. Throws TransportError (the name does not resolve),
+// Cancelled, or std::system_error (no thread or eventfd to be had).
 AddressList look_up(const std::string& host, const std::string& service,
                     const Cancellation& cancellation, const Resolver& resolver = ::getaddrinfo);
 

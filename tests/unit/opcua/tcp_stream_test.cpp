@@ -3,12 +3,15 @@
 // hangs is a stand-in here (a real one needs a DNS server that does not
 // answer, set in /etc/resolv.conf); the answering cases use getaddrinfo.
 #include "tcp_stream.hpp"
+#include "eventually.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <memory>
+#include <utility>
 
 namespace opcua {
 namespace {
@@ -41,7 +44,7 @@ class HangingLookup {
           return look_up("lds.example", "4840", cancellation, hanging_->resolver(hanging_));
         })) {}
   ~HangingLookup() {
-    hanging_->release.set_value();
+    release();
     if (lookup_.valid()) lookup_.wait();
   }
   HangingLookup(const HangingLookup&) = delete;
@@ -50,18 +53,31 @@ class HangingLookup {
   bool entered() { return entered_.wait_for(10s) == std::future_status::ready; }
   bool ended() { return lookup_.wait_for(10s) == std::future_status::ready; }
   AddressList result() { return lookup_.get(); }
+  // Lets the resolver answer; true once the lookup's thread has ended and
+  // let go of it (and of the answer it holds with it).
+  bool thread_ended() {
+    release();
+    return dowser::test::eventually([this] { return hanging_.use_count() == 1; });
+  }
 
  private:
+  void release() {
+    if (!std::exchange(released_, true)) hanging_->release.set_value();
+  }
+
   std::shared_ptr<HangingResolver> hanging_ = std::make_shared<HangingResolver>();
+  bool released_ = false;
   std::future<void> entered_;
   std::future<AddressList> lookup_;
 };
 
 TEST(LookUp, AnswersWithTheAddressesOrSaysWhyNot) {
   const Cancellation cancellation;
-  auto addresses = look_up("127.0.0.1", "4840", cancellation);
-  ASSERT_NE(addresses, nullptr);
-  EXPECT_EQ(addresses->ai_socktype, SOCK_STREAM);
+  for (const char* host : {"127.0.0.1", "::1", "localhost"}) {  // literals, and a name
+    auto addresses = look_up(host, "4840", cancellation);
+    ASSERT_NE(addresses, nullptr) << host;
+    EXPECT_EQ(addresses->ai_socktype, SOCK_STREAM) << host;
+  }
   try {
     look_up("no-such-host.invalid", "4840", cancellation);
     ADD_FAILURE() << "an invalid name resolved";
@@ -79,8 +95,27 @@ TEST(LookUp, ALookupThatHangsEndsWhenTheSessionIsCancelled) {
   cancellation.cancel();
   ASSERT_TRUE(lookup.ended()) << "the lookup waited for a resolver that does not answer";
   EXPECT_THROW(lookup.result(), Cancelled);
-  // Its thread ends once the resolver returns, and frees the answer (the
-  // ASan run would report a leak).
+  EXPECT_TRUE(lookup.thread_ended()) << "the thread ends once the resolver answers";
+}
+
+size_t thread_count() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task"))
+    ++count;
+  return count;
+}
+
+// A stopped session's scan may still go through every server an LDS
+// listed: it starts no lookup, and no thread, for any of them.
+TEST(LookUp, ACancelledSessionStartsNoLookup) {
+  Cancellation cancellation;
+  cancellation.cancel();
+  auto hanging = std::make_shared<HangingResolver>();
+  const size_t threads = thread_count();
+  EXPECT_THROW(look_up("lds.example", "4840", cancellation, hanging->resolver(hanging)), Cancelled);
+  // A thread started would still be in the resolver, which has not answered.
+  EXPECT_LE(thread_count(), threads) << "a lookup thread was started for a stopped session";
+  hanging->release.set_value();
 }
 
 }  // namespace
