@@ -57,6 +57,12 @@ std::string thrown_across_abi() {
 
 namespace {
 
+// A borrowed (readable) string, cut to max_bytes before anything is copied:
+// a length far beyond the text (a handler's mistake) costs no more than that.
+std::string bounded_text(dowser_str text, size_t max_bytes) {
+  return shortened(std::string_view(text.len == 0 ? "" : text.data, text.len), max_bytes);
+}
+
 // Of a message with no NUL, this much is shown (the rest is the same junk).
 constexpr size_t kShownWithoutNul = 200;
 
@@ -406,9 +412,7 @@ struct ShownLogLine {
 ShownLogLine shown_log_line(int32_t level, dowser_str message) {
   if (auto problem = unreadable_problem(kUnreadableLogMessage, message))
     return {DOWSER_LOG_WARN, *problem};
-  const std::string_view view(message.len == 0 ? "" : message.data, message.len);
-  std::string text =
-      view.size() > DOWSER_MAX_LOG_LEN ? shortened(view, DOWSER_MAX_LOG_LEN) : std::string(view);
+  std::string text = bounded_text(message, DOWSER_MAX_LOG_LEN);
   if (level >= DOWSER_LOG_TRACE && level <= DOWSER_LOG_ERROR) return {level, std::move(text)};
   return {kInvalidLogLevelShownAs, invalid_level_line(level, text)};
 }
@@ -502,8 +506,21 @@ void host_log_session(dowser_session_host* session, int32_t level, dowser_str me
 dowser_status host_report_error(dowser_session_host* session, dowser_status code,
                                 dowser_str message) {
   if (session == nullptr) return DOWSER_ERR_INVALID_ARGUMENT;
+  // Read before the session is marked failed: a message that cannot be
+  // copied (out of memory) must not leave it failed with nobody told.
+  // Retried with backoff, logged each time and shown in the status API. An
+  // unreadable message still ends the session (that is what the handler
+  // meant); the message says what was wrong with it.
+  std::string text;
+  try {
+    const auto unreadable = unreadable_problem("report_error message", message);
+    text = unreadable ? *unreadable : bounded_text(message, DOWSER_MAX_ERRLEN);
+  } catch (...) {
+    return DOWSER_ERR_NO_MEMORY;
+  }
   auto entry = session_table().find(id_of(session));
-  if (entry) {
+  if (!entry) return DOWSER_ERR_STOPPED;
+  {
     // Exclusive: no report may slip in between the error and the flag.
     std::unique_lock lock(entry->mutex);
     if (entry->state == SessionState::stopped) {
@@ -512,17 +529,13 @@ dowser_status host_report_error(dowser_session_host* session, dowser_status code
     }
     if (entry->state == SessionState::stopping || entry->failed) return DOWSER_ERR_STOPPED;
     entry->failed = true;
-  } else {
-    return DOWSER_ERR_STOPPED;
   }
   try {
-    // Retried with backoff, logged each time and shown in the status API.
-    // An unreadable message still ends the session (that is what the handler
-    // meant); the message says what was wrong with it.
-    const auto unreadable = unreadable_problem("report_error message", message);
-    entry->sink->on_error(
-        code, unreadable ? *unreadable : shortened(abi::to_string(message), DOWSER_MAX_ERRLEN));
+    entry->sink->on_error(code, std::move(text));
   } catch (...) {
+    // Not taken: the session goes on, and the handler may report again.
+    std::unique_lock lock(entry->mutex);
+    entry->failed = false;
     return DOWSER_ERR_GENERIC;
   }
   return DOWSER_OK;

@@ -51,6 +51,7 @@ class RecordingSink : public SessionSink {
     update([&] { snapshots.push_back(snapshot); });
   }
   void on_error(dowser_status code, std::string message) override {
+    if (std::exchange(refuse_next_error, false)) throw std::runtime_error("the sink failed");
     update([&] { errors.emplace_back(code, message); });
   }
   void on_log(int32_t level, std::string_view text) override {
@@ -84,6 +85,7 @@ class RecordingSink : public SessionSink {
   std::vector<std::string> stop_failures;
   std::vector<std::pair<int32_t, std::string>> logs;  // log_session lines
   int late_calls = 0;
+  bool refuse_next_error = false;  // on_error throws once, as a failing sink would
 
  private:
   template <typename Change>
@@ -676,6 +678,34 @@ TEST(HostTable, HugeLogLinesAndErrorMessagesAreCutSayingHowLong) {
   ASSERT_EQ(probe.sink->errors.size(), 1u);
   EXPECT_EQ(probe.sink->errors[0].second,
             huge.substr(0, DOWSER_MAX_ERRLEN) + "... (1000002 bytes)");
+}
+
+// A length far beyond the message (a handler's mistake) must neither be
+// copied whole (it cannot be) nor leave the session failed with nobody told:
+// the host reads no more than it shows.
+TEST(HostTable, AnErrorMessageWithAnAbsurdLengthIsCutBeforeItIsRead) {
+  const std::string buffer(2 * DOWSER_MAX_ERRLEN, 'x');  // all the host may read
+  ProbeSession probe;
+  ASSERT_EQ(host_api().report_error(probe_session, DOWSER_ERR_GENERIC,
+                                    dowser_str{buffer.data(), SIZE_MAX}),
+            DOWSER_OK);
+  ASSERT_EQ(probe.sink->errors.size(), 1u);
+  EXPECT_EQ(probe.sink->errors[0].second,
+            buffer.substr(0, DOWSER_MAX_ERRLEN) + "... (" + std::to_string(SIZE_MAX) + " bytes)");
+}
+
+// An error the host could not take (its sink failed) does not end the
+// session behind the handler's back: it may report, and fail, again.
+TEST(HostTable, AnErrorTheHostCouldNotTakeLeavesTheSessionRunning) {
+  ProbeSession probe;
+  probe.sink->refuse_next_error = true;
+  EXPECT_EQ(host_api().report_error(probe_session, DOWSER_ERR_GENERIC, dowser::abi::view("lost")),
+            DOWSER_ERR_GENERIC);
+  EXPECT_EQ(host_api().report_devices(probe_session, nullptr, 0), DOWSER_OK);
+  EXPECT_EQ(host_api().report_error(probe_session, DOWSER_ERR_GENERIC, dowser::abi::view("again")),
+            DOWSER_OK);
+  ASSERT_EQ(probe.sink->errors.size(), 1u);
+  EXPECT_EQ(probe.sink->errors[0].second, "again");
 }
 
 // A NULL with a length (rule O4) or no session at all is the handler's
