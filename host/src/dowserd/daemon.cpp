@@ -624,7 +624,8 @@ void Daemon::refresh_instance_plugins(const std::set<capacity::InstanceKey>& key
 void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
                                      plugins::ListDelivery delivery) {
   const auto* stored = capacity_.find(key);
-  bool usable = stored && reconciler_.visible_here(stored->instance) && reconciler_.device(key);
+  bool usable = stored && reconciler_.visible_here(stored->instance) && reconciler_.device(key) &&
+                nameable_as_resource(key);
   std::string resource = options_.resource_domain + "/" + key.second;
   if (!usable) {
     plugins_.remove(resource);
@@ -636,9 +637,25 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
   if (!backend) {
     backend = std::make_unique<Observed<plugins::InstancePluginBackend>>(
         backend_hooks("instance", resource), capacity_, reconciler_, key);
-    plugins_.add(naming::resource_name(options_.resource_domain, key.second), *backend);
+    plugins_.add(resource, *backend);
   }
   plugins_.changed(resource, delivery);
+}
+
+// dowser names its Instances so that they make valid resource names; one
+// written by someone else (another tool, a hand edit) may not, and gets no
+// plugin rather than being sent to the kubelet. Said once per Instance.
+bool Daemon::nameable_as_resource(const capacity::InstanceKey& key) {
+  try {
+    naming::resource_name(options_.resource_domain, key.second);
+    unnamable_told_.erase(key);
+    return true;
+  } catch (const std::invalid_argument& e) {
+    if (unnamable_told_.insert(key).second) {
+      spdlog::error("Instance {}/{}: no device plugin: {}", key.first, key.second, e.what());
+    }
+    return false;
+  }
 }
 
 // ---- reclaiming ----------------------------------------------------------------------

@@ -121,6 +121,7 @@ class Daemon {
   void refresh_instance_plugins(const std::set<capacity::InstanceKey>& keys,
                                 plugins::ListDelivery delivery);
   void refresh_instance_plugin(const capacity::InstanceKey& key, plugins::ListDelivery delivery);
+  bool nameable_as_resource(const capacity::InstanceKey& key);
   void schedule_expiry();
   // Writes of Instances that failed are tried again, with backoff, until
   // they succeed: the device appears once the cause (a torn file, a full
@@ -219,7 +220,8 @@ class Daemon {
   std::set<reclaim::DeviceRef> unclaimed_before_, unclaimed_warned_;
   // The deviceUsage problems logged per Instance (report_unreadable_slots).
   std::map<capacity::InstanceKey, std::vector<std::string>> slot_problems_told_;
-  std::vector<std::string> unnamed_slots_told_;  // see held_slots
+  std::vector<std::string> unnamed_slots_told_;     // see held_slots
+  std::set<capacity::InstanceKey> unnamable_told_;  // see nameable_as_resource
   // This node's claims on Instances deleted from outside, by slot: put back
   // once the Instance is written again (pods here still use those slots).
   std::map<capacity::InstanceKey, std::map<uint32_t, naming::SlotUsage>> lost_claims_;

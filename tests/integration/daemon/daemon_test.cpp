@@ -246,6 +246,37 @@ TEST_F(DaemonTest, AFailedDiscoveryKeepsItsDevicesUnhealthyUntilItReportsAgain) 
   EXPECT_EQ(instances().size(), 1u);
 }
 
+// A stored Instance whose name makes no valid resource name (written by
+// another tool) gets no plugin and an error naming it; it used to end dowserd
+// when a failed discovery adopted it, at every restart.
+TEST_F(DaemonTest, AStoredInstanceWithAnInvalidNameGetsNoPluginAndEndsNothing) {
+  const fs::path devices = root_ / "devices.yaml";
+  write_file(devices, "devices: [{id: cam-1, shared: true}]\n");
+  write_file(config_dir_ / "devs.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: devs}\nspec:\n"
+             "  capacity: 2\n  discoveryHandler:\n    name: testDevices\n"
+             "    discoveryProperties:\n      - {name: TEST_DEVICES_FILE, value: " +
+                 devices.string() + "}\n");
+  const std::string reported = "akri.sh/devs-" + naming::device_digest("cam-1", true, "node-a");
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable(reported, 2)) << node.log();
+  store::Instance foreign;
+  foreign.name = "devs-" + std::string(70, 'a');  // over the 63 characters of a resource name
+  foreign.configuration_name = "devs";
+  foreign.capacity = 2;
+  foreign.shared = true;
+  foreign.nodes = {"node-a"};
+  store::FileInstanceStore(state_dir_ / "instances").create(foreign);
+
+  write_file(devices, "fail: lost the bus\n");
+  ASSERT_TRUE(node.wait_for_log("Instance default/" + foreign.name + ": no device plugin: "))
+      << node.log();
+  EXPECT_TRUE(node.wait_allocatable(reported, 0)) << node.log();
+  write_file(devices, "devices: [{id: cam-1, shared: true}]\n");
+  EXPECT_TRUE(node.wait_allocatable(reported, 2, 20s)) << node.log();  // up to 8 s of backoff
+  EXPECT_TRUE(node.running()) << node.log();
+}
+
 // A pod keeps the device it was given: while it runs, a local device that
 // goes away stays offline with its claim, so the slot is still taken if the
 // device comes back; once the pod is gone and the claim reclaimed, it goes.
