@@ -83,6 +83,47 @@ std::map<std::string, std::string> agreed_environment(const std::vector<SlotGran
   return agreed;
 }
 
+bool any_id(const std::string& /*id*/) { return true; }
+
+// What a container's answer may still take under uniqueInstances Required.
+// Held vdevs name their Instance; Allocate binds them first, then each
+// placeholder to a candidate Instance the container does not use yet. So a
+// held vdev may not share an Instance with another, nor take the last
+// candidate a placeholder already counts on.
+class DistinctInstances {
+ public:
+  explicit DistinctInstances(const capacity::VirtualDeviceTable& table) : table_(table) {
+    for (const auto& candidate : table.candidates()) unbound_candidates_.insert(candidate.instance);
+  }
+
+  bool fits(const std::string& id) const {
+    const auto* slot = held(id);
+    if (!slot) return placeholders_ < unbound_candidates_.size();
+    if (used_.count(slot->instance)) return false;
+    return !unbound_candidates_.count(slot->instance) || placeholders_ < unbound_candidates_.size();
+  }
+
+  void take(const std::string& id) {
+    if (const auto* slot = held(id)) {
+      used_.insert(slot->instance);
+      unbound_candidates_.erase(slot->instance);
+    } else {
+      ++placeholders_;
+    }
+  }
+
+ private:
+  const capacity::ClaimedSlot* held(const std::string& id) const {
+    auto found = table_.claimed().find(id);
+    return found == table_.claimed().end() ? nullptr : &found->second;
+  }
+
+  const capacity::VirtualDeviceTable& table_;
+  std::set<std::string> used_;                // Instances of held vdevs taken
+  std::set<std::string> unbound_candidates_;  // candidates no held vdev taken uses
+  size_t placeholders_ = 0;
+};
+
 }  // namespace
 
 // ---- response contents ------------------------------------------------------------
@@ -146,7 +187,7 @@ void InstancePluginBackend::preferred_allocation(const v1beta1::PreferredAllocat
                                                  v1beta1::PreferredAllocationResponse& response) {
   // Every slot of one Instance is the same device: any healthy ones will do.
   for (const auto& container : request.container_requests())
-    prefer(container, *response.add_container_responses(), [](const std::string&) { return true; });
+    prefer(container, *response.add_container_responses(), any_id);
 }
 
 // ---- Configuration-level ------------------------------------------------------------
@@ -213,24 +254,16 @@ void ConfigurationPluginBackend::preferred_allocation(
     const v1beta1::PreferredAllocationRequest& request,
     v1beta1::PreferredAllocationResponse& response) {
   refresh();
-  size_t candidates = table_.candidates().size();
   for (const auto& container : request.container_requests()) {
-    // Held vdevs name their Instance; placeholders are bound at Allocate, so
-    // take no more of them than there are distinct Instances to bind to.
-    std::set<std::string> instances_used;
-    size_t placeholders = 0;
-    for (const auto& id : container.must_include_deviceids()) {
-      if (auto it = table_.claimed().find(id); it != table_.claimed().end())
-        instances_used.insert(it->second.instance);
-      else
-        ++placeholders;
+    if (table_.policy() == capacity::UniqueInstances::preferred) {
+      prefer(container, *response.add_container_responses(), any_id);
+      continue;
     }
+    DistinctInstances distinct(table_);
+    for (const auto& id : container.must_include_deviceids()) distinct.take(id);
     prefer(container, *response.add_container_responses(), [&](const std::string& id) {
-      if (table_.policy() == capacity::UniqueInstances::preferred) return true;
-      if (auto it = table_.claimed().find(id); it != table_.claimed().end())
-        return instances_used.insert(it->second.instance).second;
-      if (placeholders >= candidates) return false;
-      ++placeholders;
+      if (!distinct.fits(id)) return false;
+      distinct.take(id);
       return true;
     });
   }

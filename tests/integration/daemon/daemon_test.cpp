@@ -520,6 +520,62 @@ TEST_F(DaemonTest, ListAndWatchStreamsDroppedAtOnceLeaveThePluginServing) {
   EXPECT_TRUE(allocated.ok()) << allocated.status.error_message();
 }
 
+// GetPreferredAllocation must answer with ids Allocate can grant. With this
+// node's held vdevs on both devices, the one with a free slot also has a
+// placeholder: a held vdev on that device and its placeholder cannot be
+// granted together (distinct devices), so a pod needing two gets the two held
+// vdevs. The kubelet passes its available ids in any order; this test puts
+// the placeholder before the held vdev on the full device.
+TEST_F(DaemonTest, APreferredAllocationIsOneAllocateCanGrant) {
+  echo_configuration("cams", {"cam0", "cam1"}, 2);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 2)) << node.log();
+  const auto first = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
+  ASSERT_TRUE(first.ok()) << first.status.error_message();
+  const auto second = node.kubelet->allocate("akri.sh/cams", pod_b, "c", 1);
+  ASSERT_TRUE(second.ok()) << second.status.error_message();
+  const std::string on_second = "C:" + second.device_ids.at(0) + ":node-a";
+  std::string full;  // the device the second vdev is on: its other slot goes to an IL pod
+  for (const auto& stored : instances(2))
+    for (const auto& [slot, usage] : stored.instance.device_usage)
+      if (usage == on_second) full = "akri.sh/" + stored.instance.name;
+  ASSERT_FALSE(full.empty());
+  ASSERT_TRUE(node.wait_free(full, 1)) << node.log();  // the CL claim's slot listed as taken
+  ASSERT_TRUE(node.kubelet->allocate(full, {"default", "pod-c"}, "c", 1).ok());
+  node.kubelet->delete_pod(pod_a);  // their claims stay until the reclaimer's grace ends
+  node.kubelet->delete_pod(pod_b);
+  // Listed: the two held vdevs and one placeholder, for the device with a free slot.
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 3)) << node.log();
+  const auto status = node.kubelet->status();
+  const auto& cams = *status.resource("akri.sh/cams");
+  std::string placeholder;
+  for (const auto& device : cams.devices)
+    if (device.id != first.device_ids.at(0) && device.id != second.device_ids.at(0))
+      placeholder = device.id;
+
+  auto stub = v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
+      "unix:" + (node.plugin_dir() / cams.endpoint).string(), grpc::InsecureChannelCredentials()));
+  v1beta1::PreferredAllocationRequest request;
+  auto* container = request.add_container_requests();
+  for (const auto& id : {first.device_ids.at(0), placeholder, second.device_ids.at(0)})
+    container->add_available_deviceids(id);
+  container->set_allocation_size(2);
+  v1beta1::PreferredAllocationResponse preferred;
+  grpc::ClientContext preferring;
+  ASSERT_TRUE(stub->GetPreferredAllocation(&preferring, request, &preferred).ok());
+  ASSERT_EQ(preferred.container_responses_size(), 1);
+  const auto& ids = preferred.container_responses(0).deviceids();
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()),
+            (std::set<std::string>{first.device_ids.at(0), second.device_ids.at(0)}));
+
+  v1beta1::AllocateRequest allocate;
+  *allocate.add_container_requests()->mutable_devices_ids() = ids;
+  v1beta1::AllocateResponse granted;
+  grpc::ClientContext allocating;
+  const grpc::Status allocated = stub->Allocate(&allocating, allocate, &granted);
+  EXPECT_TRUE(allocated.ok()) << allocated.error_message();
+}
+
 TEST_F(DaemonTest, ChangedDiscoveryDetailsRestartDiscovery) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
