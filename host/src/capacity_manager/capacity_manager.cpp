@@ -231,6 +231,16 @@ uint64_t smallest_unused(const std::vector<uint64_t>& taken) {
   return low;
 }
 
+// One id twice in one call (in one container or two) would be one slot
+// granted twice: the kubelet never asks that, so it is refused.
+void refuse_repeated_ids(const std::vector<std::vector<std::string>>& container_ids,
+                         const std::string& what) {
+  std::set<std::string_view> seen;
+  for (const auto& ids : container_ids)
+    for (const auto& id : ids)
+      if (!seen.insert(id).second) throw AllocationError(what + id + " is requested twice");
+}
+
 }  // namespace
 
 void VirtualDeviceTable::take_id(const std::string& vdev) {
@@ -384,6 +394,7 @@ std::vector<ContainerClaims> CapacityManager::allocate_instance_level(
   return all_or_nothing(instance.first, [&](std::vector<Claim>& made) {
     std::vector<ContainerClaims> result;
     if (offline) throw AllocationError("device " + instance.second + " is offline");
+    refuse_repeated_ids(container_ids, "device id ");
     for (const auto& ids : container_ids) {
       ContainerClaims claims;
       for (const auto& id : ids) {
@@ -438,11 +449,8 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
     const VirtualDeviceTable& table, UniqueInstances policy) {
   return all_or_nothing(namespace_name, [&](std::vector<Claim>& made) {
     std::vector<ContainerClaims> result;
-    std::set<std::string> vdevs_of_call;
+    refuse_repeated_ids(container_vdevs, "virtual device ");
     for (const auto& vdevs : container_vdevs) {
-      for (const auto& vdev : vdevs)
-        if (!vdevs_of_call.insert(vdev).second)
-          throw AllocationError("virtual device " + vdev + " is requested twice");
       ContainerPlan plan;
       try {
         plan = plan_container(vdevs, table);

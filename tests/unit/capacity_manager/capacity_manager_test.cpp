@@ -453,6 +453,27 @@ TEST_F(CapacityManagerTest, AFailedInstanceLevelCallClaimsNothing) {
       << "an offline device is not allocated";
 }
 
+// One slot named twice in one call, in one container or in two, would be
+// granted twice; IL and CL refuse it alike, and claim nothing.
+TEST_F(CapacityManagerTest, AnIdRequestedTwiceInOneCallIsRefused) {
+  add(instance("inst", 3));
+  for (const auto& call : std::vector<std::vector<std::vector<std::string>>>{
+           {{"inst-0", "inst-0"}}, {{"inst-1"}, {"inst-0", "inst-1"}}}) {
+    try {
+      node_a_->allocate_instance_level({"default", "inst"}, call, false);
+      ADD_FAILURE() << "granted " << call.back().back() << " twice";
+    } catch (const AllocationError& e) {
+      EXPECT_EQ(std::string(e.what()), "device id " + call.back().back() + " is requested twice");
+    }
+  }
+  EXPECT_TRUE(usage("inst").empty());
+  auto table = table_of(*node_a_, {"inst"});
+  EXPECT_THROW(node_a_->allocate_configuration_level("default", {{"0"}, {"0"}}, table,
+                                                     UniqueInstances::required),
+               AllocationError);
+  EXPECT_TRUE(usage("inst").empty());
+}
+
 // The claims of an Allocate are on the disk before it returns; the flush
 // that makes them durable is the store's thread's, after the answer.
 TEST_F(CapacityManagerTest, AnAllocateWaitsForItsClaimsToReachTheDiskNotForTheFlush) {
