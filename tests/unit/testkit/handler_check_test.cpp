@@ -171,6 +171,9 @@ TEST_F(CheckOnDebugEcho, NegotiateSaysWhatEachHostWasAnswered) {
   const std::string current = abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR);
   EXPECT_NE(negotiate[0].find("host ABI " + current + " accepted"), std::string::npos)
       << negotiate[0];
+  const std::string newer = abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR + 1);
+  EXPECT_NE(negotiate[0].find("host ABI " + newer + " accepted"), std::string::npos)
+      << negotiate[0];
   for (int minor = 0; minor < DOWSER_ABI_VERSION_MINOR; ++minor) {
     const std::string older = abi(DOWSER_ABI_VERSION_MAJOR, minor);
     EXPECT_NE(negotiate[0].find("host ABI " + older + " refused: \"handler needs ABI " + current +
@@ -178,6 +181,23 @@ TEST_F(CheckOnDebugEcho, NegotiateSaysWhatEachHostWasAnswered) {
               std::string::npos)
         << negotiate[0];
   }
+}
+
+// A handler that wants exactly the host minor it was built with loads today
+// and breaks on the next dowserd of the same major: negotiate says so.
+TEST(CheckNegotiate, AHandlerRefusingANewerMinorFails) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-exact-minor.so";
+  CheckRun run = run_check({file, "--duration", "0.1"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const auto failures = lines_starting_with(run.out, "FAIL negotiate: ");
+  ASSERT_EQ(failures.size(), 1u) << run.out;
+  const std::string newer = abi(DOWSER_ABI_VERSION_MAJOR, DOWSER_ABI_VERSION_MINOR + 1);
+  EXPECT_NE(failures[0].find("host ABI " + newer +
+                             " (a newer dowserd's) refused: \"fixture: only the host ABI it "
+                             "was built with\"; a handler must accept every host of its major "
+                             "from its own minor on (rule V2)"),
+            std::string::npos)
+      << failures[0];
 }
 
 // A thread of the handler's own that crashes is blamed, not the call the
@@ -347,6 +367,22 @@ TEST(CheckLog, WhatTheHandlerLoggedFollowsItsFailure) {
       logged = check["log"].get<std::vector<std::string>>() ==
                std::vector<std::string>{"warn: fixture: about to throw"};
   EXPECT_TRUE(logged) << json_run.out;
+}
+
+// What a handler prints goes to stderr: stdout holds the report alone, so
+// that `dowser-handler-check --json | jq` reads it.
+TEST(CheckOutput, WhatTheHandlerPrintsStaysOutOfTheReport) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-prints-to-stdout.so";
+  CheckRun run = run_check({file, "--duration", "0.1", "--json"});
+  EXPECT_EQ(run.exit_code, 1) << "it accepts invalid details: " << run.out << run.err;
+  ASSERT_TRUE(json::accept(run.out)) << "not the JSON report alone:\n" << run.out;
+  const json report = json::parse(run.out);
+  bool discovered = false;
+  for (const auto& check : report["checks"])
+    discovered = discovered || (check["name"] == "discover" && check["passed"] == true);
+  EXPECT_TRUE(discovered) << run.out;
+  EXPECT_NE(run.err.find("fixture: init printed this"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("fixture: start_discovery printed this"), std::string::npos) << run.err;
 }
 
 // A crash kills the child with all it had: each line went to the checker as

@@ -294,8 +294,9 @@ void require_usable(const std::filesystem::path& file, const dowser_handler_api*
   }
 }
 
-// Calls the entry function directly for hosts of every older minor and of the
-// next major. The loader deliberately keeps the raw entry function to itself
+// Calls the entry function directly for hosts of every older minor, of the
+// next minor (a newer host must be able to load it, rule V2) and of the next
+// major. The loader deliberately keeps the raw entry function to itself
 // (it negotiates once, as the host it is), so this check alone opens the file
 // with dlopen, with the flags the loader uses, and only a file the loader
 // would open: no code of a file it refuses runs here either.
@@ -313,14 +314,18 @@ Passed check_negotiate(const Settings& settings, Progress& progress) {
   auto note = [&verdicts](const std::string& verdict) {
     verdicts += (verdicts.empty() ? "" : "; ") + verdict;
   };
-  for (uint16_t minor = 0; minor <= DOWSER_ABI_VERSION_MINOR; ++minor) {
+  constexpr uint16_t kNextMinor = DOWSER_ABI_VERSION_MINOR + 1;
+  for (uint16_t minor = 0; minor <= kNextMinor; ++minor) {
     Offer answer = offer(entry, kMajor, minor, progress);
     const std::string host = "host ABI " + abi_text(kMajor, minor);
     if (answer.table != nullptr) {
       require_usable(settings.handler_file, answer.table, kMajor, minor);
       note(host + " accepted");
-    } else if (minor == DOWSER_ABI_VERSION_MINOR) {
-      throw CheckFailed(host + " (this header's) refused: " + quoted_message(answer.error));
+    } else if (minor >= DOWSER_ABI_VERSION_MINOR) {
+      throw CheckFailed(host + (minor == kNextMinor ? " (a newer dowserd's)" : " (this header's)") +
+                        " refused: " + quoted_message(answer.error) +
+                        "; a handler must accept every host of its major from its own minor on "
+                        "(rule V2)");
     } else if (answer.error.empty()) {
       throw CheckFailed(host + " refused without a message");
     } else {

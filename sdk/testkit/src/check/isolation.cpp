@@ -246,6 +246,8 @@ ChildReport run_in_child(const ChildWork& work, std::chrono::milliseconds quiet_
   if (pid < 0) throw_errno("fork");
   if (pid == 0) {
     read_end.reset();
+    // What the handler prints goes to stderr: stdout is the report's (--json).
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
     run_child(work, write_end.get());
   }
   write_end.reset();  // so the pipe reaches end of file when the child exits
