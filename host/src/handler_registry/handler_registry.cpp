@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -21,12 +23,34 @@
 namespace dowser::host {
 namespace {
 
-// Where a handler writes why a call failed (rule O5). A handler that leaves
-// out the NUL must not make the host read past the buffer.
-struct ErrorBuffer {
-  char text[DOWSER_MAX_ERRLEN] = {};
+// Where a handler writes why a call failed (rule O5). It starts filled with
+// a byte no message ends with, not zeros: a message written without its NUL
+// then shows as one (not as a clean message on a zeroed buffer), and the host
+// never reads past the buffer for it. Bytes past err_cap guard the end: a
+// handler that writes there (an off-by-one NUL, a strcpy) is told so. A long
+// overrun has damaged more than the guard, which no buffer can make safe.
+class ErrorBuffer {
+ public:
+  ErrorBuffer() { bytes_.fill(kUnwritten); }
+  char* text() { return bytes_.data(); }
+  static constexpr size_t capacity() { return DOWSER_MAX_ERRLEN; }
   // The handler's message; empty when it wrote none (what() says so).
-  std::string message() const { return {text, ::strnlen(text, sizeof text)}; }
+  std::string message() const {
+    const auto end = bytes_.begin() + capacity();
+    if (std::all_of(bytes_.begin(), end, [](char c) { return c == kUnwritten; })) return "";
+    return {bytes_.data(), ::strnlen(bytes_.data(), capacity())};
+  }
+  bool overran() const {
+    return std::any_of(bytes_.begin() + capacity(), bytes_.end(),
+                       [](char c) { return c != kUnwritten; });
+  }
+  HandlerCallError failure(std::string call, dowser_status status) const {
+    return {std::move(call), status, message(), overran()};
+  }
+
+ private:
+  static constexpr char kUnwritten = 0x5a;  // 'Z'
+  std::array<char, DOWSER_MAX_ERRLEN + 64> bytes_;
 };
 
 }  // namespace
@@ -71,9 +95,8 @@ constexpr size_t kShownWithoutNul = 200;
 std::string shown_message(const std::string& message) {
   if (message.empty()) return "(no message)";
   if (message.size() < DOWSER_MAX_ERRLEN) return message;
-  return message.substr(0, kShownWithoutNul) + "... (the handler filled all " +
-         std::to_string(DOWSER_MAX_ERRLEN) +
-         " bytes of the error buffer with no NUL, against rule O5)";
+  return message.substr(0, kShownWithoutNul) + "... (no NUL within the " +
+         std::to_string(DOWSER_MAX_ERRLEN) + " bytes of the error buffer, against rule O5)";
 }
 
 std::string abi_text(uint16_t major, uint16_t minor) {
@@ -220,10 +243,12 @@ const dowser_handler_api* call_entry(const std::filesystem::path& file,
   ErrorBuffer err;
   const dowser_handler_api* api = nullptr;
   try {
-    api = entry(policy.host_abi_major, policy.host_abi_minor, err.text, sizeof err.text);
+    api = entry(policy.host_abi_major, policy.host_abi_minor, err.text(), err.capacity());
   } catch (...) {
     throw HandlerLoadError(file, "negotiate", "the entry " + thrown_across_abi());
   }
+  if (err.overran())
+    throw HandlerLoadError(file, "negotiate", "the entry " + err.failure("entry", 0).reason());
   if (api == nullptr) {
     const std::string reason = err.message();
     throw HandlerLoadError(file, "negotiate",
@@ -594,13 +619,26 @@ HandlerLoadError::HandlerLoadError(std::filesystem::path file, std::string stage
       stage_(std::move(stage)),
       reason_(std::move(reason)) {}
 
-HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::string message)
+namespace {
+
+std::string call_failure_reason(const std::string& message, bool wrote_past_buffer) {
+  if (!wrote_past_buffer) return shown_message(message);
+  return "wrote past the end of the " + std::to_string(DOWSER_MAX_ERRLEN) +
+         "-byte error buffer it was given (err_cap), against rule O5; its message: " +
+         shown_message(message);
+}
+
+}  // namespace
+
+HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::string message,
+                                   bool wrote_past_buffer)
     : std::runtime_error(call + " failed (status " + std::to_string(status) +
-                         "): " + shown_message(message)),
+                         "): " + call_failure_reason(message, wrote_past_buffer)),
       call_(std::move(call)),
       status_(status),
       message_(std::move(message)),
-      reason_(shown_message(message_)) {}
+      reason_(call_failure_reason(message_, wrote_past_buffer)),
+      wrote_past_buffer_(wrote_past_buffer) {}
 
 HandlerCallError HandlerCallError::thrown(std::string call) {
   HandlerCallError error(std::move(call), DOWSER_ERR_GENERIC, thrown_across_abi());
@@ -913,7 +951,7 @@ HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, H
     status = call_handler("init", [&] {
       return handler_->api().init(&host_api(handler_->host_abi_minor()),
                                   handle_of<dowser_host_ctx>(log_id_), abi::view(config),
-                                  &instance_, err.text, sizeof err.text);
+                                  &instance_, err.text(), err.capacity());
     });
   } catch (...) {
     log_table().remove(log_id_);
@@ -921,8 +959,8 @@ HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, H
   }
   if (status != DOWSER_OK || instance_ == nullptr) {
     log_table().remove(log_id_);
-    throw HandlerCallError("init", status,
-                           status == DOWSER_OK ? "returned no instance" : err.message());
+    if (status == DOWSER_OK) throw HandlerCallError("init", status, "returned no instance");
+    throw err.failure("init", status);
   }
 }
 
@@ -936,9 +974,9 @@ void HandlerInstance::validate(const DiscoverRequest& request) {
   ErrorBuffer err;
   abi::RequestView view(request);
   dowser_status status = call_handler("validate_request", [&] {
-    return handler_->api().validate_request(instance_, view.get(), err.text, sizeof err.text);
+    return handler_->api().validate_request(instance_, view.get(), err.text(), err.capacity());
   });
-  if (status != DOWSER_OK) throw HandlerCallError("validate_request", status, err.message());
+  if (status != DOWSER_OK || err.overran()) throw err.failure("validate_request", status);
 }
 
 std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& request,
@@ -954,9 +992,9 @@ std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& 
   dowser_status status = call_handler("start_discovery", [&] {
     return handler_->api().start_discovery(instance_, view.get(),
                                            handle_of<dowser_session_host>(id), &session->session_,
-                                           err.text, sizeof err.text);
+                                           err.text(), err.capacity());
   });
-  if (status != DOWSER_OK) throw HandlerCallError("start_discovery", status, err.message());
+  if (status != DOWSER_OK || err.overran()) throw err.failure("start_discovery", status);
   session->stopped_ = false;
   return session;
 }

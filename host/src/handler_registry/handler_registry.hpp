@@ -50,18 +50,23 @@ class HandlerLoadError : public std::runtime_error {
 // (empty when the handler wrote none).
 class HandlerCallError : public std::runtime_error {
  public:
-  HandlerCallError(std::string call, dowser_status status, std::string message);
+  // wrote_past_buffer: the handler wrote beyond the err_cap it was given
+  // (rule O5); the host noticed it in the bytes after the buffer.
+  HandlerCallError(std::string call, dowser_status status, std::string message,
+                   bool wrote_past_buffer = false);
   // The call threw a C++ exception across the C ABI (rule T6): the host
   // caught it and failed the call with DOWSER_ERR_GENERIC and a message
   // saying so; the handler returned no status at all.
   static HandlerCallError thrown(std::string call);
   bool threw() const noexcept { return threw_; }
+  bool wrote_past_buffer() const noexcept { return wrote_past_buffer_; }
   const std::string& call() const noexcept { return call_; }
   dowser_status status() const noexcept { return status_; }
   // What the handler wrote (empty, or a whole buffer with no NUL, if so).
   const std::string& message() const noexcept { return message_; }
   // The message as logs show it: "(no message)" when there is none, the
-  // start of one with no NUL and a note of rule O5.
+  // start of one with no NUL and a note of rule O5, a note of a write past
+  // the buffer first.
   const std::string& reason() const noexcept { return reason_; }
 
  private:
@@ -70,6 +75,7 @@ class HandlerCallError : public std::runtime_error {
   std::string message_;
   std::string reason_;
   bool threw_ = false;
+  bool wrote_past_buffer_ = false;
 };
 
 // Who may own a handler file: root and the daemon's own user by default.

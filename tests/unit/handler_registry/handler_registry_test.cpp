@@ -459,9 +459,28 @@ TEST(HandlerInstance, AnErrorWithoutItsNulIsReadNoFurtherThanTheBuffer) {
   } catch (const HandlerCallError& e) {
     EXPECT_EQ(e.status(), DOWSER_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(e.message(), std::string(DOWSER_MAX_ERRLEN, 'A'));
-    EXPECT_EQ(e.reason(), std::string(200, 'A') + "... (the handler filled all " +
+    EXPECT_EQ(e.reason(), std::string(200, 'A') + "... (no NUL within the " +
                               std::to_string(DOWSER_MAX_ERRLEN) +
-                              " bytes of the error buffer with no NUL, against rule O5)");
+                              " bytes of the error buffer, against rule O5)");
+  }
+}
+
+// One byte past err_cap (strncpy, then the NUL at err[err_cap]) lands in the
+// guard after the buffer: the call's error says so, whatever its status.
+TEST(HandlerInstance, AWriteOnePastTheErrorBufferIsNamed) {
+  HandlerInstance instance(load_handler(FIXTURE_ERROR_PAST_CAP), ignore_log);
+  for (const auto& call : {std::string("validate_request"), std::string("start_discovery")}) {
+    try {
+      if (call == "validate_request") instance.validate({});
+      if (call == "start_discovery") instance.start({}, std::make_shared<RecordingSink>());
+      ADD_FAILURE() << call << " should have failed";
+    } catch (const HandlerCallError& e) {
+      EXPECT_TRUE(e.wrote_past_buffer()) << call;
+      EXPECT_EQ(e.reason(), "wrote past the end of the " + std::to_string(DOWSER_MAX_ERRLEN) +
+                                "-byte error buffer it was given (err_cap), against rule O5; "
+                                "its message: fixture: refused")
+          << call;
+    }
   }
 }
 

@@ -544,7 +544,12 @@ INSTANTIATE_TEST_SUITE_P(
         FixtureCase{"sdk-reports-after-stop", "start-stop-100",
                     "the handler logged: a report came after its session stopped (rule T4)"},
         FixtureCase{"error-without-nul", "invalid-details",
-                    "start_discovery filled the whole error buffer with no NUL (rule O5)"},
+                    "start_discovery left no NUL in the error buffer (rule O5)"},
+        FixtureCase{"error-past-cap", "invalid-details",
+                    "validate_request wrote past the end of the " +
+                        std::to_string(DOWSER_MAX_ERRLEN) +
+                        "-byte error buffer it was given (err_cap), against rule O5; its message: "
+                        "fixture: refused"},
         FixtureCase{"raw-table-throws", "discover",
                     "start_discovery failed: status 1 (DOWSER_ERR_GENERIC): \"threw a C++ "
                     "exception across the C ABI (rule T6): fixture: start throws past the ABI\"",

@@ -378,12 +378,12 @@ void require_refusal(const std::string& what, const std::function<void()>& call,
   } catch (const host::HandlerCallError& e) {
     // An exception is no refusal: dowserd stops the handler's call there
     // and logs it as a broken handler, whatever the details.
-    if (e.threw()) throw CheckFailed(what + " " + e.reason());
+    if (e.threw() || e.wrote_past_buffer()) throw CheckFailed(what + " " + e.reason());
     if (gave_no_message(e))
       throw CheckFailed(what + " refused invalid details with status " +
                         describe_status(e.status()) + " but no message");
     if (e.message().size() >= DOWSER_MAX_ERRLEN)
-      throw CheckFailed(what + " filled the whole error buffer with no NUL (rule O5)");
+      throw CheckFailed(what + " left no NUL in the error buffer (rule O5)");
     if (e.status() != DOWSER_ERR_INVALID_ARGUMENT)
       passed.warnings.push_back(what + " refused invalid details with status " +
                                 describe_status(e.status()) +
