@@ -15,6 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -168,8 +170,26 @@ TEST(KubeletSimProcess, AnswersEveryCommandOnOneLine) {
   EXPECT_EQ(sim.command("allocate example.com/widget one default/pod-b main").rfind("error: ", 0),
             0u);
   EXPECT_EQ(sim.command("frobnicate").rfind("error: unknown command", 0), 0u);
+  // No duration holds these (converting them would be undefined).
+  for (const char* seconds : {"nan", "inf", "1e300", "-1"}) {
+    EXPECT_EQ(sim.command(std::string("wait example.com/widget 1 ") + seconds),
+              "error: timeout-seconds must be a number from 0 to 86400")
+        << seconds;
+  }
   EXPECT_EQ(sim.command("quit"), "ok");
   EXPECT_EQ(sim.wait_exit(), 0);
+}
+
+// A misspelt level is refused, not taken as "off" (which hid every line).
+TEST(KubeletSimProcess, AnUnknownLogLevelIsAUsageError) {
+  TempDir dir;
+  ChildProcess sim(
+      {KUBELET_SIM_TOOL, "--dir", (dir.path() / "dp").string(), "--log-level", "verbose"},
+      dir.path() / "sim.log");
+  EXPECT_NE(sim.wait_exit(), 0);
+  std::ifstream log(dir.path() / "sim.log");
+  const std::string text{std::istreambuf_iterator<char>(log), {}};
+  EXPECT_NE(text.find("--log-level: verbose not in"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -90,12 +90,18 @@ Reply status(KubeletSimulator& simulator, const Arguments&) {
   return ok(to_json(simulator.status()).dump());
 }
 
+constexpr double kMaxWaitSeconds = 86400;  // a day
+
 Reply wait(KubeletSimulator& simulator, const Arguments& args) {
   const auto& resource = args[0];
   const auto minimum = parse_number<std::size_t>(args[1]);
   const auto seconds = parse_number<double>(args[2]);
   if (!minimum) return error("min-allocatable must be a non-negative integer");
-  if (!seconds || *seconds < 0) return error("timeout-seconds must be a non-negative number");
+  // Also refuses nan and inf (which no comparison lets through), and what no
+  // duration holds.
+  if (!seconds || !(*seconds >= 0 && *seconds <= kMaxWaitSeconds))
+    return error("timeout-seconds must be a number from 0 to " +
+                 std::to_string(static_cast<int>(kMaxWaitSeconds)));
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(*seconds));
   const bool reached = simulator.wait_for(

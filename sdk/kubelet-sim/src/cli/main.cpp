@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
                  "where to serve the podresources API")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   CLI11_PARSE(app, argc, argv);
 
   log_to_stderr(log_level);
