@@ -67,7 +67,8 @@ struct NodeCleaner::State {
   void changed(const std::string& type, const nlohmann::json& node);
   void run();
   void check_store(std::unique_lock<std::mutex>& lock);
-  void scrub_pending();
+  void keep_pending(const std::string& node, const char* because);
+  void scrub_pending(std::unique_lock<std::mutex>& lock);
 
   kube::KubeClient& client;
   store::InstanceStore& store;
@@ -81,7 +82,7 @@ struct NodeCleaner::State {
   // once a listing shows this node (so that it is the cluster's whole list).
   std::optional<Clock::time_point> store_check_at;
   bool self_missing = false;      // under mutex: the last listing did not show this node
-  std::set<std::string> pending;  // worker thread only: due, not yet scrubbed
+  std::set<std::string> pending;  // under mutex: due, not yet scrubbed
   std::unique_ptr<kube::Reflector> reflector;
   std::thread worker;
 };
@@ -92,6 +93,8 @@ void NodeCleaner::State::listed(const std::vector<nlohmann::json>& nodes) {
   {
     std::lock_guard lock(mutex);
     tracker.listed(ready_by_node, Clock::now());
+    for (const auto& [name, ready] : ready_by_node)
+      if (ready) keep_pending(name, "is Ready again");
     // Without its own Node in the list (RBAC, or a node not registered yet)
     // a list proves nothing about the nodes missing from it.
     const bool was_missing = std::exchange(self_missing, ready_by_node.count(options.self) == 0);
@@ -137,23 +140,42 @@ void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& 
     if (type == "DELETED") {
       tracker.deleted(name);
     } else {
-      tracker.changed(name, node_ready(node), Clock::now());
+      const bool ready = node_ready(node);
+      tracker.changed(name, ready, Clock::now());
+      // Created again, it has a fresh grace (DeadNodeTracker) like any new node.
+      if (ready || type == "ADDED")
+        keep_pending(name, ready ? "is Ready again" : "was created again");
       if (name == options.self && std::exchange(self_missing, false)) store_check_at = Clock::now();
     }
   }
   wake.notify_all();
 }
 
-void NodeCleaner::State::scrub_pending() {
-  for (auto node = pending.begin(); node != pending.end();) {
+// A node whose scrub failed and is retried may come back meanwhile (a
+// struggling API server goes with nodes turning NotReady): its agent's new
+// claims must not be scrubbed when the retry succeeds. Under mutex.
+void NodeCleaner::State::keep_pending(const std::string& node, const char* because) {
+  if (pending.erase(node) > 0)
+    spdlog::info("node {} {} before its failed cleanup was retried: its claims are kept", node,
+                 because);
+}
+
+// Store I/O without the lock, so the reflector keeps going; a node that
+// came back while its scrub ran is scrubbed all the same (once).
+void NodeCleaner::State::scrub_pending(std::unique_lock<std::mutex>& lock) {
+  const std::set<std::string> due = pending;
+  lock.unlock();
+  std::set<std::string> scrubbed;
+  for (const auto& node : due) {
     try {
-      scrub_everywhere(store, *node);
-      node = pending.erase(node);
+      scrub_everywhere(store, node);
+      scrubbed.insert(node);
     } catch (const store::StoreError& error) {
-      spdlog::warn("cleanup of dead node {}: {} (retrying)", *node, error.what());
-      ++node;
+      spdlog::warn("cleanup of dead node {}: {} (retrying)", node, error.what());
     }
   }
+  lock.lock();
+  for (const auto& node : scrubbed) pending.erase(node);
 }
 
 void NodeCleaner::State::run() {
@@ -165,11 +187,7 @@ void NodeCleaner::State::run() {
       spdlog::info("node {} is gone or NotReady past its grace: scrubbing its claims", node);
       pending.insert(std::move(node));
     }
-    if (!pending.empty()) {
-      lock.unlock();
-      scrub_pending();  // store I/O without the lock: the reflector keeps going
-      lock.lock();
-    }
+    if (!pending.empty()) scrub_pending(lock);
     auto next = tracker.next_due(Clock::now());
     if (!pending.empty()) {
       Clock::time_point retry = Clock::now() + options.retry;

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@ namespace dowser::node_cleanup {
 namespace {
 
 using namespace std::chrono_literals;
+using nlohmann::json;
 
 // A file store whose first list() (the cleaner's check of the Instances
 // against the Node list) is held until stop() has been asked for, as it is
@@ -67,6 +69,85 @@ TEST(NodeCleaner, AStopDuringTheStoreCheckEndsTheThread) {
     std::fputs("NodeCleaner::stop() did not return: its thread missed the stop\n", stderr);
     std::_Exit(EXIT_FAILURE);
   }
+}
+
+// A file store whose writes fail while `failing` is set (a struggling disk,
+// or API server), and that counts its listings.
+class StoreWithFailingWrites : public store::FileInstanceStore {
+ public:
+  using FileInstanceStore::FileInstanceStore;
+  uint64_t update(const store::Instance& instance, uint64_t expected_revision) override {
+    if (failing) throw store::StoreError(store::StoreError::Kind::io, "writes are failing");
+    return FileInstanceStore::update(instance, expected_revision);
+  }
+  std::vector<store::StoredInstance> list() override {
+    ++listings;
+    return FileInstanceStore::list();
+  }
+  std::atomic<bool> failing{true};
+  std::atomic<int> listings{0};
+};
+
+json node_named(const std::string& name) {
+  return {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
+}
+
+store::Instance instance_held_by(const std::string& name, const std::string& node) {
+  store::Instance instance;
+  instance.name = name;
+  instance.configuration_name = "cams";
+  instance.capacity = 2;
+  instance.shared = true;
+  instance.nodes = {"node-a", node};
+  instance.device_usage = {{name + "-0", node}};
+  return instance;
+}
+
+// A node deleted, whose scrub failed, then created again before the retry:
+// its agent is back, so the retry must leave its claims alone (it used to
+// scrub them once the store answered again).
+TEST(NodeCleaner, ANodeBackBeforeItsFailedScrubIsRetriedKeepsItsClaims) {
+  kube::testing::TestApiServer server({"--no-crds"});
+  kube::KubeClient client(server.access());
+  for (const char* node : {"node-a", "node-b", "node-c"})
+    client.create(kube::resources::kNodes, "", node_named(node));
+  test::LogCapture log;
+  const test::TempDir directory{"dowser-node-cleaner"};
+  StoreWithFailingWrites store(directory.path());
+  store.create(instance_held_by("cams-bbbbbb", "node-b"));
+  store.create(instance_held_by("cams-cccccc", "node-c"));
+  // Nodes without a Ready condition are NotReady: the long grace keeps them
+  // from being due; a deleted node is due at once.
+  NodeCleaner cleaner(client, store, {"node-a", std::chrono::minutes(10), 50ms});
+  cleaner.start();
+  // The cleaner checks the store once a listing showed its node: from then
+  // on a Node that goes is deleted, not one it never saw.
+  ASSERT_TRUE(test::eventually([&] { return store.listings > 0; }));
+
+  client.remove(kube::resources::kNodes, "", "node-b");
+  ASSERT_TRUE(test::eventually([&] {
+    return log.text().find("cleanup of dead node node-b: writes are failing (retrying)") !=
+           std::string::npos;
+  })) << log.text();
+  client.create(kube::resources::kNodes, "", node_named("node-b"));
+  ASSERT_TRUE(test::eventually([&] {
+    return log.text().find(
+               "node node-b was created again before its failed cleanup was "
+               "retried: its claims are kept") != std::string::npos;
+  })) << log.text();
+
+  // A round that scrubs node-c would have scrubbed node-b too, had it kept it.
+  store.failing = false;
+  client.remove(kube::resources::kNodes, "", "node-c");
+  ASSERT_TRUE(test::eventually([&] {
+    return store.get("default", "cams-cccccc")->instance.nodes == std::set<std::string>{"node-a"};
+  })) << log.text();
+  const auto kept = store.get("default", "cams-bbbbbb");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->instance.nodes, (std::set<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ(kept->instance.device_usage,
+            (std::map<std::string, std::string>{{"cams-bbbbbb-0", "node-b"}}));
+  cleaner.stop();
 }
 
 }  // namespace
