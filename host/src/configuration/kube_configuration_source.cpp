@@ -464,8 +464,11 @@ void KubeConfigurationSource::State::post(const Reports& reports) {
   for (const auto& event : reports) {
     try {
       client.create(kEvents, event["metadata"]["namespace"].get<std::string>(), event);
-    } catch (const kube::ApiError& e) {
+    } catch (const std::exception& e) {
       // The log line (from `invalid` / `unresolved`) already says what is wrong.
+      // Not only API errors: an object with no namespace (a CRD installed
+      // cluster-scoped) is refused by the client, and this runs on the
+      // poster's thread or the reflector's, which an exception would end.
       spdlog::warn("cannot post Event {} on Configuration {}/{}: {}",
                    event["reason"].get<std::string>(),
                    event["involvedObject"]["namespace"].get<std::string>(),
