@@ -628,6 +628,7 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
                 nameable_as_resource(key);
   std::string resource = options_.resource_domain + "/" + key.second;
   if (!usable) {
+    if (!stored) unnamable_told_.erase(key);  // gone: a new one is told of again
     plugins_.remove(resource);
     instance_backends_.erase(key);
     kubelet_pending_.erase(resource);

@@ -21,39 +21,6 @@
 #include <unordered_map>
 
 namespace dowser::host {
-namespace {
-
-// Where a handler writes why a call failed (rule O5). It starts filled with
-// a byte no message ends with, not zeros: a message written without its NUL
-// then shows as one (not as a clean message on a zeroed buffer), and the host
-// never reads past the buffer for it. Bytes past err_cap guard the end: a
-// handler that writes there (an off-by-one NUL, a strcpy) is told so. A long
-// overrun has damaged more than the guard, which no buffer can make safe.
-class ErrorBuffer {
- public:
-  ErrorBuffer() { bytes_.fill(kUnwritten); }
-  char* text() { return bytes_.data(); }
-  static constexpr size_t capacity() { return DOWSER_MAX_ERRLEN; }
-  // The handler's message; empty when it wrote none (what() says so).
-  std::string message() const {
-    const auto end = bytes_.begin() + capacity();
-    if (std::all_of(bytes_.begin(), end, [](char c) { return c == kUnwritten; })) return "";
-    return {bytes_.data(), ::strnlen(bytes_.data(), capacity())};
-  }
-  bool overran() const {
-    return std::any_of(bytes_.begin() + capacity(), bytes_.end(),
-                       [](char c) { return c != kUnwritten; });
-  }
-  HandlerCallError failure(std::string call, dowser_status status) const {
-    return {std::move(call), status, message(), overran()};
-  }
-
- private:
-  static constexpr char kUnwritten = 0x5a;  // 'Z'
-  std::array<char, DOWSER_MAX_ERRLEN + 64> bytes_;
-};
-
-}  // namespace
 
 std::string shortened(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);
@@ -545,24 +512,21 @@ dowser_status host_report_error(dowser_session_host* session, dowser_status code
   }
   auto entry = session_table().find(id_of(session));
   if (!entry) return DOWSER_ERR_STOPPED;
-  {
-    // Exclusive: no report may slip in between the error and the flag.
-    std::unique_lock lock(entry->mutex);
-    if (entry->state == SessionState::stopped) {
-      entry->sink->on_late_call("report_error");
-      return DOWSER_ERR_STOPPED;
-    }
-    if (entry->state == SessionState::stopping || entry->failed) return DOWSER_ERR_STOPPED;
-    entry->failed = true;
+  // Exclusive, and held while the sink takes the error (as a snapshot is
+  // taken under the lock): a report racing with it waits, and then sees
+  // whether the session failed.
+  std::unique_lock lock(entry->mutex);
+  if (entry->state == SessionState::stopped) {
+    entry->sink->on_late_call("report_error");
+    return DOWSER_ERR_STOPPED;
   }
+  if (entry->state == SessionState::stopping || entry->failed) return DOWSER_ERR_STOPPED;
   try {
     entry->sink->on_error(code, std::move(text));
   } catch (...) {
-    // Not taken: the session goes on, and the handler may report again.
-    std::unique_lock lock(entry->mutex);
-    entry->failed = false;
-    return DOWSER_ERR_GENERIC;
+    return DOWSER_ERR_GENERIC;  // the sink failed: the session goes on, and may fail again
   }
+  entry->failed = true;
   return DOWSER_OK;
 }
 
@@ -629,6 +593,23 @@ std::string call_failure_reason(const std::string& message, bool wrote_past_buff
 }
 
 }  // namespace
+
+ErrorBuffer::ErrorBuffer() { bytes_.fill(kUnwritten); }
+
+std::string ErrorBuffer::message() const {
+  const auto end = bytes_.begin() + capacity();
+  if (std::all_of(bytes_.begin(), end, [](char c) { return c == kUnwritten; })) return "";
+  return {bytes_.data(), ::strnlen(bytes_.data(), capacity())};
+}
+
+bool ErrorBuffer::overran() const {
+  return std::any_of(bytes_.begin() + capacity(), bytes_.end(),
+                     [](char c) { return c != kUnwritten; });
+}
+
+HandlerCallError ErrorBuffer::failure(std::string call, dowser_status status) const {
+  return {std::move(call), status, message(), overran()};
+}
 
 HandlerCallError::HandlerCallError(std::string call, dowser_status status, std::string message,
                                    bool wrote_past_buffer)
@@ -962,6 +943,15 @@ HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, H
     if (status == DOWSER_OK) throw HandlerCallError("init", status, "returned no instance");
     throw err.failure("init", status);
   }
+  warn_of_overrun(err, "init");
+}
+
+// A call that succeeded keeps its result even if it wrote past its error
+// buffer (a running session must be stopped, not dropped); the handler's
+// log says what it did.
+void HandlerInstance::warn_of_overrun(const ErrorBuffer& err, const std::string& call) const {
+  if (err.overran())
+    log_to(log_id_, DOWSER_LOG_WARN, call + " succeeded, but " + err.failure(call, 0).reason());
 }
 
 HandlerInstance::~HandlerInstance() {
@@ -976,7 +966,8 @@ void HandlerInstance::validate(const DiscoverRequest& request) {
   dowser_status status = call_handler("validate_request", [&] {
     return handler_->api().validate_request(instance_, view.get(), err.text(), err.capacity());
   });
-  if (status != DOWSER_OK || err.overran()) throw err.failure("validate_request", status);
+  if (status != DOWSER_OK) throw err.failure("validate_request", status);
+  warn_of_overrun(err, "validate_request");
 }
 
 std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& request,
@@ -994,8 +985,9 @@ std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& 
                                            handle_of<dowser_session_host>(id), &session->session_,
                                            err.text(), err.capacity());
   });
-  if (status != DOWSER_OK || err.overran()) throw err.failure("start_discovery", status);
+  if (status != DOWSER_OK) throw err.failure("start_discovery", status);
   session->stopped_ = false;
+  warn_of_overrun(err, "start_discovery");
   return session;
 }
 

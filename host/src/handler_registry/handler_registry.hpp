@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -76,6 +77,29 @@ class HandlerCallError : public std::runtime_error {
   std::string reason_;
   bool threw_ = false;
   bool wrote_past_buffer_ = false;
+};
+
+// Where a handler writes why a call failed (rule O5), for the host and the
+// test kit. It starts filled with a byte, not zeros: a message written
+// without its NUL then shows as one (not as a clean message on a zeroed
+// buffer), and it is never read past its capacity. Bytes past err_cap guard
+// the end: a handler that writes there (an off-by-one NUL, a strcpy) is told
+// so. A long overrun has damaged more than the guard; no buffer makes that
+// safe.
+class ErrorBuffer {
+ public:
+  ErrorBuffer();
+  char* text() { return bytes_.data(); }
+  static constexpr size_t capacity() { return DOWSER_MAX_ERRLEN; }
+  // The handler's message; empty when it wrote none, the whole buffer when
+  // it left out the NUL.
+  std::string message() const;
+  bool overran() const;  // it wrote past capacity()
+  HandlerCallError failure(std::string call, dowser_status status) const;
+
+ private:
+  static constexpr char kUnwritten = 0x5a;  // 'Z'
+  std::array<char, DOWSER_MAX_ERRLEN + 64> bytes_;
 };
 
 // Who may own a handler file: root and the daemon's own user by default.
@@ -323,6 +347,8 @@ class HandlerInstance {
                                           std::shared_ptr<SessionSink> sink);
 
  private:
+  void warn_of_overrun(const ErrorBuffer& err, const std::string& call) const;
+
   std::shared_ptr<const LoadedHandler> handler_;
   uint64_t log_id_ = 0;  // this instance's dowser_host_ctx handle
   dowser_handler* instance_ = nullptr;

@@ -484,6 +484,26 @@ TEST(HandlerInstance, AWriteOnePastTheErrorBufferIsNamed) {
   }
 }
 
+// A start that succeeded keeps its session although it wrote past the
+// buffer (dropping it would leave it running, never stopped): a warning in
+// the handler's log says what it did.
+TEST(HandlerInstance, ASuccessfulStartThatWrotePastTheBufferKeepsItsSession) {
+  std::vector<std::string> warnings;
+  HandlerInstance instance(load_handler(FIXTURE_ERROR_PAST_CAP),
+                           [&](int32_t level, std::string_view message) {
+                             if (level == DOWSER_LOG_WARN) warnings.emplace_back(message);
+                           });
+  auto session =
+      instance.start({"", {{"FIXTURE_START_ANYWAY", "yes"}}}, std::make_shared<RecordingSink>());
+  ASSERT_TRUE(session);
+  EXPECT_EQ(warnings, std::vector<std::string>{"start_discovery succeeded, but wrote past the end "
+                                               "of the " +
+                                               std::to_string(DOWSER_MAX_ERRLEN) +
+                                               "-byte error buffer it was given (err_cap), "
+                                               "against rule O5; its message: fixture: refused"});
+  session->stop();
+}
+
 // A hand-written table has no trampolines: what it throws must stop at the
 // host, as an error naming the call, not end the process.
 TEST(HandlerInstance, AnExceptionThrownAcrossTheAbiBecomesAnErrorOfThatCall) {

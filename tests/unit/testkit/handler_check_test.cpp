@@ -545,6 +545,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "the handler logged: a report came after its session stopped (rule T4)"},
         FixtureCase{"error-without-nul", "invalid-details",
                     "start_discovery left no NUL in the error buffer (rule O5)"},
+        FixtureCase{"error-past-cap", "negotiate",
+                    "dowser_get_handler_api(" + abi(DOWSER_ABI_VERSION_MAJOR, 0) +
+                        ") wrote past the end of the " + std::to_string(DOWSER_MAX_ERRLEN) +
+                        "-byte error buffer it was given (err_cap), against rule O5"},
         FixtureCase{"error-past-cap", "invalid-details",
                     "validate_request wrote past the end of the " +
                         std::to_string(DOWSER_MAX_ERRLEN) +

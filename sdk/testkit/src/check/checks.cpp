@@ -271,13 +271,17 @@ struct Offer {
 Offer offer(dowser_get_handler_api_fn entry, uint16_t major, uint16_t minor, Progress& progress) {
   const std::string call = "dowser_get_handler_api(" + abi_text(major, minor) + ")";
   progress.phase(call);
-  char error[DOWSER_MAX_ERRLEN] = {};
+  host::ErrorBuffer error;  // the host's own: not zeroed, guarded past err_cap
+  const dowser_handler_api* table = nullptr;
   try {
-    const dowser_handler_api* table = entry(major, minor, error, sizeof error);
-    return {table, std::string(error, strnlen(error, sizeof error))};
+    table = entry(major, minor, error.text(), error.capacity());
   } catch (...) {  // the handler's fault, not the checker's
     throw CheckFailed(call + " " + host::thrown_across_abi());
   }
+  if (error.overran()) throw CheckFailed(call + " " + error.failure(call, DOWSER_OK).reason());
+  if (error.message().size() >= error.capacity())
+    throw CheckFailed(call + " left no NUL in the error buffer (rule O5)");
+  return {table, error.message()};
 }
 
 // A host of major.minor was offered table: it must be one that host can use,
