@@ -297,6 +297,16 @@ class DaemonTest : public ::testing::Test {
                    (root_ / (name + "-availability")).string() + "\n" + extra_spec);
   }
 
+  // A testDevices Configuration of capacity 2 that reports what `devices`
+  // says (YAML, re-read when the file changes; `fail: REASON` ends the session).
+  void test_devices_configuration(const std::string& name, const fs::path& devices) {
+    write_file(config_dir_ / (name + ".yaml"),
+               "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: " + name +
+                   "}\nspec:\n  capacity: 2\n  discoveryHandler:\n    name: testDevices\n"
+                   "    discoveryProperties:\n      - {name: TEST_DEVICES_FILE, value: " +
+                   devices.string() + "}\n");
+  }
+
   void set_availability(const std::string& configuration, const std::string& text) {
     write_file(root_ / (configuration + "-availability"), text);
   }

@@ -203,11 +203,7 @@ TEST_F(DaemonTest, LocalDeviceGoesAtOnceSharedOneAfterItsGrace) {
 TEST_F(DaemonTest, AFailedDiscoveryKeepsItsDevicesUnhealthyUntilItReportsAgain) {
   const fs::path devices = root_ / "devices.yaml";
   write_file(devices, "devices: [{id: cam-1}, {id: cam-2, shared: true}]\n");
-  write_file(config_dir_ / "devs.yaml",
-             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: devs}\nspec:\n"
-             "  capacity: 2\n  discoveryHandler:\n    name: testDevices\n"
-             "    discoveryProperties:\n      - {name: TEST_DEVICES_FILE, value: " +
-                 devices.string() + "}\n");
+  test_devices_configuration("devs", devices);
   const std::string local = "akri.sh/devs-" + naming::device_digest("cam-1", false, "node-a");
   const std::string shared = "akri.sh/devs-" + naming::device_digest("cam-2", true, "node-a");
   auto& node = add_node("node-a");
@@ -252,11 +248,7 @@ TEST_F(DaemonTest, AFailedDiscoveryKeepsItsDevicesUnhealthyUntilItReportsAgain) 
 TEST_F(DaemonTest, AStoredInstanceWithAnInvalidNameGetsNoPluginAndEndsNothing) {
   const fs::path devices = root_ / "devices.yaml";
   write_file(devices, "devices: [{id: cam-1, shared: true}]\n");
-  write_file(config_dir_ / "devs.yaml",
-             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: devs}\nspec:\n"
-             "  capacity: 2\n  discoveryHandler:\n    name: testDevices\n"
-             "    discoveryProperties:\n      - {name: TEST_DEVICES_FILE, value: " +
-                 devices.string() + "}\n");
+  test_devices_configuration("devs", devices);
   const std::string reported = "akri.sh/devs-" + naming::device_digest("cam-1", true, "node-a");
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable(reported, 2)) << node.log();
