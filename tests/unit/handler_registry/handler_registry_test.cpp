@@ -723,7 +723,7 @@ TEST(HostTable, HugeLogLinesAndErrorMessagesAreCutSayingHowLong) {
 // copied whole (it cannot be) nor leave the session failed with nobody told:
 // the host reads no more than it shows.
 TEST(HostTable, AnErrorMessageWithAnAbsurdLengthIsCutBeforeItIsRead) {
-  const std::string buffer(2 * DOWSER_MAX_ERRLEN, 'x');  // all the host may read
+  const std::string buffer(size_t{2} * DOWSER_MAX_ERRLEN, 'x');  // all the host may read
   ProbeSession probe;
   ASSERT_EQ(host_api().report_error(probe_session, DOWSER_ERR_GENERIC,
                                     dowser_str{buffer.data(), SIZE_MAX}),
