@@ -215,7 +215,8 @@ const dowser_handler_api* call_entry(const std::filesystem::path& file,
     throw HandlerLoadError(file, "negotiate", "the entry " + thrown_across_abi());
   }
   if (err.overran())
-    throw HandlerLoadError(file, "negotiate", "the entry " + err.failure("entry", 0).reason());
+    throw HandlerLoadError(file, "negotiate",
+                           "the entry " + err.failure("entry", DOWSER_OK).reason());
   if (api == nullptr) {
     const std::string reason = err.message();
     throw HandlerLoadError(file, "negotiate",
@@ -951,7 +952,8 @@ HandlerInstance::HandlerInstance(std::shared_ptr<const LoadedHandler> handler, H
 // log says what it did.
 void HandlerInstance::warn_of_overrun(const ErrorBuffer& err, const std::string& call) const {
   if (err.overran())
-    log_to(log_id_, DOWSER_LOG_WARN, call + " succeeded, but " + err.failure(call, 0).reason());
+    log_to(log_id_, DOWSER_LOG_WARN,
+           call + " succeeded, but " + err.failure(call, DOWSER_OK).reason());
 }
 
 HandlerInstance::~HandlerInstance() {
