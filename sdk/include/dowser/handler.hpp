@@ -698,8 +698,15 @@ inline dowser_status start(dowser_handler* handler, const dowser_discover_reques
     auto* box = reinterpret_cast<HandlerBox*>(handler);
     auto session_box = std::make_unique<SessionBox>();
     session_box->reporter = Reporter(box->host_api, box->host, session);
-    session_box->session = box->handler->start(abi::read_request(request), session_box->reporter);
-    if (!session_box->session) throw Error(DOWSER_ERR_GENERIC, "start returned no session");
+    try {
+      session_box->session = box->handler->start(abi::read_request(request), session_box->reporter);
+      if (!session_box->session) throw Error(DOWSER_ERR_GENERIC, "start returned no session");
+    } catch (...) {
+      // No session to stop: a thread start left behind reports into nothing,
+      // and the author is told, as after a stop.
+      session_box->reporter.detach();
+      throw;
+    }
     *out = reinterpret_cast<dowser_session*>(session_box.release());
   });
 }

@@ -67,11 +67,11 @@ class ScriptedHandler final : public dowser::Handler {
 
   std::unique_ptr<dowser::Session> start(const dowser::DiscoverRequest& request,
                                          dowser::Reporter reporter) override {
-    act(request.discovery_details);
     {
       std::lock_guard lock(globals.reporter_mutex);
-      globals.reporter = reporter;
+      globals.reporter = reporter;  // also a failing start's, as a thread it started would keep
     }
+    act(request.discovery_details);
     if (request.discovery_details == "no session") return nullptr;
     if (request.discovery_details != "poll") return std::make_unique<IdleSession>();
     auto interval = std::chrono::milliseconds(std::stoi(request.property_or("interval_ms", "10")));
@@ -377,6 +377,25 @@ TEST(CppSdkReporter, AfterStopReportsAreDroppedBeforeTheyReachTheHost) {
     return l.level == DOWSER_LOG_WARN && l.text == dowser::kReportAfterStopWarning;
   });
   EXPECT_EQ(warnings, 1);
+}
+
+// A start that failed has no session to stop: what a thread it started
+// reports is dropped by the SDK, and the author is told once, as after a stop
+// (the host would only see reports for a session it never had).
+TEST(CppSdkReporter, AFailedStartsReporterDropsEverythingAndSaysSo) {
+  FakeHost host(scripted_api(), quiet());
+  for (const char* details : {"invalid", "no session"}) {
+    (void)start_error(host, details);
+    const dowser::Reporter reporter = last_reporter();
+    EXPECT_FALSE(reporter.report({device("a")})) << details;
+    EXPECT_FALSE(reporter.report({device("b")})) << details;
+  }
+  auto logs = host.logs();
+  auto warnings = std::count_if(logs.begin(), logs.end(), [](const dowser::testkit::LogLine& l) {
+    return l.level == DOWSER_LOG_WARN && l.text == dowser::kReportAfterStopWarning;
+  });
+  EXPECT_EQ(warnings, 2) << "once per failed start";
+  EXPECT_TRUE(host.violations().empty());
 }
 
 TEST(CppSdkReporter, ADefaultConstructedReporterDropsEverything) {
