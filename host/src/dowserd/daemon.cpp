@@ -624,8 +624,9 @@ void Daemon::refresh_instance_plugins(const std::set<capacity::InstanceKey>& key
 void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
                                      plugins::ListDelivery delivery) {
   const auto* stored = capacity_.find(key);
+  // A served plugin's name was checked when it was made: not again per refresh.
   bool usable = stored && reconciler_.visible_here(stored->instance) && reconciler_.device(key) &&
-                nameable_as_resource(key);
+                (instance_backends_.count(key) > 0 || nameable_as_resource(key));
   std::string resource = options_.resource_domain + "/" + key.second;
   if (!usable) {
     if (!stored) unnamable_told_.erase(key);  // gone: a new one is told of again
@@ -649,7 +650,6 @@ void Daemon::refresh_instance_plugin(const capacity::InstanceKey& key,
 bool Daemon::nameable_as_resource(const capacity::InstanceKey& key) {
   try {
     naming::resource_name(options_.resource_domain, key.second);
-    unnamable_told_.erase(key);
     return true;
   } catch (const std::invalid_argument& e) {
     if (unnamable_told_.insert(key).second) {

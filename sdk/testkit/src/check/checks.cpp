@@ -279,9 +279,10 @@ Offer offer(dowser_get_handler_api_fn entry, uint16_t major, uint16_t minor, Pro
     throw CheckFailed(call + " " + host::thrown_across_abi());
   }
   if (error.overran()) throw CheckFailed(call + " " + error.failure(call, DOWSER_OK).reason());
-  if (error.message().size() >= error.capacity())
+  std::string message = error.message();
+  if (message.size() >= error.capacity())
     throw CheckFailed(call + " left no NUL in the error buffer (rule O5)");
-  return {table, error.message()};
+  return {table, std::move(message)};
 }
 
 // A host of major.minor was offered table: it must be one that host can use,
