@@ -461,6 +461,12 @@ std::vector<ContainerClaims> CapacityManager::allocate_configuration_level(
       std::set<std::string> used;
       std::map<std::string, std::string> reused_on;  // Instance -> the vdev reused on it
       for (const auto& [vdev, slot] : plan.reused) {
+        // As IL refuses an offline device: a container given its slot would
+        // start without the device it asked for.
+        if (table.is_offline(vdev)) {
+          throw AllocationError("virtual device " + vdev + ": device " + slot.instance +
+                                " is offline");
+        }
         // The kubelet may hand one container two held vdevs of one device
         // (it chose them itself, or no preferred allocation was asked for).
         auto [other, distinct] = reused_on.emplace(slot.instance, vdev);

@@ -132,6 +132,8 @@ class VirtualDeviceTable {
   SharedDeviceList shared_devices() const { return list_; }
   const std::map<std::string, ClaimedSlot, VdevOrder>& claimed() const { return claimed_; }
   bool is_placeholder(const std::string& vdev) const { return placeholders_.count(vdev) > 0; }
+  // A vdev this node holds on a device that is offline (listed Unhealthy).
+  bool is_offline(const std::string& vdev) const { return offline_claims_.count(vdev) > 0; }
   const std::set<Candidate, CandidateOrder>& candidates() const { return candidates_; }
   bool contains(const std::string& instance) const { return instances_.count(instance) > 0; }
   std::vector<std::string> instance_names() const;

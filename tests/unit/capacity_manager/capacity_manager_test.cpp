@@ -529,6 +529,27 @@ TEST_F(CapacityManagerTest, ReallocatingAHeldVdevReusesItsSlot) {
   EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
 }
 
+// A pod restarted while its device is offline: its held vdev is listed
+// Unhealthy, and an Allocate of it is refused (as IL refuses), not granted
+// without the device; the claim stays for when the device is back.
+TEST_F(CapacityManagerTest, AHeldVdevOnAnOfflineDeviceIsRefusedAndKept) {
+  add(instance("cam-1", 1));
+  node_a_->allocate_configuration_level("default", {{"0"}}, table_of(*node_a_, {"cam-1"}),
+                                        UniqueInstances::required);
+  VirtualDeviceTable offline(node_a_->node(), UniqueInstances::required);
+  offline.put(InstanceSlots::decode(node_a_->find({"default", "cam-1"})->instance, true));
+  ASSERT_TRUE(offline.is_offline("0"));
+  try {
+    node_a_->allocate_configuration_level("default", {{"0"}}, offline, UniqueInstances::required);
+    ADD_FAILURE() << "vdev 0 was granted while cam-1 is offline";
+  } catch (const AllocationError& e) {
+    EXPECT_NE(std::string(e.what()).find("virtual device 0: device cam-1 is offline"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
+}
+
 // Two vdevs held from earlier pods, both on cam-1: the kubelet may give
 // them to one container (nothing else is free), which Required forbids.
 TEST_F(CapacityManagerTest, TwoHeldVdevsOfOneDeviceAreNotGivenToOneContainerUnderRequired) {
