@@ -223,6 +223,10 @@ std::string body_of(const json& object) {
 
 }  // namespace
 
+bool ApiError::gone() const noexcept {
+  return status_ == 410 || reason_ == "Expired" || reason_ == "Gone";
+}
+
 bool ApiError::resource_version_too_large() const {
   if (std::find(causes_.begin(), causes_.end(), "ResourceVersionTooLarge") != causes_.end())
     return true;

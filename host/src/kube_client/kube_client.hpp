@@ -75,7 +75,9 @@ class ApiError : public std::runtime_error {
   const std::vector<std::string>& causes() const noexcept { return causes_; }
   bool not_found() const noexcept { return status_ == 404; }
   bool conflict() const noexcept { return status_ == 409; }
-  bool gone() const noexcept { return status_ == 410; }
+  // 410, or its reasons without the code (as client-go reads a watch's
+  // ERROR event): the resourceVersion is no longer in the server's history.
+  bool gone() const noexcept;
   // The server has not reached the resourceVersion asked for (504; after an
   // etcd restore, say): the version will not come, only a new list helps.
   bool resource_version_too_large() const;

@@ -16,6 +16,7 @@ import { ApiError, errors } from './lib/status.mjs';
 
 const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] [--ready-file PATH]
          [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID] [--forbid RESOURCE]...
+         [--watch-errors-without-code]
   --pki DIR                 ca.crt, server.crt, server.key (make-pki.sh DIR); DIR/kubeconfig is written
   --token-file FILE         the accepted bearer token, re-read on every request
   --port N                  port on 127.0.0.1 (default 0: any free port)
@@ -25,7 +26,9 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --log FILE                one line per request
   --owner-pid PID           exit when that process is gone (checked every 500 ms)
   --forbid RESOURCE         answer every request on RESOURCE ("secrets", "instances.akri.sh") with
-                            RBAC's 403 Forbidden; repeatable`;
+                            RBAC's 403 Forbidden; repeatable
+  --watch-errors-without-code  a watch's ERROR event gives the Status's reason but no code (as
+                            client-go allows: it reads the reason)`;
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;  // the real server's request size limit
 const DEFAULT_WATCH_SECONDS = 1800;
@@ -37,6 +40,7 @@ function parseOptions() {
       'ready-file': { type: 'string' }, 'bookmark-interval-ms': { type: 'string', default: '60000' },
       history: { type: 'string', default: '1000' }, log: { type: 'string' }, 'owner-pid': { type: 'string' },
       forbid: { type: 'string', multiple: true, default: [] }, help: { type: 'boolean' },
+      'watch-errors-without-code': { type: 'boolean', default: false },
     },
   });
   if (values.help) {
@@ -53,7 +57,7 @@ function parseOptions() {
     pki: path.resolve(values.pki), tokenFile: path.resolve(values['token-file']), port: number('port', 0),
     readyFile: values['ready-file'], bookmarkIntervalMs: number('bookmark-interval-ms', 1),
     history: number('history', 1), log: values.log, ownerPid: values['owner-pid'] && number('owner-pid', 1),
-    forbidden: new Set(values.forbid),
+    forbidden: new Set(values.forbid), watchErrorsWithoutCode: values['watch-errors-without-code'],
   };
 }
 
@@ -276,7 +280,9 @@ class Server {
       unsubscribe = this.api.watch(type, namespace, query, write);
     } catch (error) {
       if (!(error instanceof ApiError) || ![410, 504].includes(error.code)) throw error;
-      write('ERROR', error.toStatus());
+      const status = error.toStatus();
+      if (this.options.watchErrorsWithoutCode) delete status.code;
+      write('ERROR', status);
       response.end();
       return;
     }

@@ -279,10 +279,12 @@ Reflector::Handlers recording(Recorder& recorder) {
   return handlers;
 }
 
-TEST_F(WatchTest, AReflectorReListsWhenItsVersionExpires) {
+// A reflector on `server` (3 events of history) lists again once changes
+// elsewhere push its version out of the history.
+void expect_a_reflector_to_relist_when_its_version_expires(TestApiServer& server) {
   Timeouts timeouts;
   timeouts.watch_duration = 1s;  // reconnects often, each time from its last version
-  KubeClient client(server_.access(), timeouts);
+  KubeClient client(server.access(), timeouts);
   client.create(kConfigMaps, "default", config_map("before", "x"));
   Recorder recorder;
   Reflector reflector(client, kConfigMaps, "default", recording(recorder), Backoff{10ms, 100ms});
@@ -311,6 +313,17 @@ TEST_F(WatchTest, AReflectorReListsWhenItsVersionExpires) {
   EXPECT_TRUE(reflector.synced());  // set once the first list was handled
   for (const std::string& entry : recorder.entries())
     EXPECT_EQ(entry.rfind("failed", 0), std::string::npos) << entry;
+}
+
+TEST_F(WatchTest, AReflectorReListsWhenItsVersionExpires) {
+  expect_a_reflector_to_relist_when_its_version_expires(server_);
+}
+
+// The ERROR event's Status says Expired but has no code: still a re-list
+// (before, the reflector retried the dead version forever, seeing nothing).
+TEST(ReflectorExpiredTest, ReListsOnAnExpiredErrorWithoutACode) {
+  TestApiServer server({"--history", "3", "--watch-errors-without-code"});
+  expect_a_reflector_to_relist_when_its_version_expires(server);
 }
 
 TEST(ReflectorRestartTest, ReconnectsAfterTheServerRestarts) {
