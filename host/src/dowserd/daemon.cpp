@@ -679,17 +679,20 @@ void Daemon::granted(const capacity::InstanceKey& key, uint32_t slot) {
   if (!reclaimer_ || !stored) return;
   auto slots = capacity::InstanceSlots::decode(stored->instance);
   if (slot >= slots.capacity) return;
-  if (auto held = reclaim::held_slot(options_.resource_domain, options_.node_name, key,
-                                     stored->instance, slots, slot))
-    reclaimer_->granted(*held);
+  auto held = reclaim::held_slot(options_.resource_domain, options_.node_name, key,
+                                 stored->instance, slots, slot);
+  if (!held) return;
+  reclaimer_->granted(*held);
+  freed_cl_claims_.erase({held->resource, held->device_id});  // the id names this claim now
 }
 
 // A device the kubelet reports in use with no claim on it, from its second
 // pass on (a claim taken away by a deletion is put back within a second):
-// an Instance-level slot that is free is claimed again for the pod using it;
-// otherwise (taken, or a CL device, whose slot no claim names any more)
-// warned of once while it stays so, since another pod may be given its slot;
-// a CL device's id is not offered as a free placeholder meanwhile.
+// an Instance-level slot, or a CL id this node's reclaimer freed, is claimed
+// again for the pod using it if its slot is free; otherwise (taken, or a CL
+// id whose slot nothing here remembers) warned of once while it stays so,
+// since another pod may be given its slot; a CL device's id is not offered
+// as a free placeholder meanwhile.
 void Daemon::unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices) {
   std::set<reclaim::DeviceRef> ours;
   std::set<reclaim::DeviceRef> warned;
@@ -746,34 +749,53 @@ void Daemon::hold_configuration_devices(const std::set<reclaim::DeviceRef>& uncl
   }
 }
 
-// The IL device (resource <domain>/<instance>, id <instance>-<slot>) back
-// in this node's hands, if its slot is free; false if it is not one, or taken.
+// A device in use with no claim, back in this node's hands if its slot is
+// free: a CL id this node's reclaimer freed, on the slot it had; an IL
+// device (resource <domain>/<instance>, id <instance>-<slot>) on the slot it
+// names. False if it is neither, or the slot is taken.
 bool Daemon::claim_again_for_pod_in_use(const reclaim::DeviceRef& device) {
+  if (auto freed = freed_cl_claims_.find(device); freed != freed_cl_claims_.end()) {
+    const auto [key, slot] = freed->second;
+    if (!claim_slot_again(key, slot,
+                          naming::SlotUsage::configuration_level(device.second, options_.node_name),
+                          device))
+      return false;
+    freed_cl_claims_.erase(freed);
+    return true;
+  }
   const std::string instance = device.first.substr(options_.resource_domain.size() + 1);
   for (const auto& [key, stored] : capacity_.instances()) {
     if (key.second != instance) continue;
     const auto slot = naming::slot_index(device.second, instance, stored.instance.capacity);
-    if (!slot) return false;
-    try {
-      if (!capacity_.restore(key, *slot, naming::SlotUsage::instance_level(options_.node_name)))
-        return false;
-    } catch (const store::StoreError& e) {
-      spdlog::warn("Instance {}: could not claim slot {} again: {}", instance, *slot, e.what());
-      return false;
-    }
-    spdlog::info(
-        "Instance {}: claimed slot {} again: the kubelet reports its device in use, and no claim "
-        "was on it",
-        instance, *slot);
-    mark_dirty(key);
-    return true;
+    return slot && claim_slot_again(key, *slot,
+                                    naming::SlotUsage::instance_level(options_.node_name), device);
   }
   return false;
 }
 
+bool Daemon::claim_slot_again(const capacity::InstanceKey& key, uint32_t slot,
+                              const naming::SlotUsage& usage, const reclaim::DeviceRef& device) {
+  try {
+    if (!capacity_.restore(key, slot, usage)) return false;
+  } catch (const store::StoreError& e) {
+    spdlog::warn("Instance {}: could not claim slot {} again: {}", key.second, slot, e.what());
+    return false;
+  }
+  spdlog::info(
+      "Instance {}: claimed slot {} again: the kubelet reports device {} of {} in use, and no "
+      "claim was on it",
+      key.second, slot, device.second, device.first);
+  mark_dirty(key);
+  return true;
+}
+
 void Daemon::release(const reclaim::HeldSlot& slot) {
   try {
-    if (capacity_.release(slot.instance, slot.slot, slot.usage)) metrics_.slot_reclaims.inc();
+    if (capacity_.release(slot.instance, slot.slot, slot.usage)) {
+      metrics_.slot_reclaims.inc();
+      if (slot.usage.kind == naming::SlotUsage::Kind::configuration)
+        freed_cl_claims_[{slot.resource, slot.device_id}] = {slot.instance, slot.slot};
+    }
   } catch (const store::StoreError& e) {
     spdlog::error("cannot free slot {} of {}: {}", slot.slot, slot.instance.second, e.what());
   }

@@ -143,6 +143,8 @@ class Daemon {
   void release(const reclaim::HeldSlot& slot);
   void unclaimed_in_use(const std::vector<reclaim::DeviceRef>& devices);
   bool claim_again_for_pod_in_use(const reclaim::DeviceRef& device);
+  bool claim_slot_again(const capacity::InstanceKey& key, uint32_t slot,
+                        const naming::SlotUsage& usage, const reclaim::DeviceRef& device);
   void report_unreadable_slots(const store::Instance& instance);
   void warn_if_state_is_off_the_kubelets_file_system() const;
   // Tells every CL plugin which of its ids the kubelet holds without a claim.
@@ -225,6 +227,11 @@ class Daemon {
   // This node's claims on Instances deleted from outside, by slot: put back
   // once the Instance is written again (pods here still use those slots).
   std::map<capacity::InstanceKey, std::map<uint32_t, naming::SlotUsage>> lost_claims_;
+  // CL claims the reclaimer freed, by the id the kubelet knows them by: a CL
+  // id names no slot, so one reported in use again (its pod was only hidden
+  // from podresources, as after a kubelet restart without the API server)
+  // is claimed again from here. Bounded by the ids of the CL plugins.
+  std::map<reclaim::DeviceRef, std::pair<capacity::InstanceKey, uint32_t>> freed_cl_claims_;
   std::chrono::milliseconds rewrite_delay_;
 
   std::map<ConfigurationKey, configuration::Configuration> configurations_;

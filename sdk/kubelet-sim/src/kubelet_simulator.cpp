@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -181,7 +182,7 @@ struct KubeletSimulator::Impl {
     grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
                                    const v1::ListPodResourcesRequest*,
                                    v1::ListPodResourcesResponse* response) override {
-      *response = list_pod_resources(impl_.status().allocations);
+      if (impl_.pods_listed) *response = list_pod_resources(impl_.status().allocations);
       return answer(context, grpc::Status::OK);
     }
     grpc::ServerUnaryReactor* GetAllocatableResources(
@@ -194,7 +195,8 @@ struct KubeletSimulator::Impl {
                                   const v1::GetPodResourcesRequest* request,
                                   v1::GetPodResourcesResponse* response) override {
       const PodRef pod{request->pod_namespace(), request->pod_name()};
-      auto found = find_pod_resources(impl_.status().allocations, pod);
+      auto found =
+          impl_.pods_listed ? find_pod_resources(impl_.status().allocations, pod) : std::nullopt;
       if (!found) {
         return answer(context,
                       {grpc::StatusCode::NOT_FOUND, "pod " + pod_name(pod) + " not found"});
@@ -627,7 +629,8 @@ struct KubeletSimulator::Impl {
   PluginConnection::Token grpc_token;
   bool grpc_token_released = false;  // guarded by mutex
 
-  std::mutex admission_mutex;  // admissions and restarts happen one at a time
+  std::atomic<bool> pods_listed{true};  // see set_pods_listed
+  std::mutex admission_mutex;           // admissions and restarts happen one at a time
   std::unique_ptr<RegistrationService> registration_service;
   std::unique_ptr<grpc::Server> registration_server;
   PodResourcesService podresources_service{*this};
@@ -651,6 +654,11 @@ AllocationResult KubeletSimulator::allocate(const std::string& resource, const P
 std::size_t KubeletSimulator::delete_pod(const PodRef& pod) { return impl_->delete_pod(pod); }
 
 void KubeletSimulator::restart(KubeletExit exit) { impl_->restart(exit); }
+
+void KubeletSimulator::set_pods_listed(bool listed) {
+  impl_->pods_listed = listed;
+  spdlog::info("podresources {}", listed ? "lists pods again" : "lists no pods");
+}
 
 void KubeletSimulator::answer_registrations_late(std::chrono::milliseconds delay,
                                                  std::size_t count) {

@@ -1175,6 +1175,36 @@ TEST_F(SlotTakenFromOutsideTest, ACLDeviceInUseThatLostItsClaimIsNotOfferedAsFre
   EXPECT_TRUE(node.kubelet->allocate("akri.sh/cams", pod_b, "c", 2).ok()) << node.log();
 }
 
+// A kubelet restarted while the API server is unreachable lists none of its
+// pods until its pod sources sync, though their containers keep running with
+// their devices: the reclaimer frees their claims after the grace. Once the
+// pods are listed again, both claims are taken back on their slots: the IL
+// one by the slot its id names, the CL one by the slot it had when freed.
+TEST_F(SlotTakenFromOutsideTest, ClaimsFreedWhileTheKubeletListedNoPodsAreTakenBack) {
+  Node& node = hold_one_slot({"--reclaim-interval-ms=50", "--reclaim-grace-ms=200"});
+  auto granted = node.kubelet->allocate("akri.sh/cams", pod_b, "c", 1);
+  ASSERT_TRUE(granted.ok()) << node.log();
+  const std::string vdev = granted.device_ids.at(0);
+  const auto held = instances(1).at(0).instance.device_usage;
+  ASSERT_EQ(held.size(), 2u) << "pod_a's IL slot and pod_b's CL slot";
+
+  node.kubelet->restart();
+  node.kubelet->set_pods_listed(false);
+  ASSERT_TRUE(node.wait_for_log("freeing device " + vdev + " of resource akri.sh/cams"))
+      << node.log();
+  ASSERT_TRUE(node.wait_for_log("of resource " + il_)) << node.log();
+  ASSERT_TRUE(test::eventually([&] { return instances(1).at(0).instance.device_usage.empty(); }))
+      << node.log();
+
+  node.kubelet->set_pods_listed(true);
+  EXPECT_TRUE(node.wait_for_log("the kubelet reports device " + vdev + " of akri.sh/cams in use"))
+      << node.log();
+  EXPECT_TRUE(node.wait_for_log("of " + il_ + " in use, and no claim was on it")) << node.log();
+  EXPECT_EQ(instances(1).at(0).instance.device_usage, held) << "both back on their slots";
+  EXPECT_FALSE(node.log().find("but no claim of this node's is on it") != std::string::npos)
+      << node.log();
+}
+
 // A value dowser cannot read (Akri's agents disagree on "C:node-a") holds
 // its slot: said in the log, which is all an operator would look at.
 TEST_F(SlotTakenFromOutsideTest, AnUnreadableSlotValueIsLoggedAndItsSlotHeld) {

@@ -160,6 +160,11 @@ TEST(KubeletSimProcess, AnswersEveryCommandOnOneLine) {
   EXPECT_EQ(sim.command("delete-pod default/pod-a"), "ok");
   EXPECT_EQ(ok_json(sim.command("status"))["allocations"], json::array());
 
+  // What they do to podresources: KubeletSimulatorTest.HiddenPodsAreNotListedButKeepTheirDevices.
+  EXPECT_EQ(sim.command("hide-pods"), "ok");
+  EXPECT_EQ(sim.command("show-pods"), "ok");
+  EXPECT_EQ(sim.command("hide-pods now").rfind("error: ", 0), 0u);
+
   EXPECT_EQ(sim.command("restart"), "ok");
   EXPECT_FALSE(std::filesystem::exists(plugin.socket()));
   EXPECT_EQ(sim.command("wait example.com/widget 1 0.05").rfind("error: timeout", 0), 0u);

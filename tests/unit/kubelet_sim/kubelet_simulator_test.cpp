@@ -352,6 +352,39 @@ TEST_F(KubeletSimulatorTest, PodResourcesReportsAllocationsUntilThePodIsDeleted)
   EXPECT_THAT(reused.device_ids, ElementsAre("w0"));
 }
 
+// A kubelet restarted without the API server: podresources shows no pods,
+// while their allocations stay (a container admitted again keeps its ids).
+TEST_F(KubeletSimulatorTest, HiddenPodsAreNotListedButKeepTheirDevices) {
+  auto plugin = registered_plugin({{"w0", "Healthy"}, {"w1", "Healthy"}});
+  ASSERT_TRUE(simulator_.allocate(kResource, {"default", "pod-a"}, "main", 1).ok());
+  auto client = podresources_client();
+  auto listed_pods = [&] {
+    v1::ListPodResourcesResponse listed;
+    grpc::ClientContext context;
+    EXPECT_TRUE(client->List(&context, {}, &listed).ok());
+    return listed.pod_resources_size();
+  };
+  auto get_status = [&] {
+    v1::GetPodResourcesRequest request;
+    request.set_pod_namespace("default");
+    request.set_pod_name("pod-a");
+    v1::GetPodResourcesResponse got;
+    grpc::ClientContext context;
+    return client->Get(&context, request, &got).error_code();
+  };
+
+  simulator_.set_pods_listed(false);
+  EXPECT_EQ(listed_pods(), 0);
+  EXPECT_EQ(get_status(), grpc::StatusCode::NOT_FOUND);
+  const auto again = simulator_.allocate(kResource, {"default", "pod-a"}, "main", 1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT(again.device_ids, ElementsAre("w0")) << "the allocation stayed";
+
+  simulator_.set_pods_listed(true);
+  EXPECT_EQ(listed_pods(), 1);
+  EXPECT_EQ(get_status(), grpc::StatusCode::OK);
+}
+
 TEST_F(KubeletSimulatorTest, NewestRegistrationWins) {
   auto old_plugin = registered_plugin({{"w0", "Healthy"}}, {}, "widget-1.sock");
   auto new_plugin = registered_plugin({{"n0", "Healthy"}, {"n1", "Healthy"}}, {}, "widget-2.sock");

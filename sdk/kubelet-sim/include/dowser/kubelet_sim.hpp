@@ -124,6 +124,13 @@ class KubeletSimulator {
   // survive (the kubelet checkpoints them); device lists do not.
   void restart(KubeletExit exit = KubeletExit::clean);
 
+  // Whether podresources (List, Get) reports the pods; true at first. A
+  // kubelet restarted while the API server is unreachable reports none of
+  // the pods it had from there until its pod sources sync, though their
+  // containers keep running with their devices: false models that.
+  // Allocations and admissions are unchanged.
+  void set_pods_listed(bool listed);
+
   // A kubelet too busy to answer in time: the next `count` Register calls
   // that succeed are answered `delay` after the plugin was dialled back and
   // registered, so a plugin's Register may time out although the kubelet

@@ -23,6 +23,9 @@ const char* const kCommandHelp =
     "                                  kubelet.sock is created again\n"
     "  crash-restart                   the same after a crash: kubelet.sock stays behind,\n"
     "                                  refusing connections, until every plugin socket is gone\n"
+    "  hide-pods                       podresources lists no pods (a kubelet restarted while\n"
+    "                                  the API server is unreachable); allocations stay\n"
+    "  show-pods                       podresources lists the pods again\n"
     "  status                          ok {\"resources\":{...},\"allocations\":[...]}\n"
     "  wait <resource> <min-allocatable> <timeout-seconds>\n"
     "                                  ok once the resource has that many healthy devices\n"
@@ -86,6 +89,16 @@ Reply crash_restart(KubeletSimulator& simulator, const Arguments&) {
   return ok();
 }
 
+Reply hide_pods(KubeletSimulator& simulator, const Arguments&) {
+  simulator.set_pods_listed(false);
+  return ok();
+}
+
+Reply show_pods(KubeletSimulator& simulator, const Arguments&) {
+  simulator.set_pods_listed(true);
+  return ok();
+}
+
 Reply status(KubeletSimulator& simulator, const Arguments&) {
   return ok(to_json(simulator.status()).dump());
 }
@@ -123,9 +136,10 @@ struct CommandSpec {
 
 const std::map<std::string, CommandSpec, std::less<>>& commands() {
   static const std::map<std::string, CommandSpec, std::less<>> table = {
-      {"allocate", {4, allocate}}, {"delete-pod", {1, delete_pod}},
-      {"restart", {0, restart}},   {"crash-restart", {0, crash_restart}},
-      {"status", {0, status}},     {"wait", {3, wait}},
+      {"allocate", {4, allocate}},   {"delete-pod", {1, delete_pod}},
+      {"restart", {0, restart}},     {"crash-restart", {0, crash_restart}},
+      {"status", {0, status}},       {"wait", {3, wait}},
+      {"hide-pods", {0, hide_pods}}, {"show-pods", {0, show_pods}},
   };
   return table;
 }
