@@ -383,6 +383,9 @@ void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view
   discovery_.stop(key);
   discovery_records_.erase(key);
   kubelet_pending_.erase(configuration_resource(key));
+  std::erase_if(freed_cl_claims_, [&](const auto& freed) {
+    return freed.first.first == configuration_resource(key);  // its claims go with it
+  });
   mark_dirty(reconciler_.withdraw_all(key));
   plugins_.remove(options_.resource_domain + "/" + key.second);
   configuration_backends_.erase(key);
@@ -775,6 +778,12 @@ bool Daemon::claim_again_for_pod_in_use(const reclaim::DeviceRef& device) {
 
 bool Daemon::claim_slot_again(const capacity::InstanceKey& key, uint32_t slot,
                               const naming::SlotUsage& usage, const reclaim::DeviceRef& device) {
+  // Asked on every pass while the pod runs: an Instance gone or a slot taken
+  // by the cache's word costs no store read (its watch keeps the cache new).
+  const auto* cached = capacity_.find(key);
+  if (!cached) return false;
+  const auto slots = capacity::InstanceSlots::decode(cached->instance);
+  if (slot >= slots.capacity || !(slots.is_free(slot) || slots.slots[slot] == usage)) return false;
   try {
     if (!capacity_.restore(key, slot, usage)) return false;
   } catch (const store::StoreError& e) {

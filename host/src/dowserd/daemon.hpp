@@ -230,7 +230,8 @@ class Daemon {
   // CL claims the reclaimer freed, by the id the kubelet knows them by: a CL
   // id names no slot, so one reported in use again (its pod was only hidden
   // from podresources, as after a kubelet restart without the API server)
-  // is claimed again from here. Bounded by the ids of the CL plugins.
+  // is claimed again from here. An entry goes when its id is granted or
+  // claimed again, or its Configuration goes.
   std::map<reclaim::DeviceRef, std::pair<capacity::InstanceKey, uint32_t>> freed_cl_claims_;
   std::chrono::milliseconds rewrite_delay_;
 

@@ -59,9 +59,10 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& registry, const std::string& ver
                                      "kind.",
                                      {"kind"})),
       slot_restores(registry.counter("dowser_slot_restores_total",
-                                     "Claims of this node written back into an Instance that "
-                                     "lost them (deleted or edited from outside) while a pod "
-                                     "here used the slot, by plugin kind.",
+                                     "Claims of this node written back while a pod here used "
+                                     "the slot: lost from outside (the Instance deleted or "
+                                     "edited), or freed by the reclaimer while the kubelet "
+                                     "listed no pods, by plugin kind.",
                                      {"kind"})),
       slot_reclaims(registry
                         .counter("dowser_slot_reclaims_total",

@@ -154,9 +154,9 @@ class KubeClient {
   // silent for watch_idle or outlasts watch_duration + watch_idle (returns
   // normally too: servers that send no bookmarks go quiet on a type nobody
   // changes), stop becomes true (returns soon after, within about 100 ms), or
-  // an error (throws ApiError; status 410 when resource_version is too old,
-  // 504 resource_version_too_large() when the server has not reached it, also
-  // when they arrive as an ERROR event).
+  // an error (throws ApiError; gone() when resource_version is too old,
+  // resource_version_too_large() when the server has not reached it, also
+  // when they arrive as an ERROR event, whose Status may lack a code).
   void watch(const ResourceType& type, const std::string& namespace_name,
              const std::string& resource_version,
              const std::function<void(const WatchEvent&)>& on_event, const std::atomic<bool>& stop);

@@ -1197,7 +1197,8 @@ TEST_F(SlotTakenFromOutsideTest, ClaimsFreedWhileTheKubeletListedNoPodsAreTakenB
       << node.log();
 
   node.kubelet->set_pods_listed(true);
-  EXPECT_TRUE(node.wait_for_log("the kubelet reports device " + vdev + " of akri.sh/cams in use"))
+  EXPECT_TRUE(node.wait_for_log("the kubelet reports device " + vdev +
+                                " of akri.sh/cams in use, and no claim was on it"))
       << node.log();
   EXPECT_TRUE(node.wait_for_log("of " + il_ + " in use, and no claim was on it")) << node.log();
   EXPECT_EQ(instances(1).at(0).instance.device_usage, held) << "both back on their slots";
