@@ -203,9 +203,20 @@ struct FileConfigurationSource::Watcher {
   void stop();
 
   // ---- the state: which file defines what ----
+  // One file as read now: what it defines (nothing once gone), or unread
+  // (what was read of it before keeps running), and what is wrong with it.
+  struct Reading {
+    enum class State { defines, gone, unread };
+    std::string name;
+    State state = State::unread;
+    std::vector<Configuration> defined;
+    std::optional<ConfigurationError> problem;
+  };
   void refresh_all(const std::set<std::string>& present_names);
-  void refresh(const std::string& name);
-  void apply(const std::string& name, std::vector<Configuration> defined);
+  void refresh(const std::vector<std::string>& names);
+  Reading read(const std::string& name);
+  void release_dropped(const Reading& reading);
+  void adopt_defined(const Reading& reading);
   void release(const Identity& identity, const std::string& releasing_name);
   void adopt(const std::string& name, const Configuration& configuration);
   void report_clashes(const std::string& name);
@@ -234,7 +245,6 @@ struct FileConfigurationSource::Watcher {
   // Read at start: the file that held each contested name before.
   std::map<Identity, std::string> owners_before;
   std::map<Identity, std::string> owners_saved;  // as last written
-  bool reading_all = false;                      // in refresh_all
 
   // Last successfully parsed contents of each file, valid or refused; a file
   // that turns invalid keeps its entry, so its Configurations keep running.
@@ -262,11 +272,7 @@ struct FileConfigurationSource::Watcher {
 void FileConfigurationSource::Watcher::refresh_all(const std::set<std::string>& present_names) {
   std::set<std::string> names = present_names;
   for (const auto& [name, configurations] : defined_by_file) names.insert(name);
-  // Saved once every file is read: halfway, a name may not look contested yet.
-  reading_all = true;
-  for (const auto& name : in_reading_order(names)) refresh(name);
-  reading_all = false;
-  save_owners();
+  refresh(in_reading_order(names));
 }
 
 // Name order, except that files which held a contested name before go
@@ -298,7 +304,7 @@ void FileConfigurationSource::Watcher::load_owners() {
 // Written (whole, by rename) when the holder of a contested name changes;
 // a name only one file defines is left out.
 void FileConfigurationSource::Watcher::save_owners() {
-  if (owners_file.empty() || reading_all) return;
+  if (owners_file.empty()) return;
   std::map<Identity, size_t> definitions;  // one pass over the files, not one per name
   for (const auto& [name, configurations] : defined_by_file)
     for (const auto& configuration : configurations) ++definitions[identity_of(configuration)];
@@ -329,34 +335,56 @@ void FileConfigurationSource::Watcher::save_owners() {
   owners_saved = std::move(contested);
 }
 
-void FileConfigurationSource::Watcher::refresh(const std::string& name) {
+// Every file is read, and what each defines now is known, before any
+// definition changes hands: a definition that moved between files in one
+// batch (a manifest renamed, a ConfigMap key renamed) passes to its new
+// file, not removed and added again, which would withdraw its Instances and
+// the claims of running pods. Then, file by file, what each defines comes
+// into effect and is reported. Owners are saved once every file is read:
+// halfway, a name may not look contested yet.
+void FileConfigurationSource::Watcher::refresh(const std::vector<std::string>& names) {
+  using State = Reading::State;
+  std::vector<Reading> readings;
+  for (const auto& name : names) readings.push_back(read(name));
+  for (const auto& reading : readings) {
+    if (reading.state == State::gone) defined_by_file.erase(reading.name);
+    if (reading.state == State::defines) defined_by_file[reading.name] = reading.defined;
+  }
+  for (const auto& reading : readings)
+    if (reading.state != State::unread) release_dropped(reading);
+  for (const auto& reading : readings) {
+    if (reading.state != State::unread) {
+      adopt_defined(reading);
+      report_clashes(reading.name);
+    }
+    if (reading.problem) events.invalid(*reading.problem);  // after report_clashes' valid
+  }
+  save_owners();
+}
+
+FileConfigurationSource::Watcher::Reading FileConfigurationSource::Watcher::read(
+    const std::string& name) {
+  using State = Reading::State;
   const fs::path file = directory / name;
   struct stat info {};
   const bool exists = ::stat(file.c_str(), &info) == 0;
   if (!exists && errno != ENOENT && errno != ENOTDIR) {
-    // It may well still be there (the directory was made unreadable): what
-    // was read of it keeps running.
-    events.invalid(ConfigurationError(file.string(), "(file)", system_error_text(errno)));
-    return;
+    // It may well still be there (the directory was made unreadable).
+    return {name,
+            State::unread,
+            {},
+            ConfigurationError(file.string(), "(file)", system_error_text(errno))};
   }
   if (!exists || !S_ISREG(info.st_mode)) {  // deleted, renamed away, or not a file
-    apply(name, {});  // reports the file valid: nothing of it can be wrong any more
-    defined_by_file.erase(name);
-    if (exists) {
-      events.invalid(not_a_regular_file(file));  // but that is
-    } else if (auto link = dangling_link(file)) {
-      events.invalid(*link);  // and so is a link that leads nowhere
-    }
-    return;
+    if (exists) return {name, State::gone, {}, not_a_regular_file(file)};
+    return {name, State::gone, {}, dangling_link(file)};  // a link that leads nowhere
   }
-  std::vector<Configuration> defined;
   try {
-    defined = parse_configurations(read_manifest(file), file.string());
+    return {name, State::defines, parse_configurations(read_manifest(file), file.string()),
+            std::nullopt};
   } catch (const ConfigurationError& invalid) {
-    events.invalid(invalid);
-    return;
+    return {name, State::unread, {}, invalid};
   }
-  apply(name, std::move(defined));
 }
 
 Definition FileConfigurationSource::Watcher::defined_elsewhere(
@@ -394,29 +422,35 @@ void FileConfigurationSource::Watcher::release(const Identity& identity,
   events.removed(identity.first, identity.second);
 }
 
-void FileConfigurationSource::Watcher::apply(const std::string& name,
-                                             std::vector<Configuration> defined) {
+// The file no longer defines what it held: another file's definition takes
+// over, or the Configuration goes.
+void FileConfigurationSource::Watcher::release_dropped(const Reading& reading) {
   std::set<Identity> still_defined;
-  for (const auto& configuration : defined) still_defined.insert(identity_of(configuration));
+  for (const auto& configuration : reading.defined)
+    still_defined.insert(identity_of(configuration));
   std::vector<Identity> released;
   for (const auto& [identity, owner_name] : owner)
-    if (owner_name == name && still_defined.count(identity) == 0) released.push_back(identity);
-  for (const auto& identity : released) release(identity, name);
+    if (owner_name == reading.name && still_defined.count(identity) == 0)
+      released.push_back(identity);
+  for (const auto& identity : released) release(identity, reading.name);
+}
 
-  for (const auto& configuration : defined) {
+// What the file defines and no other file holds comes into effect.
+void FileConfigurationSource::Watcher::adopt_defined(const Reading& reading) {
+  for (const auto& configuration : reading.defined) {
     auto holder = owner.find(identity_of(configuration));
-    if (holder == owner.end() || holder->second == name) adopt(name, configuration);
+    if (holder == owner.end() || holder->second == reading.name) adopt(reading.name, configuration);
   }
-  defined_by_file[name] = std::move(defined);
-  report_clashes(name);
-  save_owners();
 }
 
 // Every definition of the file that another file's definition shadows is
-// refused; a file with none is valid (which clears an earlier report on it).
+// refused; a file with none (or gone) is valid (which clears an earlier
+// report on it).
 void FileConfigurationSource::Watcher::report_clashes(const std::string& name) {
   bool clean = true;
-  for (const auto& configuration : defined_by_file[name]) {
+  const auto file = defined_by_file.find(name);
+  const auto& defined = file == defined_by_file.end() ? std::vector<Configuration>{} : file->second;
+  for (const auto& configuration : defined) {
     const std::string& holder = owner.at(identity_of(configuration));
     if (holder == name) continue;
     clean = false;
@@ -519,7 +553,7 @@ void FileConfigurationSource::Watcher::process_pending() {
       events.valid(directory.string());
     }
   } else {
-    for (const auto& name : pending) refresh(name);
+    refresh({pending.begin(), pending.end()});
   }
   pending.clear();
   rescan_pending = false;

@@ -270,6 +270,29 @@ TEST_F(FileSourceTest, RenameOverIsAChangeNotARemoval) {
   EXPECT_EQ(count(events, invalid_from(path("cam.yaml.tmp"))), 0u);
 }
 
+// A manifest renamed within the directory (or a ConfigMap key renamed) is
+// the same Configuration: removing and adding it again would withdraw its
+// Instances and the claims of its running pods. Either way round the names sort.
+TEST_F(FileSourceTest, AManifestRenamedInTheDirectoryIsNeitherRemovedNorAdded) {
+  write("b-cam.yaml", manifest("cam"));
+  start();
+  for (const auto& [from, to] : {std::pair{"b-cam.yaml", "c-cam.yaml"},  // new name sorts after
+                                 std::pair{"c-cam.yaml", "a-cam.yaml"}}) {
+    std::size_t mark = log_.size();
+    fs::rename(directory_ / from, directory_ / to);
+    ASSERT_TRUE(log_.wait_for_event(mark, valid_from(path(to)))) << to;
+    wait_until_settled();
+    std::vector<Event> events = log_.since(mark);
+    EXPECT_EQ(count(events, removed("cam")), 0u) << from << " -> " << to;
+    EXPECT_EQ(count(events, upserted("cam")), 0u) << from << " -> " << to;
+    EXPECT_EQ(count(events, invalid_from(path(to))), 0u) << "no clash with its own old name";
+  }
+  // The new file holds it now: deleting it removes the Configuration.
+  std::size_t mark = log_.size();
+  fs::remove(directory_ / "a-cam.yaml");
+  EXPECT_TRUE(log_.wait_for_event(mark, removed("cam")));
+}
+
 TEST_F(FileSourceTest, FileMovedAwayRemovesAndMovedInAdds) {
   fs::path outside = directory_ / "outside";
   fs::create_directory(outside);
