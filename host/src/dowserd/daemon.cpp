@@ -260,6 +260,7 @@ void Daemon::withdraw_orphans() {
     return refusal == refused_.end() ? std::string("is gone")
                                      : "is not served (" + refusal->second.second + ")";
   }));
+  retry_failed_writes();  // a withdrawal the store refused
 }
 
 // Resource names carry no namespace: one name may serve one Configuration.
@@ -387,6 +388,7 @@ void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view
     return freed.first.first == configuration_resource(key);  // its claims go with it
   });
   mark_dirty(reconciler_.withdraw_all(key));
+  retry_failed_writes();  // a withdrawal the store refused
   plugins_.remove(options_.resource_domain + "/" + key.second);
   configuration_backends_.erase(key);
   // A same-named Configuration of another namespace, refused while this one
@@ -459,9 +461,11 @@ AdvertiseTimes Daemon::reconcile_and_advertise(const ConfigurationKey& key,
   return times;
 }
 
+// Instances that could not be written, and withdrawals from Instances that
+// could not be, are tried again later, less often while they keep failing.
 void Daemon::retry_failed_writes() {
   auto failed = reconciler_.take_failed_writes();
-  if (failed.empty()) return;
+  if (failed.empty() && !reconciler_.withdrawals_failed()) return;
   if (!reapply_within(std::move(failed), rewrite_delay_)) return;  // sooner anyway
   spdlog::info("trying the Instances that could not be written again in {} ms",
                rewrite_delay_.count());
@@ -479,8 +483,11 @@ bool Daemon::reapply_within(std::set<ConfigurationKey> keys, std::chrono::millis
     rewrite_pending_ = false;
     for (const auto& key : std::exchange(rewrites_due_, {})) reapply(key);
     restore_lost_claims();
+    mark_dirty(reconciler_.retry_withdrawals());
     // reapply() retried each (and set the timer again for what failed again).
-    if (rewrites_due_.empty()) rewrite_delay_ = kFirstRewriteDelay;
+    if (reconciler_.withdrawals_failed()) retry_failed_writes();
+    if (rewrites_due_.empty() && !reconciler_.withdrawals_failed())
+      rewrite_delay_ = kFirstRewriteDelay;
   });
   return true;
 }
@@ -541,10 +548,15 @@ void Daemon::schedule_expiry() {
   if (!next) return;
   expiry_timer_.expires_at(*next);
   expiry_timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error) return;
-    mark_dirty(reconciler_.expire(reconcile::Clock::now()));
-    schedule_expiry();
+    if (!error) expire_offline();
   });
+}
+
+// Offline devices whose grace ended, and that no pod here holds, go.
+void Daemon::expire_offline() {
+  mark_dirty(reconciler_.expire(reconcile::Clock::now()));
+  schedule_expiry();
+  retry_failed_writes();  // a withdrawal the store refused
 }
 
 void Daemon::store_event(const store::WatchEvent& event) {
@@ -575,10 +587,7 @@ void Daemon::store_event(const store::WatchEvent& event) {
   }
   // Its claims may have been released from outside (an edit of the store):
   // an offline device kept only for them goes now, not at a later report.
-  if (reconciler_.offline(key)) {
-    mark_dirty(reconciler_.expire(reconcile::Clock::now()));
-    schedule_expiry();
-  }
+  if (reconciler_.offline(key)) expire_offline();
 }
 
 // ---- plugins ----------------------------------------------------------------------
@@ -809,8 +818,7 @@ void Daemon::release(const reclaim::HeldSlot& slot) {
     spdlog::error("cannot free slot {} of {}: {}", slot.slot, slot.instance.second, e.what());
   }
   // An offline device kept for the pods that held its slots may go now.
-  mark_dirty(reconciler_.expire(reconcile::Clock::now()));
-  schedule_expiry();
+  expire_offline();
 }
 
 }  // namespace dowser::daemon

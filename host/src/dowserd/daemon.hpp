@@ -123,6 +123,7 @@ class Daemon {
   void refresh_instance_plugin(const capacity::InstanceKey& key, plugins::ListDelivery delivery);
   bool nameable_as_resource(const capacity::InstanceKey& key);
   void schedule_expiry();
+  void expire_offline();
   // Writes of Instances that failed are tried again, with backoff, until
   // they succeed: the device appears once the cause (a torn file, a full
   // disk) is gone, without waiting for its handler's next report.

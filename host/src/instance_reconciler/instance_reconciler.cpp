@@ -477,22 +477,45 @@ bool InstanceReconciler::create(const store::Instance& wanted) {
   }
 }
 
+std::set<capacity::InstanceKey> InstanceReconciler::retry_withdrawals() {
+  std::set<capacity::InstanceKey> tried;
+  for (const auto& key : std::exchange(failed_withdrawals_, {})) {
+    if (seen_.count(key)) continue;  // its device is back: this node stays
+    withdraw(key);                   // noted again if it fails again
+    tried.insert(key);
+  }
+  return tried;
+}
+
 void InstanceReconciler::withdraw(const capacity::InstanceKey& key) {
   if (staged_.erase(key)) return capacity_.forget(key);  // never written
+  if (try_withdraw(key))
+    failed_withdrawals_.erase(key);
+  else
+    failed_withdrawals_.insert(key);
+}
+
+// Takes this node out of the Instance (deleting it if no node is left);
+// false if the store would not take the write.
+bool InstanceReconciler::try_withdraw(const capacity::InstanceKey& key) {
   try {
     for (int attempt = 0; attempt < 16; ++attempt) {
       auto stored = store_.get(key.first, key.second);
-      if (!stored) return capacity_.forget(key);
+      if (!stored) {
+        capacity_.forget(key);
+        return true;
+      }
       store::Instance next = stored->instance;
-      if (!next.nodes.erase(node_)) return;  // not ours (any more)
+      if (!next.nodes.erase(node_)) return true;  // not ours (any more)
       naming::release_claims_of(next.device_usage, node_);
       try {
         if (next.nodes.empty()) {
           store_.remove(key.first, key.second, stored->revision);
-          return capacity_.forget(key);
+          capacity_.forget(key);
+        } else {
+          capacity_.apply({next, store_.update(next, stored->revision)});
         }
-        capacity_.apply({next, store_.update(next, stored->revision)});
-        return;
+        return true;
       } catch (const store::StoreError& e) {
         if (e.kind() != store::StoreError::Kind::conflict) throw;
       }
@@ -501,6 +524,7 @@ void InstanceReconciler::withdraw(const capacity::InstanceKey& key) {
   } catch (const store::StoreError& e) {
     spdlog::error("{}: could not withdraw this node: {}", key.second, e.what());
   }
+  return false;
 }
 
 const Device* InstanceReconciler::device(const capacity::InstanceKey& instance) const {

@@ -69,6 +69,12 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // last call (a torn file in the way, a full disk): reapply() them later.
   std::set<ConfigurationKey> take_failed_writes() { return std::exchange(failed_writes_, {}); }
 
+  // Withdrawals that could not be written (the store failed): this node
+  // still stands in those Instances. retry_withdrawals() tries each again,
+  // unless its device was reported again since; returns those it tried.
+  bool withdrawals_failed() const { return !failed_withdrawals_.empty(); }
+  std::set<capacity::InstanceKey> retry_withdrawals();
+
   // Discovery of the Configuration failed (the handler ended its session,
   // or could not start it): what it last reported is unknown now, not gone.
   // Its devices stay, with those stored before a restart and not reported
@@ -179,6 +185,7 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   void write_failed(const ConfigurationKey& configuration, const std::string& instance,
                     const store::StoreError& error);
   void withdraw(const capacity::InstanceKey& key);
+  bool try_withdraw(const capacity::InstanceKey& key);
 
   store::InstanceStore& store_;
   capacity::CapacityManager& capacity_;
@@ -194,6 +201,7 @@ class InstanceReconciler : public capacity::DeviceCatalog {
   // Configurations whose discovery failed since their last complete snapshot.
   std::set<ConfigurationKey> discovery_failed_;
   std::set<ConfigurationKey> failed_writes_;
+  std::set<capacity::InstanceKey> failed_withdrawals_;
   // Reported devices whose Instance the store no longer shows with this node.
   std::set<capacity::InstanceKey> unlisted_;
   std::map<WaitingKey, Waiting> waiting_for_name_;

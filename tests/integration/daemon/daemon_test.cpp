@@ -1051,6 +1051,28 @@ TEST_F(DaemonTest, AnInstanceThatCouldNotBeWrittenIsWrittenOnceTheCauseIsGone) {
   EXPECT_EQ(instances(1).size(), 1u);
 }
 
+// A withdrawal the store refused (here a torn Instance file; with the
+// Kubernetes store, an API server out of reach) left this node in the
+// Instance, with its claims, until dowserd restarted. It is tried again.
+TEST_F(DaemonTest, AWithdrawalTheStoreRefusedIsTriedAgain) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const auto stored = instances(1).at(0);
+  const fs::path file = state_dir_ / "instances" / "default" / (stored.instance.name + ".json");
+  const std::string good = read_text(file);
+  write_file(file, R"({"apiVersion": "akri.sh/v0", "kind": "Inst)");
+  fs::remove(config_dir_ / "cams.yaml");
+  ASSERT_TRUE(node.wait_for_log(stored.instance.name + ": could not withdraw this node"))
+      << node.log();
+  ASSERT_TRUE(fs::exists(file));
+
+  write_file(file, good);
+  EXPECT_TRUE(test::eventually([&] { return !fs::exists(file); }))
+      << "the last node out deletes it\n"
+      << node.log();
+}
+
 // One device of capacity 2, and pod_a holding one slot of it through its IL
 // plugin (il_): what a store edit from outside may take away.
 class SlotTakenFromOutsideTest : public DaemonTest {

@@ -84,10 +84,33 @@ TEST(InstanceFor, LocalDeviceIsNamedByIdAndNode) {
 
 // ---- the reconciler on a real store ---------------------------------------------------
 
+// A file store whose updates and removals fail while `failing` is set (a
+// full disk, an API server out of reach).
+class StoreWithFailingWrites : public FileInstanceStore {
+ public:
+  using FileInstanceStore::FileInstanceStore;
+  uint64_t update(const dowser::store::Instance& instance, uint64_t expected_revision) override {
+    fail_if_failing();
+    return FileInstanceStore::update(instance, expected_revision);
+  }
+  void remove(const std::string& namespace_name, const std::string& name,
+              uint64_t expected_revision) override {
+    fail_if_failing();
+    FileInstanceStore::remove(namespace_name, name, expected_revision);
+  }
+  bool failing = false;
+
+ private:
+  void fail_if_failing() const {
+    if (failing)
+      throw dowser::store::StoreError(dowser::store::StoreError::Kind::io, "writes are failing");
+  }
+};
+
 class InstanceReconcilerTest : public ::testing::Test {
  protected:
   InstanceReconcilerTest() {
-    store_ = std::make_unique<FileInstanceStore>(dir_);
+    store_ = std::make_unique<StoreWithFailingWrites>(dir_);
     capacity_ = std::make_unique<CapacityManager>(*store_, "node-a");
     reconciler_ = std::make_unique<InstanceReconciler>(*store_, *capacity_, "node-a", "akri.sh");
   }
@@ -98,7 +121,7 @@ class InstanceReconcilerTest : public ::testing::Test {
 
   const dowser::test::TempDir temp_dir_{"dowser-reconciler"};  // outlives what follows
   const fs::path dir_ = temp_dir_.path();
-  std::unique_ptr<FileInstanceStore> store_;
+  std::unique_ptr<StoreWithFailingWrites> store_;
   std::unique_ptr<CapacityManager> capacity_;
   std::unique_ptr<InstanceReconciler> reconciler_;
   const Clock::time_point start_ = Clock::now();
@@ -192,6 +215,36 @@ TEST_F(InstanceReconcilerTest, VanishedLocalDeviceIsWithdrawnAtOnce) {
   EXPECT_EQ(capacity_->find(key), nullptr);
   EXPECT_EQ(reconciler_->device(key), nullptr);
   EXPECT_FALSE(reconciler_->next_expiry());
+}
+
+// A withdrawal the store refused is tried again until it is written; not
+// once the device is back (this node belongs in the Instance again).
+TEST_F(InstanceReconcilerTest, AWithdrawalTheStoreRefusedIsTriedAgainUnlessTheDeviceIsBack) {
+  auto config = configuration("usb");
+  auto dev = device("my_local_device", Sharing::local);
+  InstanceKey key{"default", "usb-" + dowser::naming::device_digest(dev.id, false, "node-a")};
+  reconciler_->reconcile(config, {dev}, start_);
+
+  store_->failing = true;
+  reconciler_->reconcile(config, {}, start_);
+  ASSERT_TRUE(stored(key)) << "the store refused";
+  EXPECT_TRUE(reconciler_->withdrawals_failed());
+  EXPECT_EQ(reconciler_->retry_withdrawals(), std::set<InstanceKey>{key});
+  EXPECT_TRUE(reconciler_->withdrawals_failed()) << "refused again";
+  store_->failing = false;
+  EXPECT_EQ(reconciler_->retry_withdrawals(), std::set<InstanceKey>{key});
+  EXPECT_FALSE(stored(key)) << "the last node out deletes the Instance";
+  EXPECT_FALSE(reconciler_->withdrawals_failed());
+
+  reconciler_->reconcile(config, {dev}, start_);
+  store_->failing = true;
+  reconciler_->reconcile(config, {}, start_);
+  store_->failing = false;
+  reconciler_->reconcile(config, {dev}, start_);  // back before the retry
+  EXPECT_TRUE(reconciler_->retry_withdrawals().empty());
+  EXPECT_FALSE(reconciler_->withdrawals_failed());
+  ASSERT_TRUE(stored(key));
+  EXPECT_EQ(stored(key)->instance.nodes, std::set<std::string>{"node-a"});
 }
 
 TEST_F(InstanceReconcilerTest, VanishedSharedDeviceStaysOfflineForItsGrace) {
