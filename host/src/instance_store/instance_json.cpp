@@ -152,7 +152,7 @@ StoredInstance from_json_text(std::string_view text) {
   require_value(reader, "kind", kKind);
   StoredInstance stored;
   stored.instance = read_instance(reader);
-  stored.revision = reader.unsigned_integer("revision", std::numeric_limits<uint64_t>::max());
+  stored.revision = reader.unsigned_integer("revision", kMaxRevision);
   return stored;
 }
 

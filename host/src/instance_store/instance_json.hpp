@@ -2,6 +2,8 @@
 // Instance, and, plus a top-level "revision", the file store's on-disk form.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -27,7 +29,12 @@ Instance from_akri_object(const nlohmann::json& object);
 // Throws InstanceFormatError if a string is not valid UTF-8 (JSON cannot hold it).
 std::string to_json_text(const StoredInstance& stored);
 
-// Throws InstanceFormatError.
+// The highest revision the file store reads or hands out: far above any a
+// store reaches, and far below where adding one would wrap to 0 (which
+// every watcher would take for an old change and drop).
+inline constexpr uint64_t kMaxRevision = std::numeric_limits<int64_t>::max();
+
+// Throws InstanceFormatError (also for a revision above kMaxRevision).
 StoredInstance from_json_text(std::string_view text);
 
 }  // namespace dowser::store::detail

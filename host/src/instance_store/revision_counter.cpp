@@ -11,6 +11,7 @@
 #include <charconv>
 #include <string>
 
+#include "instance_json.hpp"
 #include "instance_store.hpp"
 #include "posix_io.hpp"
 
@@ -42,7 +43,9 @@ std::optional<uint64_t> parse_revision(std::string_view text) {
   }
   uint64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() ||
+      value >= kMaxRevision)  // the next one must still be readable
+    return std::nullopt;
   return value;
 }
 

@@ -10,7 +10,8 @@
 
 namespace dowser::store::detail {
 
-// A revision written as decimal digits, trailing whitespace allowed.
+// A revision written as decimal digits, trailing whitespace allowed; nullopt
+// for anything else, and for kMaxRevision or above (no revision may follow).
 std::optional<uint64_t> parse_revision(std::string_view text);
 
 // The next store-wide revision, above at_least (the revision being replaced,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -273,6 +274,27 @@ TEST_F(FileInstanceStoreTest, RevisionsKeepGrowingWhenTheCounterIsLostOrCorrupt)
   EXPECT_GT(after_corruption, after_loss);
   EXPECT_NE(log.text().find(".revision"), std::string::npos) << log.text();
   EXPECT_GT(store_.create(sample_instance("cam-000004")), after_corruption);
+}
+
+// A revision near the top of uint64 (a hand edit) would make the next one
+// wrap to 0, which every watcher drops as old: the file is refused, naming
+// the limit, and a counter that high is recounted from the files.
+TEST_F(FileInstanceStoreTest, RevisionsNearTheTopAreRefusedRatherThanWrapped) {
+  const uint64_t first = store_.create(sample_instance("cam-000001"));
+  store_.create(sample_instance("cam-000002"));
+  auto document = nlohmann::json::parse(read_text(file_of("default", "cam-000002")));
+  document["revision"] = std::numeric_limits<uint64_t>::max();
+  write_text(file_of("default", "cam-000002"), document.dump());
+  EXPECT_EQ(store_.list().size(), 1u);
+  ASSERT_EQ(store_.skipped().size(), 1u);
+  EXPECT_NE(store_.skipped()[0].find("revision: expected an integer from 0 to 9223372036854775807"),
+            std::string::npos)
+      << store_.skipped()[0];
+
+  write_text(store_directory() / ".revision", "18446744073709551615\n");
+  const uint64_t after = store_.create(sample_instance("cam-000003"));
+  EXPECT_GT(after, first);
+  EXPECT_LT(after, uint64_t{1} << 63) << "recounted, not wrapped or stuck at the top";
 }
 
 TEST_F(FileInstanceStoreTest, WatchIgnoresCorruptAndTemporaryFiles) {
