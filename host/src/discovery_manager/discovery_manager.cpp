@@ -469,7 +469,15 @@ void DiscoveryManager::open_session(Session& session) {
         try {
           *running = slot->instance().start(request, sink);
           *accepted = true;
-          on_core([this, key, digest] { accepted_.accept(key, digest); });
+          on_core([this, key, accepted, digest] {
+            accepted_.accept(key, digest);
+            // Told only while the session of these details is the current
+            // one (retried meanwhile, maybe; not replaced by a change).
+            const auto session = sessions_.find(key);
+            if (events_.started && session != sessions_.end() &&
+                session->second->accepted == accepted)
+              events_.started(key);
+          });
         } catch (const host::HandlerCallError& e) {
           const bool refused = e.status() == DOWSER_ERR_INVALID_ARGUMENT;
           on_core([this, key, generation, refused, reason = std::string(e.what())] {

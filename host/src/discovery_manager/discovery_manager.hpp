@@ -78,6 +78,9 @@ class DiscoveryManager {
     // refused, a device left out of a snapshot (each told once until it
     // changes), a report after stop (core thread). Logged as a warning too.
     std::function<void(const ConfigurationKey&, const std::string& problem)> report_problem;
+    // The handler accepted the Configuration's current version: its session
+    // started (core thread).
+    std::function<void(const ConfigurationKey&)> started;
   };
 
   DiscoveryManager(boost::asio::io_context& core, DiscoveryOptions options, Events events,

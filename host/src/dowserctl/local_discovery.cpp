@@ -69,11 +69,13 @@ discovery::DiscoveryManager::Events LocalDiscovery::events() {
             snapshot_ = std::move(changes.reported);
             io_.stop();
           },
-          ended, ended,
+          ended,
+          ended,
           // Told before the snapshot it belongs to (the same order as the handler's calls).
           [this](const discovery::ConfigurationKey&, const std::string& problem) {
             problems_.push_back(problem);
-          }};
+          },
+          {}};  // a started session changes nothing here
 }
 
 LocalDiscovery::LocalDiscovery(const std::filesystem::path& handler_dir)

@@ -64,7 +64,8 @@ Daemon::Daemon(DaemonOptions options)
                      },
                      [this](const ConfigurationKey& key, const std::string& problem) {
                        report_problem(key, problem);
-                     }}),
+                     },
+                     [this](const ConfigurationKey& key) { discovery_started(key); }}),
       expiry_timer_(core_),
       rewrite_timer_(core_),
       rewrite_delay_(kFirstRewriteDelay) {}
@@ -359,14 +360,35 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   if (known) reapply(key);  // capacity or brokerProperties may have changed
 }
 
+void Daemon::discovery_started(const ConfigurationKey& key) {
+  if (auto current = configurations_.find(key); current != configurations_.end())
+    started_with_.insert_or_assign(key, current->second);
+}
+
 // As if it had been refused when it was added (its handler was not loaded
-// then): withdrawn, and tried again when the Configuration changes.
+// then, or offers no validate_request): a change is refused and the version
+// its handler last accepted runs on, as when validate_request refuses the
+// change; a Configuration never accepted is withdrawn. Either is tried again
+// when the Configuration changes.
 void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& reason) {
   auto found = configurations_.find(key);
   if (found == configurations_.end()) return;
   const configuration::Configuration configuration = found->second;
-  configuration_removed(key, "withdrawn: its handler refused it");
-  refused(configuration, "refused by handler " + configuration.handler_name + ": " + reason);
+  const std::string why = "refused by handler " + configuration.handler_name + ": " + reason;
+  auto previous = started_with_.find(key);
+  if (previous == started_with_.end() || previous->second == configuration) {
+    configuration_removed(key, "withdrawn: its handler refused it");
+    refused(configuration, why);
+    return;
+  }
+  spdlog::warn(
+      "Configuration {}/{}: its change was refused as discovery started; the version "
+      "its handler accepted before runs on",
+      key.first, key.second);
+  found->second = previous->second;
+  refused(configuration, why);
+  discovery_.run(found->second);
+  reapply(key);  // its capacity and brokerProperties, if the change had others
 }
 
 // Gone from its source, unlike one withdrawn (refused, or giving its resource
@@ -380,6 +402,7 @@ void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view
   refused_.erase(key);
   waiting_for_name_.erase(key);
   if (!configurations_.erase(key)) return;
+  started_with_.erase(key);
   spdlog::info("Configuration {}/{} {}", key.first, key.second, why);
   discovery_.stop(key);
   discovery_records_.erase(key);

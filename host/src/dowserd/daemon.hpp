@@ -100,6 +100,7 @@ class Daemon {
   // why: for the log line ("removed", or why it is withdrawn).
   void configuration_removed(const ConfigurationKey& key, std::string_view why = "removed");
   void configuration_deleted(const ConfigurationKey& key);
+  void discovery_started(const ConfigurationKey& key);
   void refused_by_handler(const ConfigurationKey& key, const std::string& reason);
   void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
   void discovery_failed(const ConfigurationKey& key, const std::string& reason);
@@ -237,6 +238,9 @@ class Daemon {
   std::chrono::milliseconds rewrite_delay_;
 
   std::map<ConfigurationKey, configuration::Configuration> configurations_;
+  // The version of each Configuration whose discovery session last started
+  // (its handler accepted it): what runs on if a change is refused at start.
+  std::map<ConfigurationKey, configuration::Configuration> started_with_;
   std::map<capacity::InstanceKey, std::unique_ptr<Observed<plugins::InstancePluginBackend>>>
       instance_backends_;
   std::map<ConfigurationKey, std::unique_ptr<Observed<plugins::ConfigurationPluginBackend>>>

@@ -819,6 +819,38 @@ TEST_F(DaemonTest, ABadConfigurationWhoseHandlerCameLaterIsRefusedLikeAnyOther) 
   EXPECT_TRUE(node.wait_allocatable("akri.sh/late", 1)) << node.log();
 }
 
+// A change its handler refused only as discovery started (it has no
+// validate_request, or validating timed out) withdrew the Configuration: its
+// Instances and the claims of running pods went. Refused like a change
+// validate_request refuses, it now leaves the version the handler accepted
+// before running. (fixtureRefusesLater refuses any details while its state
+// file says "refuse", and retries a refusal of details it accepted before.)
+TEST_F(DaemonTest, AChangeRefusedAsDiscoveryStartsLeavesThePreviousVersionRunning) {
+  fs::copy_file(FIXTURE_REFUSES_LATER_SO, handler_dir_ / "libfixture-refuses-later.so");
+  const fs::path state = root_ / "refuses-later-state";
+  const auto manifest = [&](const std::string& details) {
+    return "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: later}\nspec:\n"
+           "  discoveryHandler:\n    name: fixtureRefusesLater\n    discoveryDetails: '" +
+           details + "'\n    discoveryProperties:\n      - {name: FIXTURE_STATE_FILE, value: " +
+           state.string() + "}\n      - {name: FIXTURE_REPORT_DEVICE, value: dev1}\n";
+  };
+  write_file(config_dir_ / "later.yaml", manifest("first"));
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_for_log("Configuration default/later added")) << node.log();
+  ASSERT_TRUE(test::eventually([&] { return instances().size() == 1; })) << node.log();
+
+  write_file(state, "refuse");
+  write_file(config_dir_ / "later.yaml", manifest("second"));
+  ASSERT_TRUE(
+      node.wait_for_log("Configuration default/later: refused by handler "
+                        "fixtureRefusesLater: "))
+      << node.log();
+  EXPECT_TRUE(node.wait_for_log("the version its handler accepted before runs on")) << node.log();
+  EXPECT_EQ(node.log().find("withdrawn: its handler refused it"), std::string::npos) << node.log();
+  ASSERT_EQ(instances().size(), 1u) << "its device's Instance stays";
+  EXPECT_EQ(instances().at(0).instance.nodes, std::set<std::string>{"node-a"});
+}
+
 // A kubelet reinstall (or kubeadm reset) deletes the kubelet directory and
 // makes it again. dowserd's lock file kept the deleted directory in use, so
 // the kernel never said it was deleted: the lock was never taken again in

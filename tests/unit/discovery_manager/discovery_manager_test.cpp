@@ -45,6 +45,7 @@ class Recorder {
     std::vector<std::string> failures;         // reasons given for kKey
     std::vector<std::string> refusals;         // the same, for refusals (not retried)
     std::vector<std::string> report_problems;  // what the host did not take from reports
+    size_t starts = 0;                         // sessions the handler accepted
   };
 
   DiscoveryManager::Events events() {
@@ -65,6 +66,9 @@ class Recorder {
             },
             [this](const ConfigurationKey& key, const std::string& problem) {
               record(key, [&](Reports& reports) { reports.report_problems.push_back(problem); });
+            },
+            [this](const ConfigurationKey& key) {
+              record(key, [&](Reports& reports) { ++reports.starts; });
             }};
   }
 
@@ -259,6 +263,9 @@ TEST_F(DiscoveryManagerTest, ChangedDiscoveryDetailsRestartTheSession) {
   on_core([this] { manager_->run(echoes("descriptions: [bar0, bar1]")); });
   // Only a complete first snapshot of the new session drops foo0.
   EXPECT_TRUE(wait_for_snapshot({"bar0", "bar1"})) << "the session kept its old details";
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return reports.starts == 2;
+  })) << "each version's session is told as started";
 }
 
 TEST_F(DiscoveryManagerTest, AvailabilityChangesReachTheCoreAsNewSnapshots) {
@@ -330,6 +337,9 @@ TEST_F(DiscoveryManagerTest, DetailsTheHandlerRefusesAtStartAreRefusedNotRetried
   EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
     return reports.failures.empty() && reports.refusals.size() == 1;
   })) << "refused once, not retried";
+  EXPECT_TRUE(recorder_.wait_for([](const Recorder::Reports& reports) {
+    return reports.starts == 0;
+  })) << "a refused session never started";
 }
 
 // A handler that reports its devices (an empty list when they went) and
