@@ -85,6 +85,9 @@ std::string read_all(int fd, const std::filesystem::path& path) {
       throw_io_error("read", path, errno);
     }
     if (count == 0) return contents;
+    // Past one buffer (no claim's file gets there), a device such as
+    // /dev/zero behind a link would be read until memory runs out.
+    if (contents.empty() && static_cast<size_t>(count) == buffer.size()) require_regular(fd, path);
     contents.append(buffer.data(), static_cast<size_t>(count));
   }
 }

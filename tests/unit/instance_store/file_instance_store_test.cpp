@@ -297,6 +297,17 @@ TEST_F(FileInstanceStoreTest, RevisionsNearTheTopAreRefusedRatherThanWrapped) {
   EXPECT_LT(after, uint64_t{1} << 63) << "recounted, not wrapped or stuck at the top";
 }
 
+// An Instance file that is a link to a device that never ends (/dev/zero)
+// was read until memory ran out, and std::bad_alloc failed the whole list.
+TEST_F(FileInstanceStoreTest, AFileLinkedToANeverEndingDeviceIsSkipped) {
+  store_.create(sample_instance("cam-000001"));
+  std::filesystem::create_symlink("/dev/zero", file_of("default", "cam-endless"));
+  EXPECT_EQ(store_.list().size(), 1u);
+  ASSERT_EQ(store_.skipped().size(), 1u);
+  EXPECT_NE(store_.skipped()[0].find("cam-endless.json: not a regular file"), std::string::npos)
+      << store_.skipped()[0];
+}
+
 TEST_F(FileInstanceStoreTest, WatchIgnoresCorruptAndTemporaryFiles) {
   EventRecorder recorder;
   const auto subscription = store_.watch(recorder.callback());
