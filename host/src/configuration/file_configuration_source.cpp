@@ -345,6 +345,7 @@ void FileConfigurationSource::Watcher::save_owners() {
 void FileConfigurationSource::Watcher::refresh(const std::vector<std::string>& names) {
   using State = Reading::State;
   std::vector<Reading> readings;
+  readings.reserve(names.size());
   for (const auto& name : names) readings.push_back(read(name));
   for (const auto& reading : readings) {
     if (reading.state == State::gone) defined_by_file.erase(reading.name);

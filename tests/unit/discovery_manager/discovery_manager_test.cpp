@@ -151,7 +151,7 @@ class DiscoveryManagerTest : public ::testing::Test {
 
   // Runs the refuses-later fixture until it accepted its details once.
   Configuration run_refuses_later() {
-    const Configuration configuration = refuses_later();
+    Configuration configuration = refuses_later();
     on_core([&] {
       manager_->start();
       manager_->run(configuration);

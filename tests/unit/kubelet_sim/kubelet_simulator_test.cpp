@@ -19,9 +19,7 @@
 namespace dowser::testkit::test {
 namespace {
 
-using ::testing::Contains;
 using ::testing::ElementsAre;
-using ::testing::Not;
 
 constexpr const char* kResource = "example.com/widget";
 
