@@ -215,9 +215,9 @@ struct FileConfigurationSource::Watcher {
   void refresh_all(const std::set<std::string>& present_names);
   void refresh(const std::vector<std::string>& names);
   Reading read(const std::string& name);
-  void release_dropped(const Reading& reading);
+  void release_dropped(const Reading& reading, std::set<std::string>& adopting);
   void adopt_defined(const Reading& reading);
-  void release(const Identity& identity, const std::string& releasing_name);
+  std::optional<std::string> release(const Identity& identity, const std::string& releasing_name);
   void adopt(const std::string& name, const Configuration& configuration);
   void report_clashes(const std::string& name);
   Definition defined_elsewhere(const Identity& identity, const std::string& except_name) const;
@@ -340,8 +340,9 @@ void FileConfigurationSource::Watcher::save_owners() {
 // batch (a manifest renamed, a ConfigMap key renamed) passes to its new
 // file, not removed and added again, which would withdraw its Instances and
 // the claims of running pods. Then, file by file, what each defines comes
-// into effect and is reported. Owners are saved once every file is read:
-// halfway, a name may not look contested yet.
+// into effect and is reported; a file outside the batch that took a
+// definition over is reported last. Owners are saved once every file is
+// read: halfway, a name may not look contested yet.
 void FileConfigurationSource::Watcher::refresh(const std::vector<std::string>& names) {
   using State = Reading::State;
   std::vector<Reading> readings;
@@ -351,15 +352,18 @@ void FileConfigurationSource::Watcher::refresh(const std::vector<std::string>& n
     if (reading.state == State::gone) defined_by_file.erase(reading.name);
     if (reading.state == State::defines) defined_by_file[reading.name] = reading.defined;
   }
+  std::set<std::string> adopting;  // files outside the batch may take definitions over
   for (const auto& reading : readings)
-    if (reading.state != State::unread) release_dropped(reading);
+    if (reading.state != State::unread) release_dropped(reading, adopting);
   for (const auto& reading : readings) {
     if (reading.state != State::unread) {
-      adopt_defined(reading);
+      adopt_defined(reading);  // then every definition of the file has a holder
       report_clashes(reading.name);
     }
     if (reading.problem) events.invalid(*reading.problem);  // after report_clashes' valid
+    adopting.erase(reading.name);                           // reported here
   }
+  for (const auto& name : adopting) report_clashes(name);
   save_owners();
 }
 
@@ -388,14 +392,23 @@ FileConfigurationSource::Watcher::Reading FileConfigurationSource::Watcher::read
   }
 }
 
+// Another file's definition of identity: one the same as what runs first
+// (a file renamed keeps its Configuration, rather than a refused duplicate
+// taking over), else the first by name.
 Definition FileConfigurationSource::Watcher::defined_elsewhere(
     const Identity& identity, const std::string& except_name) const {
+  const auto running = active.find(identity);
+  Definition first;
   for (const auto& [name, configurations] : defined_by_file) {
     if (name == except_name) continue;
-    for (const auto& configuration : configurations)
-      if (identity_of(configuration) == identity) return {&name, &configuration};
+    for (const auto& configuration : configurations) {
+      if (identity_of(configuration) != identity) continue;
+      if (running != active.end() && running->second == configuration)
+        return {&name, &configuration};
+      if (first.file == nullptr) first = {&name, &configuration};
+    }
   }
-  return {};
+  return first;
 }
 
 void FileConfigurationSource::Watcher::adopt(const std::string& name,
@@ -409,23 +422,26 @@ void FileConfigurationSource::Watcher::adopt(const std::string& name,
 }
 
 // A file dropped its definition: another file's definition (refused until
-// now) takes over, otherwise the Configuration goes.
-void FileConfigurationSource::Watcher::release(const Identity& identity,
-                                               const std::string& releasing_name) {
+// now, or the same one moved) takes over, otherwise the Configuration goes.
+// Returns the file that took it over, whose clashes the caller reports once
+// every file of the batch has what it defines.
+std::optional<std::string> FileConfigurationSource::Watcher::release(
+    const Identity& identity, const std::string& releasing_name) {
   if (Definition other = defined_elsewhere(identity, releasing_name); other.file != nullptr) {
-    const std::string adopting = *other.file;
+    std::string adopting = *other.file;
     adopt(adopting, *other.configuration);
-    report_clashes(adopting);
-    return;
+    return adopting;
   }
   owner.erase(identity);
   active.erase(identity);
   events.removed(identity.first, identity.second);
+  return std::nullopt;
 }
 
 // The file no longer defines what it held: another file's definition takes
-// over, or the Configuration goes.
-void FileConfigurationSource::Watcher::release_dropped(const Reading& reading) {
+// over (that file is added to `adopting`), or the Configuration goes.
+void FileConfigurationSource::Watcher::release_dropped(const Reading& reading,
+                                                       std::set<std::string>& adopting) {
   std::set<Identity> still_defined;
   for (const auto& configuration : reading.defined)
     still_defined.insert(identity_of(configuration));
@@ -433,7 +449,8 @@ void FileConfigurationSource::Watcher::release_dropped(const Reading& reading) {
   for (const auto& [identity, owner_name] : owner)
     if (owner_name == reading.name && still_defined.count(identity) == 0)
       released.push_back(identity);
-  for (const auto& identity : released) release(identity, reading.name);
+  for (const auto& identity : released)
+    if (auto file = release(identity, reading.name)) adopting.insert(std::move(*file));
 }
 
 // What the file defines and no other file holds comes into effect.
@@ -452,7 +469,7 @@ void FileConfigurationSource::Watcher::report_clashes(const std::string& name) {
   const auto file = defined_by_file.find(name);
   const auto& defined = file == defined_by_file.end() ? std::vector<Configuration>{} : file->second;
   for (const auto& configuration : defined) {
-    const std::string& holder = owner.at(identity_of(configuration));
+    const std::string& holder = owner.at(identity_of(configuration));  // every one has one now
     if (holder == name) continue;
     clean = false;
     events.invalid(ConfigurationError(path_of(name), "metadata.name",

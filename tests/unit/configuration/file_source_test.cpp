@@ -293,6 +293,40 @@ TEST_F(FileSourceTest, AManifestRenamedInTheDirectoryIsNeitherRemovedNorAdded) {
   EXPECT_TRUE(log_.wait_for_event(mark, removed("cam")));
 }
 
+// One batch that moves a Configuration to a file that also brings a new
+// one: the new one had no holder yet when the moved one's clashes were
+// checked, which ended dowserd (std::out_of_range on its watch thread).
+TEST_F(FileSourceTest, AMoveToAFileThatAlsoAddsAConfigurationTakesBoth) {
+  write("a.yaml", manifest("moved"));
+  start();
+  std::size_t mark = log_.size();
+  write("b.yaml", two(manifest("moved"), manifest("new")));
+  fs::remove(directory_ / "a.yaml");  // in the same batch: well within the quiet period
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("new")));
+  wait_until_settled();
+  std::vector<Event> events = log_.since(mark);
+  EXPECT_EQ(count(events, removed("moved")), 0u);
+  EXPECT_EQ(count(events, upserted("moved")), 0u);
+  EXPECT_EQ(count(events, invalid_from(path("b.yaml"))), 0u);
+}
+
+// A renamed file keeps its Configuration though another file defines the
+// same name differently (refused as a duplicate): that one does not take
+// over, and stays refused.
+TEST_F(FileSourceTest, ARenamedFileKeepsItsConfigurationOverARefusedDuplicate) {
+  write("a.yaml", manifest("cam", "first"));
+  write("m.yaml", manifest("cam", "duplicate"));
+  start();
+  std::size_t mark = log_.size();
+  fs::rename(directory_ / "a.yaml", directory_ / "z.yaml");
+  ASSERT_TRUE(log_.wait_for_event(mark, valid_from(path("z.yaml"))));
+  wait_until_settled();
+  std::vector<Event> events = log_.since(mark);
+  EXPECT_EQ(count(events, upserted("cam")), 0u) << "the duplicate took over";
+  EXPECT_EQ(count(events, removed("cam")), 0u);
+  EXPECT_EQ(count(events, valid_from(path("m.yaml"))), 0u) << "the duplicate stays refused";
+}
+
 TEST_F(FileSourceTest, FileMovedAwayRemovesAndMovedInAdds) {
   fs::path outside = directory_ / "outside";
   fs::create_directory(outside);
