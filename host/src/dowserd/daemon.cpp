@@ -342,6 +342,11 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   }
   bool known = configurations_.count(key) > 0;
   configurations_[key] = configuration;
+  // A change its running session takes without a restart (capacity,
+  // brokerProperties, policy) is the accepted version from here on.
+  if (auto started = started_with_.find(key);
+      started != started_with_.end() && started->second.same_discovery(configuration))
+    started->second = configuration;
   refused_.erase(key);
   waiting_for_name_.erase(key);
   spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
@@ -388,6 +393,9 @@ void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& 
   found->second = previous->second;
   refused(configuration, why);
   discovery_.run(found->second);
+  if (auto backend = configuration_backends_.find(key); backend != configuration_backends_.end())
+    backend->second->set_policy(policy_of(found->second));
+  plugins_.changed(configuration_resource(key));
   reapply(key);  // its capacity and brokerProperties, if the change had others
 }
 

@@ -86,8 +86,10 @@ std::string read_all(int fd, const std::filesystem::path& path) {
     }
     if (count == 0) return contents;
     // Past one buffer (no claim's file gets there), a device such as
-    // /dev/zero behind a link would be read until memory runs out.
-    if (contents.empty() && static_cast<size_t>(count) == buffer.size()) require_regular(fd, path);
+    // /dev/zero behind a link, or a stream, would be read until memory
+    // runs out: checked once.
+    const bool past_one_buffer = contents.size() + static_cast<size_t>(count) > buffer.size();
+    if (past_one_buffer && contents.size() <= buffer.size()) require_regular(fd, path);
     contents.append(buffer.data(), static_cast<size_t>(count));
   }
 }

@@ -69,6 +69,11 @@ uint64_t next_revision(const InstanceFiles& files, uint64_t at_least) {
     last = highest_stored_revision(files);
   }
   const uint64_t next = std::max(*last, at_least) + 1;
+  if (next > kMaxRevision) {  // only a hand edit gets here: the file would be unreadable
+    throw StoreError(StoreError::Kind::io, "no revision is left above " + std::to_string(next - 1) +
+                                               " (the highest is " + std::to_string(kMaxRevision) +
+                                               "); an Instance file was edited to hold it");
+  }
   overwrite_counter(fd.get(), path, next, text.size());
   return next;
 }

@@ -828,19 +828,28 @@ TEST_F(DaemonTest, ABadConfigurationWhoseHandlerCameLaterIsRefusedLikeAnyOther) 
 TEST_F(DaemonTest, AChangeRefusedAsDiscoveryStartsLeavesThePreviousVersionRunning) {
   fs::copy_file(FIXTURE_REFUSES_LATER_SO, handler_dir_ / "libfixture-refuses-later.so");
   const fs::path state = root_ / "refuses-later-state";
-  const auto manifest = [&](const std::string& details) {
+  const auto manifest = [&](const std::string& details, int capacity) {
     return "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: later}\nspec:\n"
-           "  discoveryHandler:\n    name: fixtureRefusesLater\n    discoveryDetails: '" +
+           "  capacity: " +
+           std::to_string(capacity) +
+           "\n  discoveryHandler:\n    name: fixtureRefusesLater\n    discoveryDetails: '" +
            details + "'\n    discoveryProperties:\n      - {name: FIXTURE_STATE_FILE, value: " +
            state.string() + "}\n      - {name: FIXTURE_REPORT_DEVICE, value: dev1}\n";
   };
-  write_file(config_dir_ / "later.yaml", manifest("first"));
+  const auto capacity_stored = [&] {
+    const auto stored = instances();
+    return stored.size() == 1 ? stored[0].instance.capacity : 0;
+  };
+  write_file(config_dir_ / "later.yaml", manifest("first", 1));
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_for_log("Configuration default/later added")) << node.log();
-  ASSERT_TRUE(test::eventually([&] { return instances().size() == 1; })) << node.log();
+  ASSERT_TRUE(test::eventually([&] { return capacity_stored() == 1; })) << node.log();
+  // Taken by the running session without a restart: the accepted version now.
+  write_file(config_dir_ / "later.yaml", manifest("first", 2));
+  ASSERT_TRUE(test::eventually([&] { return capacity_stored() == 2; })) << node.log();
 
   write_file(state, "refuse");
-  write_file(config_dir_ / "later.yaml", manifest("second"));
+  write_file(config_dir_ / "later.yaml", manifest("second", 2));
   ASSERT_TRUE(
       node.wait_for_log("Configuration default/later: refused by handler "
                         "fixtureRefusesLater: "))
@@ -849,6 +858,7 @@ TEST_F(DaemonTest, AChangeRefusedAsDiscoveryStartsLeavesThePreviousVersionRunnin
   EXPECT_EQ(node.log().find("withdrawn: its handler refused it"), std::string::npos) << node.log();
   ASSERT_EQ(instances().size(), 1u) << "its device's Instance stays";
   EXPECT_EQ(instances().at(0).instance.nodes, std::set<std::string>{"node-a"});
+  EXPECT_EQ(capacity_stored(), 2u) << "the version accepted last runs on, not the first one";
 }
 
 // A kubelet reinstall (or kubeadm reset) deletes the kubelet directory and

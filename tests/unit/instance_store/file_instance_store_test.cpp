@@ -295,6 +295,17 @@ TEST_F(FileInstanceStoreTest, RevisionsNearTheTopAreRefusedRatherThanWrapped) {
   const uint64_t after = store_.create(sample_instance("cam-000003"));
   EXPECT_GT(after, first);
   EXPECT_LT(after, uint64_t{1} << 63) << "recounted, not wrapped or stuck at the top";
+
+  // The highest revision read: nothing may follow it, which is said.
+  auto top = nlohmann::json::parse(read_text(file_of("default", "cam-000001")));
+  top["revision"] = (uint64_t{1} << 63) - 1;
+  write_text(file_of("default", "cam-000001"), top.dump());
+  const auto stored = store_.get("default", "cam-000001");
+  ASSERT_TRUE(stored);
+  const std::string message =
+      io_error_of([&] { store_.update(stored->instance, stored->revision); });
+  EXPECT_NE(message.find("no revision is left above 9223372036854775807"), std::string::npos)
+      << message;
 }
 
 // An Instance file that is a link to a device that never ends (/dev/zero)
