@@ -465,17 +465,20 @@ void FileConfigurationSource::Watcher::adopt_defined(const Reading& reading) {
 // refused; a file with none (or gone) is valid (which clears an earlier
 // report on it).
 void FileConfigurationSource::Watcher::report_clashes(const std::string& name) {
+  static const std::vector<Configuration> kNothing;
   bool clean = true;
   const auto file = defined_by_file.find(name);
-  const auto& defined = file == defined_by_file.end() ? std::vector<Configuration>{} : file->second;
-  for (const auto& configuration : defined) {
-    const std::string& holder = owner.at(identity_of(configuration));  // every one has one now
+  for (const auto& configuration : file == defined_by_file.end() ? kNothing : file->second) {
+    const Identity identity = identity_of(configuration);
+    const std::string& holder = owner.at(identity);  // every one has one now
     if (holder == name) continue;
     clean = false;
+    // Named: the file was read, and what it defines is known.
     events.invalid(ConfigurationError(path_of(name), "metadata.name",
-                                      identity_text(identity_of(configuration)) +
-                                          " is already defined in " + path_of(holder) +
-                                          "; this definition is ignored while that one exists"));
+                                      identity_text(identity) + " is already defined in " +
+                                          path_of(holder) +
+                                          "; this definition is ignored while that one exists")
+                       .about(identity.first, identity.second));
   }
   if (clean) events.valid(path_of(name));
 }

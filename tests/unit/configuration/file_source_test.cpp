@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <optional>
 
 namespace dowser::configuration {
 namespace {
@@ -20,12 +21,13 @@ constexpr auto kWithinASecond = 1s;
 
 struct Event {
   enum class Kind { upserted, removed, invalid, valid } kind;
-  Configuration configuration;  // upserted
-  std::string namespace_name;   // removed
-  std::string name;             // removed
-  std::string source;           // invalid, valid
-  std::string field_path;       // invalid
-  std::string reason;           // invalid
+  Configuration configuration;                               // upserted
+  std::string namespace_name;                                // removed
+  std::string name;                                          // removed
+  std::string source;                                        // invalid, valid
+  std::string field_path;                                    // invalid
+  std::string reason;                                        // invalid
+  std::optional<std::pair<std::string, std::string>> about;  // invalid: the Configuration, if known
 };
 
 // Records the source's events; tests wait for conditions on it with a deadline.
@@ -34,16 +36,23 @@ class EventLog {
   FileConfigurationSource::Events callbacks() {
     return {
         [this](const Configuration& c) {
-          add({Event::Kind::upserted, c, {}, {}, {}, {}, {}});
+          add({Event::Kind::upserted, c, {}, {}, {}, {}, {}, {}});
         },
         [this](const std::string& ns, const std::string& name) {
-          add({Event::Kind::removed, {}, ns, name, {}, {}, {}});
+          add({Event::Kind::removed, {}, ns, name, {}, {}, {}, {}});
         },
         [this](const ConfigurationError& e) {
-          add({Event::Kind::invalid, {}, {}, {}, e.source(), e.field_path(), e.reason()});
+          add({Event::Kind::invalid,
+               {},
+               {},
+               {},
+               e.source(),
+               e.field_path(),
+               e.reason(),
+               e.configuration()});
         },
         [this](const std::string& source) {
-          add({Event::Kind::valid, {}, {}, {}, source, {}, {}});
+          add({Event::Kind::valid, {}, {}, {}, source, {}, {}, {}});
         },
     };
   }
@@ -387,6 +396,9 @@ TEST_F(FileSourceTest, SameConfigurationInTwoFilesKeepsTheFirstAndNamesBoth) {
   const Event& refused = *std::find_if(events.begin(), events.end(), invalid_from(path("b.yaml")));
   EXPECT_EQ(refused.field_path, "metadata.name");
   EXPECT_NE(refused.reason.find(path("a.yaml")), std::string::npos) << refused.reason;
+  // Named, so that dowserd does not take b.yaml for a file it cannot read
+  // (which would keep the Instances of every Configuration not found).
+  EXPECT_EQ(refused.about, (std::pair<std::string, std::string>{"default", "cam"}));
   EXPECT_EQ(count(events, upserted("cam")), 0u);
   EXPECT_EQ(count(events, valid_from(path("b.yaml"))), 0u);
 
