@@ -250,6 +250,7 @@ struct FileConfigurationSource::Watcher {
   // that turns invalid keeps its entry, so its Configurations keep running.
   std::map<std::string, std::vector<Configuration>> defined_by_file;
   std::map<Identity, std::string> owner;  // which file's definition is in effect
+  std::set<std::string> unreadable;       // files whose last read failed (reported so)
   std::map<Identity, Configuration> active;
 
   FileDescriptor inotify;
@@ -351,6 +352,10 @@ void FileConfigurationSource::Watcher::refresh(const std::vector<std::string>& n
   for (const auto& reading : readings) {
     if (reading.state == State::gone) defined_by_file.erase(reading.name);
     if (reading.state == State::defines) defined_by_file[reading.name] = reading.defined;
+    if (reading.state == State::unread)
+      unreadable.insert(reading.name);
+    else
+      unreadable.erase(reading.name);
   }
   std::set<std::string> adopting;  // files outside the batch may take definitions over
   for (const auto& reading : readings)
@@ -363,7 +368,8 @@ void FileConfigurationSource::Watcher::refresh(const std::vector<std::string>& n
     if (reading.problem) events.invalid(*reading.problem);  // after report_clashes' valid
     adopting.erase(reading.name);                           // reported here
   }
-  for (const auto& name : adopting) report_clashes(name);
+  for (const auto& name : adopting)
+    if (!unreadable.count(name)) report_clashes(name);  // its read error stands
   save_owners();
 }
 

@@ -135,7 +135,12 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
             spdlog::error("{}: {}",
                           whole_source ? "configuration directory" : "invalid Configuration",
                           error.what());
-            post([this, error] { configuration_error(error); });
+            post([this, error] {
+              configuration_error(error);
+              // A file read again that names what it holds (a duplicate) is
+              // no longer one that cannot be read.
+              if (holding_orphans_ && error.configuration()) withdraw_orphans();
+            });
           },
       .valid =
           [post, this](const std::string& source) {

@@ -697,6 +697,36 @@ TEST_F(DaemonTest, ARestartWhileAFileIsInvalidKeepsItsClaims) {
       << "capacity 2: pod-a's slot was not handed out again";
 }
 
+// A file unreadable at a restart, then fixed into a duplicate of another
+// file's Configuration: it is read now, and names what it holds, so the
+// Instances of a Configuration really gone are withdrawn (no file became
+// valid, which was the only moment dowserd looked again).
+TEST_F(DaemonTest, AFileFixedIntoADuplicateLetsTheInstancesOfAGoneConfigurationGo) {
+  echo_configuration("old", {"old0"}, 1);
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/old", 1)) << node.log();
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  node.stop(SIGKILL);
+
+  std::ifstream original(config_dir_ / "cams.yaml");
+  const std::string cams(std::istreambuf_iterator<char>(original), {});
+  fs::remove(config_dir_ / "old.yaml");
+  write_file(config_dir_ / "copy.yaml", "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: [");
+  node.start();
+  ASSERT_TRUE(
+      node.wait_for_log("keeping the Instances of Configurations not found while 1 source "
+                        "of Configurations cannot be read"))
+      << node.log();
+  ASSERT_EQ(instances().size(), 2u);
+
+  write_file(config_dir_ / "copy.yaml", cams);  // now a duplicate of cams.yaml
+  ASSERT_TRUE(node.wait_for_log("is already defined in")) << node.log();
+  EXPECT_TRUE(node.wait_for_log("its Configuration default/old is gone; withdrawing"))
+      << node.log();
+  EXPECT_EQ(instances(1).size(), 1u) << "only the Instance of cams is left";
+}
+
 TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
@@ -855,6 +885,9 @@ TEST_F(DaemonTest, AChangeRefusedAsDiscoveryStartsLeavesThePreviousVersionRunnin
                         "fixtureRefusesLater: "))
       << node.log();
   EXPECT_TRUE(node.wait_for_log("the version its handler accepted before runs on")) << node.log();
+  // Logged once the revert's Instances were written (on the same thread, after them): the
+  // accepted version's start, refused too while the state file says so, is retried.
+  ASSERT_TRUE(node.wait_for_log("fixture: refuses these details now (retrying in")) << node.log();
   EXPECT_EQ(node.log().find("withdrawn: its handler refused it"), std::string::npos) << node.log();
   ASSERT_EQ(instances().size(), 1u) << "its device's Instance stays";
   EXPECT_EQ(instances().at(0).instance.nodes, std::set<std::string>{"node-a"});
