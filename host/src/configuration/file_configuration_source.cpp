@@ -215,9 +215,11 @@ struct FileConfigurationSource::Watcher {
   void refresh_all(const std::set<std::string>& present_names);
   void refresh(const std::vector<std::string>& names);
   Reading read(const std::string& name);
-  void release_dropped(const Reading& reading, std::set<std::string>& adopting);
+  void release_dropped(const Reading& reading, std::set<Identity>& released);
   void adopt_defined(const Reading& reading);
-  std::optional<std::string> release(const Identity& identity, const std::string& releasing_name);
+  void release(const Identity& identity, const std::string& releasing_name);
+  void report_other_definers(const std::set<Identity>& released,
+                             const std::set<std::string>& reported);
   void adopt(const std::string& name, const Configuration& configuration);
   void report_clashes(const std::string& name);
   Definition defined_elsewhere(const Identity& identity, const std::string& except_name) const;
@@ -357,19 +359,19 @@ void FileConfigurationSource::Watcher::refresh(const std::vector<std::string>& n
     else
       unreadable.erase(reading.name);
   }
-  std::set<std::string> adopting;  // files outside the batch may take definitions over
+  std::set<Identity> released;  // their holder changed, or they went
   for (const auto& reading : readings)
-    if (reading.state != State::unread) release_dropped(reading, adopting);
+    if (reading.state != State::unread) release_dropped(reading, released);
+  std::set<std::string> reported;
   for (const auto& reading : readings) {
     if (reading.state != State::unread) {
       adopt_defined(reading);  // then every definition of the file has a holder
       report_clashes(reading.name);
     }
     if (reading.problem) events.invalid(*reading.problem);  // after report_clashes' valid
-    adopting.erase(reading.name);                           // reported here
+    reported.insert(reading.name);
   }
-  for (const auto& name : adopting)
-    if (!unreadable.count(name)) report_clashes(name);  // its read error stands
+  report_other_definers(released, reported);
   save_owners();
 }
 
@@ -429,34 +431,48 @@ void FileConfigurationSource::Watcher::adopt(const std::string& name,
 
 // A file dropped its definition: another file's definition (refused until
 // now, or the same one moved) takes over, otherwise the Configuration goes.
-// Returns the file that took it over, whose clashes the caller reports once
-// every file of the batch has what it defines.
-std::optional<std::string> FileConfigurationSource::Watcher::release(
-    const Identity& identity, const std::string& releasing_name) {
+// The files that define it are reported by the caller, once every file of
+// the batch has what it defines.
+void FileConfigurationSource::Watcher::release(const Identity& identity,
+                                               const std::string& releasing_name) {
   if (Definition other = defined_elsewhere(identity, releasing_name); other.file != nullptr) {
-    std::string adopting = *other.file;
-    adopt(adopting, *other.configuration);
-    return adopting;
+    adopt(*other.file, *other.configuration);
+    return;
   }
   owner.erase(identity);
   active.erase(identity);
   events.removed(identity.first, identity.second);
-  return std::nullopt;
+}
+
+// Files outside the batch that define what changed hands: the one that took
+// it over is valid now (for that definition), and the duplicates name the
+// new holder. A file whose last read failed keeps its read error.
+void FileConfigurationSource::Watcher::report_other_definers(
+    const std::set<Identity>& released, const std::set<std::string>& reported) {
+  if (released.empty()) return;
+  for (const auto& [name, configurations] : defined_by_file) {
+    if (reported.count(name) || unreadable.count(name)) continue;
+    if (std::any_of(configurations.begin(), configurations.end(),
+                    [&](const Configuration& c) { return released.count(identity_of(c)) > 0; }))
+      report_clashes(name);
+  }
 }
 
 // The file no longer defines what it held: another file's definition takes
-// over (that file is added to `adopting`), or the Configuration goes.
+// over, or the Configuration goes (either way added to `released`).
 void FileConfigurationSource::Watcher::release_dropped(const Reading& reading,
-                                                       std::set<std::string>& adopting) {
+                                                       std::set<Identity>& released) {
   std::set<Identity> still_defined;
   for (const auto& configuration : reading.defined)
     still_defined.insert(identity_of(configuration));
-  std::vector<Identity> released;
+  std::vector<Identity> dropped;
   for (const auto& [identity, owner_name] : owner)
     if (owner_name == reading.name && still_defined.count(identity) == 0)
-      released.push_back(identity);
-  for (const auto& identity : released)
-    if (auto file = release(identity, reading.name)) adopting.insert(std::move(*file));
+      dropped.push_back(identity);
+  for (const auto& identity : dropped) {
+    release(identity, reading.name);
+    released.insert(identity);
+  }
 }
 
 // What the file defines and no other file holds comes into effect.

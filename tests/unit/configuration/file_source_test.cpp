@@ -355,6 +355,22 @@ TEST_F(FileSourceTest, ABrokenFileThatTakesADefinitionOverStaysReportedBroken) {
   EXPECT_EQ(count(log_.since(mark), valid_from(path("g.yaml"))), 0u);
 }
 
+// Two duplicates of a Configuration whose file goes: the first takes it
+// over, and the other now names that one as the holder, not the file gone.
+TEST_F(FileSourceTest, ADuplicateNamesTheNewHolderWhenTheOldOneGoes) {
+  write("a.yaml", manifest("cam", "from-a"));
+  write("m.yaml", manifest("cam", "from-m"));
+  write("n.yaml", manifest("cam", "from-n"));
+  start();
+  std::size_t mark = log_.size();
+  fs::remove(directory_ / "a.yaml");
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("cam")));
+  EXPECT_TRUE(log_.wait_for_event(mark, [&](const Event& e) {
+    return invalid_from(path("n.yaml"))(e) &&
+           e.reason.find("already defined in " + path("m.yaml")) != std::string::npos;
+  }));
+}
+
 TEST_F(FileSourceTest, FileMovedAwayRemovesAndMovedInAdds) {
   fs::path outside = directory_ / "outside";
   fs::create_directory(outside);
