@@ -521,7 +521,7 @@ bool Daemon::reapply_within(std::set<ConfigurationKey> keys, std::chrono::millis
     restore_lost_claims();
     mark_dirty(reconciler_.retry_withdrawals());
     // reapply() retried each (and set the timer again for what failed again).
-    if (reconciler_.withdrawals_failed()) retry_failed_writes();
+    retry_failed_writes();  // withdrawals refused again (returns if none)
     if (rewrites_due_.empty() && !reconciler_.withdrawals_failed())
       rewrite_delay_ = kFirstRewriteDelay;
   });
