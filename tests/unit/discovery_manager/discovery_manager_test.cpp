@@ -259,6 +259,10 @@ TEST_F(DiscoveryManagerTest, ChangedDiscoveryDetailsRestartTheSession) {
     manager_->run(echoes("descriptions: [foo0]"));
   });
   ASSERT_TRUE(wait_for_snapshot({"foo0"}));
+  // Told after the first report can arrive: waited for before the change,
+  // which would otherwise replace the session before it was told.
+  ASSERT_TRUE(
+      recorder_.wait_for([](const Recorder::Reports& reports) { return reports.starts == 1; }));
 
   on_core([this] { manager_->run(echoes("descriptions: [bar0, bar1]")); });
   // Only a complete first snapshot of the new session drops foo0.
