@@ -1,14 +1,24 @@
 #include "daemon.hpp"
 
+#include "thread_names.hpp"
+
 #include <sys/stat.h>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
 namespace dowser::daemon {
 namespace {
 
 constexpr auto kApiProbeInterval = std::chrono::seconds(5);
+// Backoff of listing Instances again when the API server did not answer at start.
+constexpr std::chrono::milliseconds kFirstListingRetry{500};
+constexpr std::chrono::milliseconds kMaxListingRetry{15'000};
 // Backoff of retrying Instance writes that failed.
 constexpr std::chrono::milliseconds kFirstRewriteDelay{1000};
 constexpr std::chrono::milliseconds kMaxRewriteDelay{60'000};
@@ -37,6 +47,40 @@ void log_report(const std::pair<std::string, std::string>& key, const host::Devi
 }
 
 }  // namespace
+
+// Lists the store's Instances on a thread of its own, again and again with
+// backoff, until a listing succeeds; hands it to `listed` (on that thread).
+// Off the core thread: each try may wait for a connection timeout.
+// Destroying it stops the retries, after a listing in progress returns.
+class InstanceListingRetry {
+ public:
+  using Listed = std::function<void(const std::vector<store::StoredInstance>&)>;
+  InstanceListingRetry(store::InstanceStore& store, Listed listed)
+      : thread_([&store, listed = std::move(listed)](const std::stop_token& stop) {
+          retry(stop, store, listed);
+        }) {}
+
+ private:
+  static void retry(const std::stop_token& stop, store::InstanceStore& store,
+                    const Listed& listed) {
+    name_this_thread("store-list");
+    std::mutex mutex;
+    std::condition_variable_any stopped;
+    for (auto delay = kFirstListingRetry;; delay = std::min(delay * 2, kMaxListingRetry)) {
+      std::unique_lock lock(mutex);
+      stopped.wait_for(lock, stop, delay, [] { return false; });
+      if (stop.stop_requested()) return;
+      try {
+        listed(store.list());
+        return;
+      } catch (const std::exception& e) {  // whatever it was, it is tried again
+        spdlog::debug("listing Instances failed again: {}", e.what());
+      }
+    }
+  }
+
+  std::jthread thread_;
+};
 
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
@@ -154,7 +198,13 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
             post([this, c, reason] { refused(c, reason, FoundBy::source); });
           },
       // Runs after the initial Configurations (posted before it).
-      .synced = [post, this] { post([this] { withdraw_orphans(); }); }};
+      .synced =
+          [post, this] {
+            post([this] {
+              configurations_synced_ = true;
+              withdraw_orphans();
+            });
+          }};
   if (options_.config_source == ConfigSourceKind::directory) {
     return std::make_unique<configuration::FileConfigurationSource>(
         options_.config_dir, std::move(events), options_.state_dir / "configuration-owners");
@@ -195,7 +245,7 @@ void Daemon::start() {
   store_watch_ = store_->watch([this](const store::WatchEvent& event) {
     boost::asio::post(core_, [this, event] { store_event(event); });
   });
-  for (const auto& stored : store_->list()) capacity_.apply(stored);
+  list_instances();
 
   plugins_.start();
   discovery_.start();
@@ -213,9 +263,39 @@ void Daemon::start() {
   start_status_server();
 }
 
+// An API server that does not answer at start (a node booting while the
+// control plane restarts) is no reason to exit: local devices are discovered
+// and advertised all the same, claims fail until it answers, and the
+// Instances come in as soon as it does. Without a listing, the cache holds
+// what the store's watch and this node's own writes brought.
+void Daemon::list_instances() {
+  try {
+    for (const auto& stored : store_->list()) capacity_.apply(stored);
+    instances_listed_ = true;
+  } catch (const store::StoreError& e) {
+    if (options_.store != StoreKind::kubernetes) throw;  // an unreadable state directory
+    spdlog::warn("cannot list Instances yet ({}); serving on, listing them again until it works",
+                 e.what());
+    instance_listing_retry_ = std::make_unique<InstanceListingRetry>(
+        *store_, [this](const std::vector<store::StoredInstance>& instances) {
+          boost::asio::post(core_, [this, instances] { instances_listed_late(instances); });
+        });
+  }
+}
+
+void Daemon::instances_listed_late(const std::vector<store::StoredInstance>& instances) {
+  for (const auto& stored : instances) capacity_.apply(stored);
+  instances_listed_ = true;
+  spdlog::info("listed {} Instance{} once the store answered", instances.size(),
+               instances.size() == 1 ? "" : "s");
+  // Those of Configurations deleted meanwhile are only known now.
+  if (configurations_synced_) withdraw_orphans();
+}
+
 void Daemon::shutdown() {
   // Before anything else, and even when start() failed half-way: the node
-  // cleaner runs on store_, which goes with this object.
+  // cleaner runs on store_, which goes with this object; so does the retry.
+  instance_listing_retry_.reset();
   if (kubernetes_) kubernetes_->stop();
   if (!configurations_source_) return;
   if (status_server_) status_server_->stop();

@@ -26,8 +26,11 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dowser::daemon {
+
+class InstanceListingRetry;
 
 // Where Instances live, and where Configurations come from.
 enum class StoreKind { file, kubernetes };
@@ -88,6 +91,10 @@ class Daemon {
   std::unique_ptr<store::InstanceStore> make_store();
   std::unique_ptr<configuration::ConfigurationSource> make_configuration_source();
   void start_kubernetes_helpers();
+  // The store's Instances into the cache; with the Kubernetes store, an API
+  // server that does not answer yet is listed again off the core thread.
+  void list_instances();
+  void instances_listed_late(const std::vector<store::StoredInstance>& instances);
 
   void configuration_upserted(const configuration::Configuration& configuration);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
@@ -264,6 +271,11 @@ class Daemon {
   std::map<std::string, ConfigurationErrorRecord> configuration_errors_;
   // withdraw_orphans() waits for configuration_errors_ to clear.
   bool holding_orphans_ = false;
+  // The source has given every Configuration it had at start.
+  bool configurations_synced_ = false;
+  // False while the store's Instances were not listed yet (see list_instances).
+  bool instances_listed_ = false;
+  std::unique_ptr<InstanceListingRetry> instance_listing_retry_;
   std::map<std::string, KubeletPending> kubelet_pending_;    // by resource name
   std::unique_ptr<status_api::StatusServer> status_server_;  // last: stops first
 };

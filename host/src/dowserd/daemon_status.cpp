@@ -432,7 +432,10 @@ status_api::Readiness Daemon::readiness() {
       check("store", false, e.what());
     }
   } else {
-    check("store", api && api->ok, api ? "Kubernetes API server " + api->detail : "");
+    std::string detail = api ? "Kubernetes API server " + api->detail : "";
+    if (!instances_listed_)
+      detail = "Instances not listed yet" + (detail.empty() ? "" : "; " + detail);
+    check("store", api && api->ok && instances_listed_, detail);
   }
   if (options_.config_source == ConfigSourceKind::kubernetes) {
     check("configurations", api && api->ok, api ? "Kubernetes API server " + api->detail : "");

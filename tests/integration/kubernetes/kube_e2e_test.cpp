@@ -105,8 +105,14 @@ class KubeTest : public DaemonTest {
     nodes_.clear();  // the daemons go before the server
     watch_.reset();
     store_.reset();
+    if (pid_t pid = apiserver_pid(); pid > 0) ::kill(pid, SIGTERM);
+  }
+
+  pid_t apiserver_pid() const {
     std::ifstream pid_file(api_dir_ / "apiserver.pid");
-    if (pid_t pid = 0; pid_file >> pid) ::kill(pid, SIGTERM);
+    pid_t pid = 0;
+    pid_file >> pid;
+    return pid;
   }
 
   std::vector<std::string> kube_args(std::vector<std::string> more = {}) const {
@@ -353,6 +359,40 @@ TEST_F(KubeTest, ANodeDeletedWhileNoAgentRanIsScrubbedAfterItsGrace) {
   EXPECT_EQ(kept->instance.device_usage,
             (std::map<std::string, std::string>{{"cams-abc123-1", "C:cams-1:node-kept"}}));
   EXPECT_FALSE(a.wait_for_log("node node-kept is named", 0ms)) << a.log();
+}
+
+// An API server that does not answer when dowserd starts (a node booting
+// while the control plane restarts; here the server is stopped, so every
+// request waits for its timeout) is waited for: dowserd does not exit, and
+// once the server answers, the Configuration runs, its Instance is written,
+// and that of a Configuration deleted meanwhile is withdrawn.
+TEST_F(KubeTest, AnApiServerThatDoesNotAnswerAtStartIsWaitedFor) {
+  client_->create(kConfigurations, "default", echo_object("good", 1, false));
+  client_->create(kNodes, "", node_object("node-a", true));
+  store::Instance orphan;
+  orphan.name = "gone-abc123";
+  orphan.configuration_name = "gone";
+  orphan.nodes = {"node-a"};
+  store_->create(orphan);
+  const pid_t server = apiserver_pid();
+  ASSERT_EQ(::kill(server, SIGSTOP), 0);
+  nodes_.push_back(
+      std::make_unique<Node>(root_, "node-a", state_dir_, config_dir_, handler_dir_, kube_args()));
+  auto& a = *nodes_.back();
+  const bool waited =
+      a.wait_for_log("cannot list Instances yet", 30s) && a.wait_for_log("status API listening on");
+  const std::string unready = waited ? http(status_url(a), "/readyz").body : "";
+  ::kill(server, SIGCONT);
+  ASSERT_TRUE(waited) << a.log();
+  EXPECT_NE(unready.find("[-]store: Instances not listed yet"), std::string::npos) << unready;
+  EXPECT_TRUE(a.wait_allocatable("akri.sh/good", 1, 30s)) << a.log();
+  EXPECT_TRUE(wait_instances([](const auto& instances) {
+    return instances.size() == 1 && instances[0].instance.configuration_name == "good";
+  })) << a.log();
+  EXPECT_TRUE(test::eventually([&] {
+    return http(status_url(a), "/readyz").body.find("[+]store") != std::string::npos;
+  })) << http(status_url(a), "/readyz").body;
+  EXPECT_TRUE(a.running()) << a.log();
 }
 
 // Without its own Node in the list, an agent cannot tell a deleted node from
