@@ -561,8 +561,7 @@ std::optional<CapacityManager::Claim> CapacityManager::claim_slot(const Instance
   return claim(
       instance,
       [&](const InstanceSlots& slots) -> std::optional<uint32_t> {
-        if (slot < slots.capacity && (slots.is_free(slot) || slots.slots[slot] == usage))
-          return slot;
+        if (slots.claimable_by(slot, usage)) return slot;
         return std::nullopt;
       },
       usage, written);

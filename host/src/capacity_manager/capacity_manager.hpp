@@ -53,6 +53,10 @@ struct InstanceSlots {
 
   static InstanceSlots decode(const store::Instance& instance, bool offline = false);
   bool is_free(uint32_t index) const { return slots[index].is_free() && !unreadable[index]; }
+  // The slot exists and is free, or usage holds it already (a claim made again).
+  bool claimable_by(uint32_t index, const naming::SlotUsage& usage) const {
+    return index < capacity && (is_free(index) || slots[index] == usage);
+  }
   uint32_t free_count() const;
   std::optional<uint32_t> first_free() const;
 };

@@ -907,8 +907,7 @@ bool Daemon::claim_slot_again(const capacity::InstanceKey& key, uint32_t slot,
   // by the cache's word costs no store read (its watch keeps the cache new).
   const auto* cached = capacity_.find(key);
   if (!cached) return false;
-  const auto slots = capacity::InstanceSlots::decode(cached->instance);
-  if (slot >= slots.capacity || !(slots.is_free(slot) || slots.slots[slot] == usage)) return false;
+  if (!capacity::InstanceSlots::decode(cached->instance).claimable_by(slot, usage)) return false;
   try {
     if (!capacity_.restore(key, slot, usage)) return false;
   } catch (const store::StoreError& e) {
