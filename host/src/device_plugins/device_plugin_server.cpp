@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -27,14 +28,22 @@ namespace {
 
 // A socket file name nobody used before: the kubelet keys clients by
 // (resource, socket path), and re-registering on one path is unsupported.
-std::string fresh_socket_name(const std::string& resource_name) {
+// The time and counter make it unique; the resource name, there for people,
+// is cut short where the whole path would not fit a unix socket address.
+std::string fresh_socket_name(const std::string& resource_name,
+                              const std::filesystem::path& directory) {
   static std::atomic<uint64_t> counter{0};
-  std::string base;
-  for (char c : resource_name) base += (c == '/' ? '_' : c);
+  constexpr size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::system_clock::now().time_since_epoch())
                 .count();
-  return base + "-" + std::to_string(ms) + "-" + std::to_string(counter++) + ".sock";
+  const std::string unique = "-" + std::to_string(ms) + "-" + std::to_string(counter++) + ".sock";
+  std::string base;
+  for (char c : resource_name) base += (c == '/' ? '_' : c);
+  const size_t used = (directory / unique).string().size();
+  // At least one character: a directory too long for any name fails to bind, and says so.
+  base.resize(std::min(base.size(), std::max<size_t>(1, kMaxPath - std::min(used, kMaxPath))));
+  return base + unique;
 }
 
 bool all_digits(std::string_view text) {
@@ -296,8 +305,11 @@ class AllocateReactor final : public grpc::ServerUnaryReactor {
 class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_ListAndWatch<
                                 v1beta1::DevicePlugin::CallbackService> {
  public:
-  DevicePluginService(boost::asio::io_context& core, std::shared_ptr<ServerShared> shared)
-      : core_(core), shared_(std::move(shared)) {}
+  // hub: this server's streams. Its own, not read from shared: serving anew
+  // makes another hub while this server's calls may still run.
+  DevicePluginService(boost::asio::io_context& core, std::shared_ptr<ServerShared> shared,
+                      std::shared_ptr<StreamHub> hub)
+      : core_(core), shared_(std::move(shared)), hub_(std::move(hub)) {}
 
   grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* context,
                                                    const v1beta1::Empty*,
@@ -313,8 +325,8 @@ class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_
                                                            const grpc::ByteBuffer*) override {
     // A new stream (the kubelet re-connected) gets the full list at once;
     // registered, so that a stop ends it.
-    auto* stream = new ListStream(shared_->hub);
-    shared_->hub->add(stream);
+    auto* stream = new ListStream(hub_);
+    hub_->add(stream);
     return stream;
   }
 
@@ -334,7 +346,7 @@ class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext*,
                                      const v1beta1::AllocateRequest* request,
                                      v1beta1::AllocateResponse* response) override {
-    auto* reactor = new AllocateReactor(shared_->hub);
+    auto* reactor = new AllocateReactor(hub_);
     const auto received = std::chrono::steady_clock::now();
     on_core(
         [shared = shared_, request, response, reactor, received] {
@@ -412,6 +424,7 @@ class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_
 
   boost::asio::io_context& core_;
   std::shared_ptr<ServerShared> shared_;
+  std::shared_ptr<StreamHub> hub_;
 };
 
 // ---- the server ------------------------------------------------------------------
@@ -489,11 +502,11 @@ DevicePluginServer::~DevicePluginServer() { stop(); }
 
 void DevicePluginServer::serve(Ready ready) {
   stop_serving();
-  socket_name_ = fresh_socket_name(shared_->resource_name);
+  socket_name_ = fresh_socket_name(shared_->resource_name, directory_);
   shared_->hub = std::make_shared<StreamHub>(threads_.publisher, shared_->lists_sent);
   serving_ = std::make_shared<ServingSocket>();
   serving_->path = socket_path();
-  serving_->service = std::make_unique<DevicePluginService>(core_, shared_);
+  serving_->service = std::make_unique<DevicePluginService>(core_, shared_, shared_->hub);
   state_ = State::starting;
   auto started = [this, serving = serving_, ready = std::move(ready)](const std::string& error) {
     if (serving->retired) return;  // stopped (or served anew), maybe gone

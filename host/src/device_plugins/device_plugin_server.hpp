@@ -139,6 +139,8 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
 struct ServerShared {
   std::string resource_name;
   PluginBackend* backend = nullptr;
+  // The streams of the socket served now; read and set on the core thread
+  // only (each gRPC service keeps the hub it was made with).
   std::shared_ptr<StreamHub> hub;
   std::shared_ptr<std::atomic<uint64_t>> lists_sent = std::make_shared<std::atomic<uint64_t>>(0);
 };

@@ -611,6 +611,33 @@ TEST(PluginManagerServing, APluginThatCannotBeServedSaysWhyAndIsServedOnceItCan)
   })) << "the plugin was not served once its directory was back";
 }
 
+// The longest resource name a Configuration may give, in a deep kubelet
+// directory: the socket path with the whole name in it would not fit a unix
+// socket address, so the name is cut short there, and the plugin registers.
+TEST(PluginManagerServing, AResourceNameTooLongForASocketPathIsCutShortThere) {
+  TempDir dir;
+  KubeletSimulator kubelet(kubelet_config(dir.path() / std::string(30, 'k')));
+  const fs::path& plugin_dir = kubelet.config().device_plugin_dir;
+  const std::string resource = "akri.sh/" + std::string(56, 'c') + "-1f0893";
+  ASSERT_GT((plugin_dir / (resource + "-1764900000000-0.sock")).string().size(),
+            sizeof(sockaddr_un::sun_path))
+      << "the whole name would fit: this test shows nothing";
+  StandaloneManager node(plugin_dir);
+  node.on_core([&] { node.manager->add(resource, node.backend); });
+  ASSERT_TRUE(kubelet.wait_for(
+      [&](const SimulatorStatus& status) {
+        const auto* registered = status.resource(resource);
+        return registered && registered->streaming;
+      },
+      kDeadline))
+      << node.on_core([&] { return node.manager->stats(resource)->last_error; });
+  const std::string socket =
+      node.on_core([&] { return node.manager->stats(resource)->socket_name; });
+  EXPECT_EQ(socket.rfind("akri.sh_ccc", 0), 0u) << socket;
+  EXPECT_LT((plugin_dir / socket).string().size(), sizeof(sockaddr_un::sun_path)) << socket;
+  EXPECT_TRUE(dowser::plugins::is_plugin_socket_name(socket)) << socket;
+}
+
 // gRPC says why it cannot listen only on its own stderr lines: the plugin's
 // error must carry the reason itself.
 TEST(PluginManagerServing, APluginWhoseSocketCannotBeBoundSaysWhatTheKernelSaid) {
