@@ -185,6 +185,9 @@ int main(int argc, char** argv) {
   // (while it waits for a lock, say): killed by it, it would leave no log line
   // and systemd would count a clean exit, not restarting it.
   std::signal(SIGHUP, SIG_IGN);
+  // A handler writing to a peer that hung up (a camera's socket) must get
+  // EPIPE, not end dowserd: handlers may not set signal dispositions (T6).
+  std::signal(SIGPIPE, SIG_IGN);
   // Handlers run in this process: one calling exit() must not end it unsaid.
   const dowser::ExitWatch exits_from_elsewhere;
   try {

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -1402,6 +1403,23 @@ TEST_F(DaemonTest, ACrashInAHandlerSaysWhoseThreadItWas) {
                             "discovery handler's thread)"),
             std::string::npos)
       << node.log();
+}
+
+// A handler writing to a socket whose peer is gone (a camera that hung up)
+// gets EPIPE; SIGPIPE does not end dowserd, started here as from a shell,
+// with SIGPIPE at its default disposition.
+TEST_F(DaemonTest, AHandlersWriteToAClosedSocketDoesNotEndDowserd) {
+  fs::copy_file(FIXTURE_WRITES_TO_CLOSED_SOCKET_SO,
+                handler_dir_ / "libfixture-writes-to-closed-socket.so");
+  write_file(config_dir_ / "hung-up.yaml",
+             "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata:\n  name: hung-up\nspec:\n"
+             "  discoveryHandler:\n    name: fixtureWritesToClosedSocket\n"
+             "    discoveryDetails: ''\n");
+  const auto inherited = std::signal(SIGPIPE, SIG_DFL);  // dowserd inherits it
+  auto& node = add_node("node-a");
+  std::signal(SIGPIPE, inherited);
+  EXPECT_TRUE(node.wait_allocatable("akri.sh/hung-up", 1)) << node.log();
+  EXPECT_TRUE(node.running()) << node.log();
 }
 
 // Stops the node with SIGTERM and expects a clean exit: status 0, and no

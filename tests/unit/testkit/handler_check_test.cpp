@@ -216,6 +216,17 @@ TEST(CheckCrash, AHandlerThreadsCrashIsNotBlamedOnTheCall) {
       << failures[0];
 }
 
+// A write to a socket whose peer is gone fails with EPIPE in the checker's
+// child, as in dowserd: SIGPIPE kills neither (a handler may not change
+// signal dispositions, rule T6).
+TEST(CheckCrash, AWriteToAClosedSocketIsNoCrash) {
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-writes-to-closed-socket.so";
+  CheckRun run = run_check({file, "--duration", "0.1"});
+  ASSERT_EQ(run.signal, 0) << "the checker itself was killed by signal " << run.signal;
+  EXPECT_EQ(lines_starting_with(run.out, "PASS discover").size(), 1u) << run.out << run.err;
+  EXPECT_EQ(run.out.find("signal 13"), std::string::npos) << run.out;
+}
+
 // ---- usage errors -------------------------------------------------------------------
 
 TEST(CheckUsage, AnUnreadableDetailsFileIsAUsageErrorNamingTheFile) {

@@ -73,6 +73,8 @@ void tell_parent_which_thread(int /*signal*/) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   child_report_fd.store(write_fd);
   report_fatal_signals("dowser-handler-check", tell_parent_which_thread);
+  // As dowserd does: a handler's write to a peer that hung up gets EPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   const CheckerThread main_thread;
   Progress progress(write_fd);
   try {
