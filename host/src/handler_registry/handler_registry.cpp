@@ -159,8 +159,10 @@ void check_handler_file(const std::filesystem::path& file, const LoadPolicy& pol
 
 namespace {
 
-// Libraries stay loaded for the life of the process (a handler's threads or
-// static data may outlive its last session); leaked on purpose.
+// Libraries of handlers stay loaded for the life of the process (a
+// handler's threads or static data may outlive its last session); leaked on
+// purpose. A refused library is not kept: the dynamic loader would hand the
+// same one back for its path, and a fixed file put there would never load.
 void keep_loaded(boost::dll::shared_library library) {
   static std::mutex mutex;
   static auto* libraries = new std::vector<boost::dll::shared_library>();
@@ -189,7 +191,12 @@ std::string with_hint(const std::string& reason) {
   return reason;
 }
 
-dowser_get_handler_api_fn open_entry(const std::filesystem::path& file) {
+struct OpenedLibrary {
+  boost::dll::shared_library library;
+  dowser_get_handler_api_fn entry = nullptr;
+};
+
+OpenedLibrary open_entry(const std::filesystem::path& file) {
   boost::dll::shared_library library;
   try {
     library.load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
@@ -201,8 +208,7 @@ dowser_get_handler_api_fn open_entry(const std::filesystem::path& file) {
   }
   auto entry = library.get<const dowser_handler_api*(uint16_t, uint16_t, char*, size_t)>(
       DOWSER_ENTRY_SYMBOL);
-  keep_loaded(std::move(library));
-  return entry;
+  return {std::move(library), entry};
 }
 
 const dowser_handler_api* call_entry(const std::filesystem::path& file,
@@ -645,8 +651,10 @@ bool LoadedHandler::shares_devices() const noexcept {
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
                                                   const LoadPolicy& policy) {
   check_handler_file(file, policy);
-  auto entry = open_entry(file);
-  return check_and_copy(file, call_entry(file, entry, policy), policy);
+  auto opened = open_entry(file);
+  auto handler = check_and_copy(file, call_entry(file, opened.entry, policy), policy);
+  keep_loaded(std::move(opened.library));
+  return handler;
 }
 
 std::shared_ptr<const LoadedHandler> adopt_handler(const std::filesystem::path& label,

@@ -411,6 +411,30 @@ TEST(HandlerRegistry, RefusesASecondHandlerWithTheSameName) {
   EXPECT_EQ(registry.scan(dir.path()).failures.size(), 1u) << "a refused file is tried again";
 }
 
+// A file refused once it was open (here, built for another ABI major) and
+// then fixed, put in place by rename as the docs say, loads at the next scan:
+// the refused library was not kept, so the loader does not hand it back for
+// the same path.
+TEST(HandlerRegistry, ARefusedFileFixedInPlaceLoadsAtTheNextScan) {
+  TempDir dir;
+  const fs::path file = dir.path() / "libfoo.so";
+  fs::copy_file(FIXTURE_WRONG_MAJOR, file);
+  HandlerRegistry registry;
+  auto refused = registry.scan(dir.path());
+  ASSERT_EQ(refused.failures.size(), 1u);
+  EXPECT_EQ(refused.failures[0].stage(), "negotiate");
+  void* kept = ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_EQ(kept, nullptr) << "the refused library is still loaded";
+  if (kept != nullptr) ::dlclose(kept);
+
+  fs::copy_file(DEBUG_ECHO_SO, dir.path() / "fixed.tmp");
+  fs::rename(dir.path() / "fixed.tmp", file);
+  auto fixed = registry.scan(dir.path());
+  EXPECT_TRUE(fixed.failures.empty()) << fixed.failures[0].what();
+  ASSERT_EQ(fixed.loaded.size(), 1u);
+  EXPECT_EQ(fixed.loaded[0]->name(), "debugEcho");
+}
+
 TEST(HandlerRegistry, ReportsAMissingDirectory) {
   HandlerRegistry registry;
   auto result = registry.scan("/nonexistent/dowser/handlers");
