@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <thread>
 
 #include "kube_client.hpp"
 
@@ -21,6 +22,10 @@ using nlohmann::json;
 constexpr size_t kMaxPooledHandles = 32;
 constexpr long kStopPollMilliseconds = 100;
 constexpr size_t kMaxMessageInError = 300;
+// Sending again a request the server did not take (State::perform).
+constexpr auto kRetryBudget = std::chrono::milliseconds(2000);
+constexpr auto kFirstRetryDelay = std::chrono::milliseconds(100);
+constexpr auto kMaxRetryAfter = std::chrono::milliseconds(1000);
 
 struct EasyCleanup {
   void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
@@ -329,9 +334,60 @@ struct KubeClient::State {
   };
 
   // One request; throws ApiError when no HTTP answer came or it is an error.
+  // One the server did not take is sent again (see Attempt::retry_after),
+  // for at most kRetryBudget: the caller (the core thread, for a claim)
+  // waits, and a claim that fails fails the pod.
   Answer perform(const char* method, const std::string& path,
                  const std::optional<std::string>& body = {}) {
-    const std::string what = std::string(method) + " " + path;
+    const auto deadline = std::chrono::steady_clock::now() + kRetryBudget;
+    for (auto backoff = kFirstRetryDelay;; backoff *= 2) {
+      Attempt attempt = send(method, path, body);
+      const auto delay = attempt.retry_after(backoff);
+      if (!delay || std::chrono::steady_clock::now() + *delay > deadline) return attempt.answer();
+      std::this_thread::sleep_for(*delay);
+    }
+  }
+
+  // What one try of a request got.
+  struct Attempt {
+    std::string what;  // "METHOD PATH"
+    CURLcode result = CURLE_OK;
+    std::string error_text;
+    Answer answered;
+    curl_off_t retry_after_seconds = 0;  // the Retry-After header, if any
+
+    // The answer, or the ApiError it amounts to.
+    Answer answer() const {
+      if (result != CURLE_OK) throw ApiError(0, "", what + ": " + error_text);
+      if (answered.status >= 300) throw error_from_answer(what, answered.status, answered.body);
+      return answered;
+    }
+
+    // How long to wait before sending it again; nullopt if it should not be:
+    // only when the server did not act on it, most likely (429 Too Many
+    // Requests, as API Priority and Fairness answers; 502, 503, 504 from a
+    // proxy or a server starting; a connection dropped before an answer, as
+    // a load balancer does to an idle one). A write that did land after all
+    // is refused when sent again (its resourceVersion or name conflicts),
+    // and its caller reads it back. A server that cannot be reached at all
+    // is not waited for: that could last, and the caller has work to do.
+    std::optional<std::chrono::milliseconds> retry_after(std::chrono::milliseconds backoff) const {
+      const bool unanswered =
+          result == CURLE_SEND_ERROR || result == CURLE_RECV_ERROR || result == CURLE_GOT_NOTHING;
+      const long status = result == CURLE_OK ? answered.status : 0;
+      const bool refused = status == 429 || status == 502 || status == 503 || status == 504;
+      if (!unanswered && !refused) return std::nullopt;
+      if (retry_after_seconds > 0)
+        return std::min<std::chrono::milliseconds>(std::chrono::seconds(retry_after_seconds),
+                                                   kMaxRetryAfter);
+      return backoff;
+    }
+  };
+
+  Attempt send(const char* method, const std::string& path,
+               const std::optional<std::string>& body) {
+    Attempt attempt;
+    attempt.what = std::string(method) + " " + path;
     std::array<char, CURL_ERROR_SIZE> error_text{};  // outlives the handle
     EasyHandle handle = take_handle();
     const HeaderList headers = prepare(handle.get(), path, body.has_value(), error_text);
@@ -341,19 +397,16 @@ struct KubeClient::State {
       set_option(handle.get(), CURLOPT_POSTFIELDS, body->c_str());
     }
     set_option(handle.get(), CURLOPT_TIMEOUT_MS, static_cast<long>(timeouts.request.count()));
-    Answer answer;
     set_option(handle.get(), CURLOPT_WRITEFUNCTION, append_to_string);
-    set_option(handle.get(), CURLOPT_WRITEDATA, &answer.body);
-    const CURLcode result = curl_easy_perform(handle.get());
-    curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &answer.status);
+    set_option(handle.get(), CURLOPT_WRITEDATA, &attempt.answered.body);
+    attempt.result = curl_easy_perform(handle.get());
+    curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &attempt.answered.status);
+    curl_easy_getinfo(handle.get(), CURLINFO_RETRY_AFTER, &attempt.retry_after_seconds);
     give_back(std::move(handle));
-    if (result != CURLE_OK) {
-      throw ApiError(
-          0, "",
-          what + ": " + (error_text[0] != '\0' ? error_text.data() : curl_easy_strerror(result)));
-    }
-    if (answer.status >= 300) throw error_from_answer(what, answer.status, answer.body);
-    return answer;
+    if (attempt.result != CURLE_OK)
+      attempt.error_text =
+          error_text[0] != '\0' ? error_text.data() : curl_easy_strerror(attempt.result);
+    return attempt;
   }
 
   json perform_json(const char* method, const std::string& path,

@@ -16,7 +16,7 @@ import { ApiError, errors } from './lib/status.mjs';
 
 const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] [--ready-file PATH]
          [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID] [--forbid RESOURCE]...
-         [--watch-errors-without-code]
+         [--watch-errors-without-code] [--throttle-writes N]
   --pki DIR                 ca.crt, server.crt, server.key (make-pki.sh DIR); DIR/kubeconfig is written
   --token-file FILE         the accepted bearer token, re-read on every request
   --port N                  port on 127.0.0.1 (default 0: any free port)
@@ -28,7 +28,9 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --forbid RESOURCE         answer every request on RESOURCE ("secrets", "instances.akri.sh") with
                             RBAC's 403 Forbidden; repeatable
   --watch-errors-without-code  a watch's ERROR event gives the Status's reason but no code (as
-                            client-go allows: it reads the reason)`;
+                            client-go allows: it reads the reason)
+  --throttle-writes N       answer the first N writes (POST, PUT, PATCH, DELETE) with 429 Too Many
+                            Requests and Retry-After: 1, as API Priority and Fairness does`;
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;  // the real server's request size limit
 const DEFAULT_WATCH_SECONDS = 1800;
@@ -41,6 +43,7 @@ function parseOptions() {
       history: { type: 'string', default: '1000' }, log: { type: 'string' }, 'owner-pid': { type: 'string' },
       forbid: { type: 'string', multiple: true, default: [] }, help: { type: 'boolean' },
       'watch-errors-without-code': { type: 'boolean', default: false },
+      'throttle-writes': { type: 'string', default: '0' },
     },
   });
   if (values.help) {
@@ -58,6 +61,7 @@ function parseOptions() {
     readyFile: values['ready-file'], bookmarkIntervalMs: number('bookmark-interval-ms', 1),
     history: number('history', 1), log: values.log, ownerPid: values['owner-pid'] && number('owner-pid', 1),
     forbidden: new Set(values.forbid), watchErrorsWithoutCode: values['watch-errors-without-code'],
+    throttleWrites: number('throttle-writes', 0),
   };
 }
 
@@ -110,6 +114,7 @@ class Server {
     this.openApi = new OpenApi(this.registry);
     this.watches = new Set();  // functions ending each open watch
     this.log = options.log ? fs.createWriteStream(options.log, { flags: 'a' }) : undefined;
+    this.writesToThrottle = options.throttleWrites;
   }
 
   // The union of the real server's authenticators: a client certificate
@@ -135,6 +140,10 @@ class Server {
     response.on('close', () => this.logLine(request, response.statusCode, user, Date.now() - started));
     try {
       if (!user) throw errors.unauthorized();
+      if (request.method !== 'GET' && this.writesToThrottle > 0) {
+        this.writesToThrottle -= 1;
+        throw errors.tooManyRequests();
+      }
       const url = new URL(request.url, 'https://127.0.0.1');
       const body = await readBody(request);
       const answer = this.dispatch(request, response, url, body);
@@ -143,7 +152,7 @@ class Server {
       if (response.headersSent) {
         response.destroy();
       } else if (error instanceof ApiError) {
-        send(response, error.code, error.toStatus());
+        send(response, error.code, error.toStatus(), error.headers);
       } else {
         console.error(error);
         send(response, 500, errors.internal(String(error?.message ?? error)).toStatus());

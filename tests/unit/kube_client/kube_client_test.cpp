@@ -2,6 +2,7 @@
 // authentication, CRUD with preconditions, watches, 410 and reconnects.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <thread>
 
 #include "apiserver_peer.hpp"
@@ -165,6 +166,37 @@ TEST_F(KubeClientServerTest, CreatesReadsReplacesAndRemovesWithPreconditions) {
   EXPECT_TRUE(error_of([&] {
                 client.create(kConfigMaps, "absent-namespace", config_map("x", "y"));
               }).not_found());
+}
+
+// How many requests the server answered with status.
+size_t requests_answered(const TestApiServer& server, int status) {
+  std::istringstream log(read_text(server.directory() / "requests.log"));
+  size_t count = 0;
+  for (std::string line; std::getline(log, line);)
+    if (line.find(" " + std::to_string(status) + " user=") != std::string::npos) ++count;
+  return count;
+}
+
+// A write the server turns away for now (429 with Retry-After: 1, as API
+// Priority and Fairness does) is sent again after that wait, so a claim does
+// not fail its pod for it; but not for longer than about 2 s in all.
+TEST(KubeClientThrottleTest, AWriteTurnedAwayForNowIsSentAgainForAWhile) {
+  TestApiServer server({"--no-crds", "--throttle-writes", "3"});
+  KubeClient client(server.access());
+  const ApiError throttled =
+      error_of([&] { client.create(kConfigMaps, "default", config_map("settings", "one")); });
+  EXPECT_EQ(throttled.status(), 429) << throttled.what();
+  EXPECT_EQ(throttled.reason(), "TooManyRequests");
+  // The request log is written as each answer's connection closes: waited for.
+  auto answered = [&](int status, size_t count) {
+    return dowser::test::eventually([&] { return requests_answered(server, status) == count; });
+  };
+  EXPECT_TRUE(answered(429, 2)) << "one retry fits the budget";
+
+  const json created = client.create(kConfigMaps, "default", config_map("settings", "one"));
+  EXPECT_EQ(created.at("data").at("value"), "one");
+  EXPECT_TRUE(answered(429, 3));
+  EXPECT_TRUE(answered(201, 1));
 }
 
 // Text from a handler (an Event's message) may hold bytes that are not

@@ -62,6 +62,10 @@ export const errors = {
         causes.map((cause) => `${cause.field}: ${cause.message}`).join(', '),
       objectDetails(type, name, { kind: type.kind, causes })),
   expired: (message) => new ApiError(410, 'Expired', message),
+  // API Priority and Fairness turning a request away, with its Retry-After header.
+  tooManyRequests: () =>
+    Object.assign(new ApiError(429, 'TooManyRequests', 'Too many requests, please try again later.',
+      { retryAfterSeconds: 1 }), { headers: { 'Retry-After': '1' } }),
   // A watch from a resourceVersion the server has not reached (after an etcd
   // restore, say): the watch cache's error, with the cause clients look for.
   tooLargeResourceVersion: (requested, current) =>
