@@ -71,6 +71,15 @@ void refused_now(status_api::ConfigurationStatus& status, const std::string& rea
   status.last_error_at.clear();
 }
 
+// A readiness detail for what comes from the API server: its state, and
+// whether `what` was listed yet.
+std::string api_detail(const std::optional<kubernetes_backend::ApiStatus>& api, bool listed,
+                       const std::string& what) {
+  std::string detail = api ? "Kubernetes API server " + api->detail : "";
+  if (listed) return detail;
+  return what + " not listed yet" + (detail.empty() ? "" : "; " + detail);
+}
+
 }  // namespace
 
 // ---- metrics wiring --------------------------------------------------------------------
@@ -432,13 +441,14 @@ status_api::Readiness Daemon::readiness() {
       check("store", false, e.what());
     }
   } else {
-    std::string detail = api ? "Kubernetes API server " + api->detail : "";
-    if (!instances_listed_)
-      detail = "Instances not listed yet" + (detail.empty() ? "" : "; " + detail);
-    check("store", api && api->ok && instances_listed_, detail);
+    check("store", api && api->ok && instances_listed_,
+          api_detail(api, instances_listed_, "Instances"));
   }
   if (options_.config_source == ConfigSourceKind::kubernetes) {
-    check("configurations", api && api->ok, api ? "Kubernetes API server " + api->detail : "");
+    // Listed at least once: a server that answers but refuses the list (RBAC,
+    // no CRD) serves nothing.
+    check("configurations", api && api->ok && configurations_synced_,
+          api_detail(api, configurations_synced_, "Configurations"));
   } else {
     // The source reports losing its directory as an error of the directory itself.
     auto lost = configuration_errors_.find(options_.config_dir.string());

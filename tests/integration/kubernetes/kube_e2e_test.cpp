@@ -86,7 +86,7 @@ class KubeTest : public DaemonTest {
     api_dir_ = root_ / "api";
     const std::string command = std::string(START_APISERVER) + " " + api_dir_.string() +
                                 " --owner-pid " + std::to_string(::getpid()) +
-                                " --bookmark-interval-ms 200";
+                                " --bookmark-interval-ms 200" + server_options_;
     FILE* output = ::popen(command.c_str(), "r");
     ASSERT_NE(output, nullptr);
     std::array<char, 4096> line{};
@@ -219,6 +219,7 @@ class KubeTest : public DaemonTest {
   }
 
   fs::path api_dir_;
+  std::string server_options_;  // more for apiserver.mjs, each with a space before
   std::string kubeconfig_;
   std::shared_ptr<kube::KubeClient> client_;
   std::unique_ptr<store::KubeInstanceStore> store_;
@@ -393,6 +394,27 @@ TEST_F(KubeTest, AnApiServerThatDoesNotAnswerAtStartIsWaitedFor) {
     return http(status_url(a), "/readyz").body.find("[+]store") != std::string::npos;
   })) << http(status_url(a), "/readyz").body;
   EXPECT_TRUE(a.running()) << a.log();
+}
+
+// RBAC that does not let dowserd list Configurations: the API server
+// answers, but nothing is served, and /readyz says so.
+class KubeConfigurationsForbiddenTest : public KubeTest {
+ protected:
+  void SetUp() override {
+    server_options_ = " --forbid configurations.akri.sh";
+    KubeTest::SetUp();
+  }
+};
+
+TEST_F(KubeConfigurationsForbiddenTest, ConfigurationsNeverListedAreNotReady) {
+  auto& a = add_kube_node("node-a");
+  ASSERT_TRUE(a.wait_for_log("status API listening on")) << a.log();
+  EXPECT_TRUE(test::eventually([&] {
+    return http(status_url(a), "/readyz")
+               .body.find("[-]configurations: Configurations not listed") != std::string::npos;
+  })) << http(status_url(a), "/readyz").body;
+  EXPECT_NE(http(status_url(a), "/readyz").body.find("[+]store"), std::string::npos)
+      << "the API server answers: only the Configurations are missing";
 }
 
 // Without its own Node in the list, an agent cannot tell a deleted node from
