@@ -1,4 +1,5 @@
 #include "handler_registry.hpp"
+#include "writer_preferring_mutex.hpp"
 
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>
@@ -354,8 +355,8 @@ enum class SessionState { running, stopping, stopped };
 struct SessionEntry {
   SessionEntry(std::shared_ptr<SessionSink> s, bool shares) : sink(std::move(s)), shared(shares) {}
   std::shared_ptr<SessionSink> sink;
-  bool shared;              // the handler's default sharing
-  std::shared_mutex mutex;  // reports hold it shared; state changes exclusively
+  bool shared;                  // the handler's default sharing
+  WriterPreferringMutex mutex;  // reports hold it shared; state changes exclusively
   SessionState state = SessionState::running;
   bool failed = false;  // report_error was called
 };

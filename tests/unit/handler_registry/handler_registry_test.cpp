@@ -3,7 +3,9 @@
 // handler defined here, which hands its session handle to the test so the
 // test can call the host table exactly as a handler thread would.
 #include "handler_registry.hpp"
+#include "eventually.hpp"
 #include "temp_dir.hpp"
+#include "writer_preferring_mutex.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -579,6 +582,32 @@ TEST(HandlerInstance, DebugEchoReportsItsDescriptionsAndRefusesBadDetails) {
   EXPECT_EQ(devices[0].sharing, dowser::Sharing::local) << "resolved from the handler's flags";
   EXPECT_THROW(instance.validate({"{{{ not yaml", {}}), HandlerCallError);
   EXPECT_THROW(instance.start({"", {}}, sink), HandlerCallError);
+}
+
+// A handler whose threads report back to back holds its session's lock
+// shared nearly all the time: a stop (or an error report), which takes it
+// exclusively, must get in ahead of the readers that come after it. Once a
+// writer waits, a new reader is held off, which glibc's default rwlock (and
+// so std::shared_mutex) does not do.
+TEST(SessionLock, AWaitingWriterHoldsOffNewReaders) {
+  WriterPreferringMutex mutex;
+  std::shared_lock reader(mutex);
+  std::atomic<bool> written{false};
+  std::thread writer([&] {
+    std::unique_lock lock(mutex);
+    written = true;
+  });
+  // Until the writer waits, a second reader gets in.
+  const bool held_off = dowser::test::eventually([&] {
+    if (!mutex.try_lock_shared()) return true;
+    mutex.unlock_shared();
+    return false;
+  });
+  EXPECT_TRUE(held_off) << "new readers still got in while a writer waited";
+  EXPECT_FALSE(written);
+  reader.unlock();
+  writer.join();
+  EXPECT_TRUE(written);
 }
 
 TEST(DiscoverySession, ReportsAfterStopAreDroppedAndNoticed) {
