@@ -6,6 +6,7 @@
 // for the API server.
 #include "configuration.hpp"
 #include "kube_client.hpp"
+#include "naming.hpp"
 #include "thread_names.hpp"
 
 #include <spdlog/spdlog.h>
@@ -17,7 +18,6 @@
 #include <ctime>
 #include <deque>
 #include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -92,12 +92,6 @@ std::string rfc3339_now() {
   std::array<char, 32> text{};
   std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text.data();
-}
-
-// "<object>.<16 hex>", as the kubelet names its Events.
-std::string event_name(const std::string& object_name) {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  return fmt::format("{}.{:016x}", object_name, random());
 }
 
 // What a Configuration object last parsed to, with what Events need to name it.
@@ -445,9 +439,11 @@ json KubeConfigurationSource::State::warning(const Identity& identity, const Par
   if (parsed != nullptr && !parsed->uid.empty()) involved["uid"] = parsed->uid;
   if (parsed != nullptr && !parsed->resource_version.empty())
     involved["resourceVersion"] = parsed->resource_version;
+  const std::string problem = involved.dump() + "\n" + reason + "\n" + message;
   return {{"apiVersion", "v1"},
           {"kind", "Event"},
-          {"metadata", {{"name", event_name(identity.second)}, {"namespace", identity.first}}},
+          {"metadata",
+           {{"name", naming::event_name(identity.second, problem)}, {"namespace", identity.first}}},
           {"involvedObject", involved},
           {"reason", reason},
           {"message", message},
@@ -465,6 +461,11 @@ void KubeConfigurationSource::State::post(const Reports& reports) {
     try {
       client.create(kEvents, event["metadata"]["namespace"].get<std::string>(), event);
     } catch (const std::exception& e) {
+      // The same name is the same problem: told already (by another node,
+      // or by this one before a restart).
+      if (const auto* refused = dynamic_cast<const kube::ApiError*>(&e);
+          refused && refused->conflict())
+        continue;
       // The log line (from `invalid` / `unresolved`) already says what is wrong.
       // Not only API errors: an object with no namespace (a CRD installed
       // cluster-scoped) is refused by the client, and this runs on the

@@ -44,12 +44,10 @@ std::string dns_subdomain_problem(std::string_view text, const std::string& what
   return "";
 }
 
-}  // namespace
-
-std::string device_digest(std::string_view device_id, bool shared, std::string_view node) {
-  std::string input(device_id);
-  if (!shared) input += node;
-  std::array<uint8_t, 3> digest{};
+// BLAKE2b of input with a Bytes-byte digest, in lowercase hex.
+template <size_t Bytes>
+std::string hex_digest(std::string_view input) {
+  std::array<uint8_t, Bytes> digest{};
   blake2b(digest.data(), input.data(), nullptr, digest.size(), input.size(), 0);
   static constexpr char hex[] = "0123456789abcdef";
   std::string text;
@@ -58,6 +56,18 @@ std::string device_digest(std::string_view device_id, bool shared, std::string_v
     text += hex[byte & 0xf];
   }
   return text;
+}
+
+}  // namespace
+
+std::string device_digest(std::string_view device_id, bool shared, std::string_view node) {
+  std::string input(device_id);
+  if (!shared) input += node;
+  return hex_digest<3>(input);
+}
+
+std::string event_name(std::string_view object_name, std::string_view problem) {
+  return std::string(object_name) + "." + hex_digest<8>(problem);
 }
 
 std::string instance_name(std::string_view configuration, std::string_view device_id, bool shared,

@@ -1,6 +1,6 @@
 // Naming: the names dowser gives things, compatible with Akri's: Instance
-// names (BLAKE2b, 3-byte digest), slot names, slot usage values, and the
-// Kubernetes extended-resource names the kubelet will accept.
+// names (BLAKE2b, 3-byte digest), slot names, slot usage values, Event
+// names, and the Kubernetes extended-resource names the kubelet will accept.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,12 @@ namespace dowser::naming {
 // The 6 lowercase hex digits of BLAKE2b with a 3-byte digest of
 // device_id (shared devices) or device_id + node (local devices).
 std::string device_digest(std::string_view device_id, bool shared, std::string_view node);
+
+// "<object>.<16 hex digits>": a Kubernetes Event's name, from BLAKE2b of
+// what the Event tells (the object's uid and version, the reason and the
+// message). Every node that sees the same problem names its Event alike, so
+// the API server keeps one (the others' creates are refused as duplicates).
+std::string event_name(std::string_view object_name, std::string_view problem);
 
 // <configuration>-<digest>
 std::string instance_name(std::string_view configuration, std::string_view device_id, bool shared,

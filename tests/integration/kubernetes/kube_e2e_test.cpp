@@ -589,6 +589,33 @@ TEST_F(KubeTest, AMissingSecretIsReportedAndRetriedWhenCreated) {
   EXPECT_EQ(a.kubelet->status().resource("akri.sh/bad"), nullptr);
 }
 
+// Every node reads the same bad object and posts its Warning: the API server
+// keeps one Event (the same problem gets the same name on every node), not
+// one per node, nor one more per restart.
+TEST_F(KubeTest, AProblemEveryNodeSeesIsOneEvent) {
+  client_->create(
+      kConfigurations, "default",
+      echo_object(
+          "bad", 1, false,
+          json::array({{{"name", "X"}, {"valueFrom", {{"secretKeyRef", {{"name", "s"}}}}}}})));
+  auto posts = [&] {
+    std::ifstream log(api_dir_ / "requests.log");
+    size_t count = 0;
+    for (std::string line; std::getline(log, line);)
+      count += line.find(" POST /api/v1/namespaces/default/events ") != std::string::npos;
+    return count;
+  };
+  const std::string problem = "default/bad: spec.discoveryHandler.discoveryProperties[0]";
+  auto& a = add_kube_node("node-a");
+  auto& b = add_kube_node("node-b");
+  EXPECT_TRUE(a.wait_for_log(problem)) << a.log();
+  EXPECT_TRUE(b.wait_for_log(problem)) << b.log();
+  b.stop(SIGTERM);
+  b.start();
+  EXPECT_TRUE(test::eventually([&] { return posts() >= 3; })) << "each node posts; b twice";
+  EXPECT_EQ(events_for("bad", "InvalidConfiguration").size(), 1u);
+}
+
 // What the daemon refuses (its handler refuses the details) or cannot check
 // yet (no such handler) is told where kubectl describe looks, once per
 // version, while the others run.

@@ -14,6 +14,14 @@ TEST(Naming, DigestsMatchAkrisTestVectors) {
   EXPECT_EQ(device_digest("dev_2", true, ""), "7bbc11");
 }
 
+// The same on every node for the same problem (BLAKE2b with an 8-byte
+// digest, checked against Python's hashlib.blake2b), another for another.
+TEST(Naming, EventNamesComeFromTheProblem) {
+  const std::string problem = "uid-1 42\nInvalidConfiguration\nspec: bad";
+  EXPECT_EQ(event_name("bad", problem), "bad.92155ffac285af34");
+  EXPECT_NE(event_name("bad", problem + "!"), event_name("bad", problem));
+}
+
 TEST(Naming, InstanceAndSlotNames) {
   EXPECT_EQ(instance_name("my_config", "my_local_device", false, "my_node"), "my_config-e77db4");
   EXPECT_EQ(instance_name("cams", "my_shared_device", true, "ignored"), "cams-4294ea");
