@@ -234,13 +234,22 @@ const dowser_handler_api* call_entry(const std::filesystem::path& file,
   return api;
 }
 
-void check_version(const std::filesystem::path& file, const dowser_handler_api& api,
+// Read from the table's first bytes, which every major keeps (struct_size,
+// then the versions), before its size is judged: a table of another major
+// is refused for its major, whatever its layout.
+void check_version(const std::filesystem::path& file, const dowser_handler_api* raw, uint32_t size,
                    const LoadPolicy& policy) {
-  std::string versions = "handler ABI " + abi_text(api.abi_major, api.abi_minor) + ", host ABI " +
+  uint16_t major = 0;
+  uint16_t minor = 0;
+  if (size < offsetof(dowser_handler_api, abi_minor) + sizeof minor) return;  // judged by size
+  const auto* bytes = reinterpret_cast<const unsigned char*>(raw);
+  std::memcpy(&major, bytes + offsetof(dowser_handler_api, abi_major), sizeof major);
+  std::memcpy(&minor, bytes + offsetof(dowser_handler_api, abi_minor), sizeof minor);
+  std::string versions = "handler ABI " + abi_text(major, minor) + ", host ABI " +
                          abi_text(policy.host_abi_major, policy.host_abi_minor);
-  if (api.abi_major != policy.host_abi_major)
+  if (major != policy.host_abi_major)
     throw HandlerLoadError(file, "negotiate", versions + " (major differs)");
-  if (api.abi_minor > policy.host_abi_minor)
+  if (minor > policy.host_abi_minor)
     throw HandlerLoadError(file, "negotiate", versions + " (handler is newer than this host)");
 }
 
@@ -296,13 +305,19 @@ std::shared_ptr<const LoadedHandler> check_and_copy(const std::filesystem::path&
   if (raw == nullptr) throw HandlerLoadError(file, "check table", "function table is NULL");
   uint32_t size = 0;
   std::memcpy(&size, raw, sizeof size);
+  check_version(file, raw, size, policy);
   if (size < kMinimalTableSize) {
     throw HandlerLoadError(file, "check table",
                            "struct_size " + std::to_string(size) + " is smaller than the " +
                                std::to_string(kMinimalTableSize) + " bytes of ABI 1.0");
   }
+  if (size > DOWSER_MAX_RECORD_SIZE) {
+    throw HandlerLoadError(
+        file, "check table",
+        "struct_size " + std::to_string(size) + " is above DOWSER_MAX_RECORD_SIZE (" +
+            std::to_string(DOWSER_MAX_RECORD_SIZE) + "), so no record (rule V3)");
+  }
   auto api = abi::read_record<dowser_handler_api>(raw);
-  check_version(file, api, policy);
   check_table(file, api);
   return std::make_shared<const LoadedHandler>(file, api, policy.host_abi_minor);
 }

@@ -332,6 +332,31 @@ TEST(HandlerLoader, ChecksRequiredMembersOfTheTable) {
   EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
 }
 
+// A table's versions are read before its size is judged: one of another
+// major is refused for its major, however short its layout; one whose size
+// is beyond any record's (V3) is refused for that.
+TEST(HandlerLoader, ATableIsJudgedByItsMajorFirstAndItsSizeNext) {
+  auto api = probe_api(0);
+  api.abi_major = DOWSER_ABI_VERSION_MAJOR + 1;
+  api.struct_size = 8;
+  try {
+    adopt_handler("probe", &api);
+    FAIL() << "a table of another major was taken";
+  } catch (const HandlerLoadError& e) {
+    EXPECT_EQ(e.stage(), "negotiate") << e.what();
+    EXPECT_NE(e.reason().find("(major differs)"), std::string::npos) << e.what();
+  }
+  api = probe_api(0);
+  api.struct_size = DOWSER_MAX_RECORD_SIZE + 1;
+  try {
+    adopt_handler("probe", &api);
+    FAIL() << "a table larger than any record was taken";
+  } catch (const HandlerLoadError& e) {
+    EXPECT_EQ(e.stage(), "check table") << e.what();
+    EXPECT_NE(e.reason().find("is above DOWSER_MAX_RECORD_SIZE"), std::string::npos) << e.what();
+  }
+}
+
 // The refusal shows the name it refused, escaped, and reads no further than
 // a valid name could go (a name without its NUL must not be read past).
 TEST(HandlerLoader, ABadNameIsRefusedQuoted) {
