@@ -284,7 +284,14 @@ void Daemon::list_instances() {
 }
 
 void Daemon::instances_listed_late(const std::vector<store::StoredInstance>& instances) {
-  for (const auto& stored : instances) capacity_.apply(stored);
+  for (const auto& stored : instances) {
+    auto deleted = deleted_while_listing_.find(
+        capacity::InstanceKey{stored.instance.namespace_name, stored.instance.name});
+    if (deleted == deleted_while_listing_.end() || deleted->second < stored.revision)
+      capacity_.apply(stored);
+  }
+  deleted_while_listing_.clear();
+  instance_listing_retry_.reset();  // its thread has handed this over and returns
   instances_listed_ = true;
   spdlog::info("listed {} Instance{} once the store answered", instances.size(),
                instances.size() == 1 ? "" : "s");
@@ -680,6 +687,7 @@ void Daemon::store_event(const store::WatchEvent& event) {
   capacity::InstanceKey key{instance.namespace_name, instance.name};
   std::map<uint32_t, naming::SlotUsage> lost = claims_taken(event, key);
   if (event.type == store::WatchEvent::Type::deleted) {
+    if (instance_listing_retry_) deleted_while_listing_[key] = event.object.revision;
     capacity_.forget(key);
     slot_problems_told_.erase(key);
     mark_dirty(key);

@@ -276,6 +276,9 @@ class Daemon {
   // False while the store's Instances were not listed yet (see list_instances).
   bool instances_listed_ = false;
   std::unique_ptr<InstanceListingRetry> instance_listing_retry_;
+  // Deletions the store's watch told while that retry ran, by revision: its
+  // listing may predate them, and must not bring those Instances back.
+  std::map<capacity::InstanceKey, uint64_t> deleted_while_listing_;
   std::map<std::string, KubeletPending> kubelet_pending_;    // by resource name
   std::unique_ptr<status_api::StatusServer> status_server_;  // last: stops first
 };
