@@ -35,14 +35,20 @@ namespace {
 
 using dowser::test::TempDir;
 
-HandlerLoadError load_error(const fs::path& file, const LoadPolicy& policy = {}) {
+// The refusal load() ends in; a failure of the test if what it loads is taken.
+template <typename Load>
+HandlerLoadError refusal(Load load, const fs::path& what) {
   try {
-    load_handler(file, policy);
+    load();
   } catch (const HandlerLoadError& e) {
     return e;
   }
-  ADD_FAILURE() << file << " loaded, but it should have been refused";
-  return HandlerLoadError(file, "", "");
+  ADD_FAILURE() << what << " loaded, but it should have been refused";
+  return HandlerLoadError(what, "", "");
+}
+
+HandlerLoadError load_error(const fs::path& file, const LoadPolicy& policy = {}) {
+  return refusal([&] { load_handler(file, policy); }, file);
 }
 
 void ignore_log(int32_t, std::string_view) {}
@@ -339,22 +345,16 @@ TEST(HandlerLoader, ATableIsJudgedByItsMajorFirstAndItsSizeNext) {
   auto api = probe_api(0);
   api.abi_major = DOWSER_ABI_VERSION_MAJOR + 1;
   api.struct_size = 8;
-  try {
-    adopt_handler("probe", &api);
-    FAIL() << "a table of another major was taken";
-  } catch (const HandlerLoadError& e) {
-    EXPECT_EQ(e.stage(), "negotiate") << e.what();
-    EXPECT_NE(e.reason().find("(major differs)"), std::string::npos) << e.what();
-  }
+  const auto other_major = refusal([&] { adopt_handler("probe", &api); }, "another major");
+  EXPECT_EQ(other_major.stage(), "negotiate") << other_major.what();
+  EXPECT_NE(other_major.reason().find("(major differs)"), std::string::npos) << other_major.what();
+
   api = probe_api(0);
   api.struct_size = DOWSER_MAX_RECORD_SIZE + 1;
-  try {
-    adopt_handler("probe", &api);
-    FAIL() << "a table larger than any record was taken";
-  } catch (const HandlerLoadError& e) {
-    EXPECT_EQ(e.stage(), "check table") << e.what();
-    EXPECT_NE(e.reason().find("is above DOWSER_MAX_RECORD_SIZE"), std::string::npos) << e.what();
-  }
+  const auto too_large = refusal([&] { adopt_handler("probe", &api); }, "a table too large");
+  EXPECT_EQ(too_large.stage(), "check table") << too_large.what();
+  EXPECT_NE(too_large.reason().find("is above DOWSER_MAX_RECORD_SIZE"), std::string::npos)
+      << too_large.what();
 }
 
 // The refusal shows the name it refused, escaped, and reads no further than
