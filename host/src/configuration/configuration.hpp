@@ -146,6 +146,10 @@ class ConfigurationSource {
     // Once, when the Configurations present at start have all been delivered:
     // anything still unknown then is gone for good.
     std::function<void()> synced = {};
+    // Once, when the Configurations themselves were first listed (by the
+    // Kubernetes source; synced may wait longer, for the Secrets and
+    // ConfigMaps they reference). Readiness: the API server lets us read them.
+    std::function<void()> listed = {};
   };
 
   virtual ~ConfigurationSource() = default;

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 namespace dowser::configuration {
 namespace {
@@ -136,6 +137,7 @@ struct KubeConfigurationSource::State {
     if (!events.valid) events.valid = [](const std::string&) {};
     if (!events.unresolved) events.unresolved = [](const Configuration&, const std::string&) {};
     if (!events.synced) events.synced = [] {};
+    if (!events.listed) events.listed = [] {};
     return events;
   }
 
@@ -353,7 +355,7 @@ void KubeConfigurationSource::State::configurations_listed(const std::vector<jso
       events.valid(identity_text(entry.first));  // gone: its report no longer holds
       return true;
     });
-    configurations_listed_ = true;
+    if (!std::exchange(configurations_listed_, true)) events.listed();
     evaluate_all(reports);
   }
   post(reports);

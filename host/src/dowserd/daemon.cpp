@@ -204,7 +204,8 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
               configurations_synced_ = true;
               withdraw_orphans();
             });
-          }};
+          },
+      .listed = [post, this] { post([this] { configurations_listed_ = true; }); }};
   if (options_.config_source == ConfigSourceKind::directory) {
     return std::make_unique<configuration::FileConfigurationSource>(
         options_.config_dir, std::move(events), options_.state_dir / "configuration-owners");

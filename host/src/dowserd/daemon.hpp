@@ -273,6 +273,8 @@ class Daemon {
   bool holding_orphans_ = false;
   // The source has given every Configuration it had at start.
   bool configurations_synced_ = false;
+  // The Kubernetes source has listed the Configurations (readiness).
+  bool configurations_listed_ = false;
   // False while the store's Instances were not listed yet (see list_instances).
   bool instances_listed_ = false;
   std::unique_ptr<InstanceListingRetry> instance_listing_retry_;

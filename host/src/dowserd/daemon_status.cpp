@@ -447,8 +447,8 @@ status_api::Readiness Daemon::readiness() {
   if (options_.config_source == ConfigSourceKind::kubernetes) {
     // Listed at least once: a server that answers but refuses the list (RBAC,
     // no CRD) serves nothing.
-    check("configurations", api && api->ok && configurations_synced_,
-          api_detail(api, configurations_synced_, "Configurations"));
+    check("configurations", api && api->ok && configurations_listed_,
+          api_detail(api, configurations_listed_, "Configurations"));
   } else {
     // The source reports losing its directory as an error of the directory itself.
     auto lost = configuration_errors_.find(options_.config_dir.string());

@@ -381,7 +381,7 @@ TEST_F(KubeTest, AnApiServerThatDoesNotAnswerAtStartIsWaitedFor) {
       std::make_unique<Node>(root_, "node-a", state_dir_, config_dir_, handler_dir_, kube_args()));
   auto& a = *nodes_.back();
   const bool waited =
-      a.wait_for_log("cannot list Instances yet", 30s) && a.wait_for_log("status API listening on");
+      a.wait_for_log("cannot list Instances yet", 60s) && a.wait_for_log("status API listening on");
   const std::string unready = waited ? http(status_url(a), "/readyz").body : "";
   ::kill(server, SIGCONT);
   ASSERT_TRUE(waited) << a.log();
@@ -415,6 +415,30 @@ TEST_F(KubeConfigurationsForbiddenTest, ConfigurationsNeverListedAreNotReady) {
   })) << http(status_url(a), "/readyz").body;
   EXPECT_NE(http(status_url(a), "/readyz").body.find("[+]store"), std::string::npos)
       << "the API server answers: only the Configurations are missing";
+}
+
+// RBAC that lets dowserd list Configurations but not Secrets: the one that
+// needs a Secret waits (refused), the others run, and the node is ready.
+class KubeSecretsForbiddenTest : public KubeTest {
+ protected:
+  void SetUp() override {
+    server_options_ = " --forbid secrets";
+    KubeTest::SetUp();
+  }
+};
+
+TEST_F(KubeSecretsForbiddenTest, AConfigurationWaitingForASecretDoesNotMakeTheNodeUnready) {
+  client_->create(
+      kConfigurations, "default",
+      echo_object(
+          "needs-secret", 1, false,
+          json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
+                        {"valueFrom", {{"secretKeyRef", {{"name", "s"}, {"key", "k"}}}}}}})));
+  Node& a = node_serving_good();
+  EXPECT_TRUE(a.wait_for_log("dowserd cannot read secrets")) << a.log();
+  EXPECT_TRUE(test::eventually([&] {
+    return http(status_url(a), "/readyz").body.find("[+]configurations") != std::string::npos;
+  })) << http(status_url(a), "/readyz").body;
 }
 
 // Without its own Node in the list, an agent cannot tell a deleted node from
