@@ -695,15 +695,53 @@ HandlerRegistry::ScanResult HandlerRegistry::scan(const std::filesystem::path& d
   }
   std::sort(files.begin(), files.end());  // deterministic winner on a name clash
   for (const auto& file : files) {
+    if (auto refusal = refused_before(file)) {
+      result.failures.push_back(std::move(*refusal));
+      continue;
+    }
     try {
       auto handler = load_handler(file, policy_);
       add(handler);
       result.loaded.push_back(std::move(handler));
     } catch (const HandlerLoadError& e) {
+      remember_refusal(file, e);
       result.failures.push_back(e);
     }
   }
   return result;
+}
+
+namespace {
+
+std::optional<std::array<int64_t, 6>> file_stamp(const std::filesystem::path& file) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) return std::nullopt;
+  auto nanoseconds = [](const timespec& time) {
+    return static_cast<int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
+  };
+  return std::array<int64_t, 6>{
+      static_cast<int64_t>(info.st_dev),  static_cast<int64_t>(info.st_ino),
+      static_cast<int64_t>(info.st_size), nanoseconds(info.st_mtim),
+      nanoseconds(info.st_ctim),          static_cast<int64_t>(info.st_mode)};
+}
+
+}  // namespace
+
+std::optional<HandlerLoadError> HandlerRegistry::refused_before(const std::filesystem::path& file) {
+  auto known = refused_.find(file);
+  if (known == refused_.end()) return std::nullopt;
+  if (file_stamp(file) == known->second.stamp) return known->second.error;
+  refused_.erase(known);  // changed (or gone): tried afresh
+  return std::nullopt;
+}
+
+// Only refusals of what the file holds: one of its permissions (or its
+// directory's, which its stamp does not show) or of opening it (a missing
+// dependency installed since) is tried again every time.
+void HandlerRegistry::remember_refusal(const std::filesystem::path& file,
+                                       const HandlerLoadError& error) {
+  if (error.stage() != "negotiate" && error.stage() != "check table") return;
+  if (auto stamp = file_stamp(file)) refused_.insert_or_assign(file, Refusal{*stamp, error});
 }
 
 void HandlerRegistry::add(std::shared_ptr<const LoadedHandler> handler) {

@@ -198,7 +198,10 @@ class HandlerRegistry {
   explicit HandlerRegistry(LoadPolicy policy = {});
 
   // Loads every *.so in dir not loaded before. A handler whose name is
-  // already taken is refused (stage "register"). Never throws for a bad file.
+  // already taken is refused (stage "register"). A file refused once it was
+  // opened (stages "negotiate", "check table") is refused again from memory
+  // until it changes: loading it would run its constructors again. Never
+  // throws for a bad file.
   ScanResult scan(const std::filesystem::path& dir);
   // Adds one handler; throws HandlerLoadError if its name is taken.
   void add(std::shared_ptr<const LoadedHandler> handler);
@@ -206,9 +209,19 @@ class HandlerRegistry {
   std::vector<std::shared_ptr<const LoadedHandler>> handlers() const;
 
  private:
+  // What tells that a file changed: device, inode, size, mtime, ctime, mode.
+  using FileStamp = std::array<int64_t, 6>;
+  struct Refusal {
+    FileStamp stamp;
+    HandlerLoadError error;
+  };
+  std::optional<HandlerLoadError> refused_before(const std::filesystem::path& file);
+  void remember_refusal(const std::filesystem::path& file, const HandlerLoadError& error);
+
   LoadPolicy policy_;
   std::map<std::string, std::shared_ptr<const LoadedHandler>, std::less<>> by_name_;
   std::map<std::filesystem::path, std::string> names_by_path_;
+  std::map<std::filesystem::path, Refusal> refused_;
 };
 
 using Snapshot = std::vector<Device>;

@@ -463,6 +463,35 @@ TEST(HandlerRegistry, ARefusedFileFixedInPlaceLoadsAtTheNextScan) {
   EXPECT_EQ(fixed.loaded[0]->name(), "debugEcho");
 }
 
+// A refused library is not kept loaded, nor loaded again (its constructors
+// run again) at every rescan while the file is unchanged: the refusal is
+// told from memory until the file changes.
+TEST(HandlerRegistry, AnUnchangedRefusedFileIsNotLoadedAgain) {
+  TempDir dir;
+  const fs::path file = dir.path() / "libcounts.so";
+  fs::copy_file(FIXTURE_COUNTS_LOADS, file);
+  const fs::path loads = dir.path() / "loads";
+  ::setenv("FIXTURE_LOAD_LOG", loads.c_str(), 1);
+  auto count_loads = [&] {
+    std::ifstream log(loads);
+    size_t count = 0;
+    for (std::string line; std::getline(log, line);) ++count;
+    return count;
+  };
+  HandlerRegistry registry;
+  for (int scan = 0; scan < 3; ++scan) {
+    auto result = registry.scan(dir.path());
+    ASSERT_EQ(result.failures.size(), 1u) << "scan " << scan;
+    EXPECT_EQ(result.failures[0].stage(), "negotiate") << result.failures[0].what();
+  }
+  EXPECT_EQ(count_loads(), 1u) << "loaded again while unchanged";
+
+  fs::last_write_time(file, fs::last_write_time(file) + std::chrono::seconds(1));
+  EXPECT_EQ(registry.scan(dir.path()).failures.size(), 1u);
+  EXPECT_EQ(count_loads(), 2u) << "a changed file is tried again";
+  ::unsetenv("FIXTURE_LOAD_LOG");
+}
+
 TEST(HandlerRegistry, ReportsAMissingDirectory) {
   HandlerRegistry registry;
   auto result = registry.scan("/nonexistent/dowser/handlers");
