@@ -358,7 +358,9 @@ std::optional<CapacityManager::Claim> CapacityManager::claim(const InstanceKey& 
         auto index = choose(slots);
         if (!index) return std::nullopt;
         bool already = slots.slots[*index] == wanted && !slots.unreadable[*index];
-        result = Claim{instance, *index, wanted, !already};
+        // Ours already after a write of ours this call: that write landed,
+        // though it was refused when sent again (its answer lost): new all the same.
+        result = Claim{instance, *index, wanted, !already || writes > 0};
         if (already) return std::nullopt;
         ++writes;
         store::Instance next = current;

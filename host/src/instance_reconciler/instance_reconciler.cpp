@@ -510,8 +510,7 @@ bool InstanceReconciler::try_withdraw(const capacity::InstanceKey& key) {
       naming::release_claims_of(next.device_usage, node_);
       try {
         if (next.nodes.empty()) {
-          store_.remove(key.first, key.second, stored->revision);
-          capacity_.forget(key);
+          remove_last_node_out(key, stored->revision);
         } else {
           capacity_.apply({next, store_.update(next, stored->revision)});
         }
@@ -525,6 +524,17 @@ bool InstanceReconciler::try_withdraw(const capacity::InstanceKey& key) {
     spdlog::error("{}: could not withdraw this node: {}", key.second, e.what());
   }
   return false;
+}
+
+// Deletes the Instance this node was the last one in. Gone already is done:
+// a delete sent again after its connection dropped finds it so.
+void InstanceReconciler::remove_last_node_out(const capacity::InstanceKey& key, uint64_t revision) {
+  try {
+    store_.remove(key.first, key.second, revision);
+  } catch (const store::StoreError& e) {
+    if (e.kind() != store::StoreError::Kind::not_found) throw;
+  }
+  capacity_.forget(key);
 }
 
 const Device* InstanceReconciler::device(const capacity::InstanceKey& instance) const {

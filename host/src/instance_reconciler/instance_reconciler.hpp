@@ -186,6 +186,7 @@ class InstanceReconciler : public capacity::DeviceCatalog {
                     const store::StoreError& error);
   void withdraw(const capacity::InstanceKey& key);
   bool try_withdraw(const capacity::InstanceKey& key);
+  void remove_last_node_out(const capacity::InstanceKey& key, uint64_t revision);
 
   store::InstanceStore& store_;
   capacity::CapacityManager& capacity_;

@@ -25,7 +25,7 @@ constexpr size_t kMaxMessageInError = 300;
 // Sending again a request the server did not take (State::perform).
 constexpr auto kRetryBudget = std::chrono::milliseconds(2000);
 constexpr auto kFirstRetryDelay = std::chrono::milliseconds(100);
-constexpr auto kMaxRetryAfter = std::chrono::milliseconds(1000);
+constexpr curl_off_t kMaxRetryAfterSeconds = 1;
 
 struct EasyCleanup {
   void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
@@ -339,12 +339,17 @@ struct KubeClient::State {
   // waits, and a claim that fails fails the pod.
   Answer perform(const char* method, const std::string& path,
                  const std::optional<std::string>& body = {}) {
-    const auto deadline = std::chrono::steady_clock::now() + kRetryBudget;
+    using std::chrono::steady_clock;
+    const auto deadline = steady_clock::now() + kRetryBudget;
+    auto timeout = timeouts.request;
     for (auto backoff = kFirstRetryDelay;; backoff *= 2) {
-      Attempt attempt = send(method, path, body);
+      Attempt attempt = send(method, path, body, timeout);
       const auto delay = attempt.retry_after(backoff);
-      if (!delay || std::chrono::steady_clock::now() + *delay > deadline) return attempt.answer();
+      if (!delay || steady_clock::now() + *delay > deadline) return attempt.answer();
       std::this_thread::sleep_for(*delay);
+      // A resent request may take only what is left of the budget.
+      timeout =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
     }
   }
 
@@ -377,15 +382,14 @@ struct KubeClient::State {
       const long status = result == CURLE_OK ? answered.status : 0;
       const bool refused = status == 429 || status == 502 || status == 503 || status == 504;
       if (!unanswered && !refused) return std::nullopt;
-      if (retry_after_seconds > 0)
-        return std::min<std::chrono::milliseconds>(std::chrono::seconds(retry_after_seconds),
-                                                   kMaxRetryAfter);
+      if (retry_after_seconds > 0)  // clamped before any conversion could overflow
+        return std::chrono::seconds(std::min(retry_after_seconds, kMaxRetryAfterSeconds));
       return backoff;
     }
   };
 
-  Attempt send(const char* method, const std::string& path,
-               const std::optional<std::string>& body) {
+  Attempt send(const char* method, const std::string& path, const std::optional<std::string>& body,
+               std::chrono::milliseconds timeout) {
     Attempt attempt;
     attempt.what = std::string(method) + " " + path;
     std::array<char, CURL_ERROR_SIZE> error_text{};  // outlives the handle
@@ -396,7 +400,8 @@ struct KubeClient::State {
       set_option(handle.get(), CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
       set_option(handle.get(), CURLOPT_POSTFIELDS, body->c_str());
     }
-    set_option(handle.get(), CURLOPT_TIMEOUT_MS, static_cast<long>(timeouts.request.count()));
+    set_option(handle.get(), CURLOPT_TIMEOUT_MS,
+               static_cast<long>(std::max<int64_t>(timeout.count(), 1)));
     set_option(handle.get(), CURLOPT_WRITEFUNCTION, append_to_string);
     set_option(handle.get(), CURLOPT_WRITEDATA, &attempt.answered.body);
     attempt.result = curl_easy_perform(handle.get());
