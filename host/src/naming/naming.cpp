@@ -67,7 +67,12 @@ std::string device_digest(std::string_view device_id, bool shared, std::string_v
 }
 
 std::string event_name(std::string_view object_name, std::string_view problem) {
-  return std::string(object_name) + "." + hex_digest<8>(problem);
+  // A DNS subdomain of at most 253: the object's name is cut to leave room
+  // for ".<16 hex>", and where it is cut, no '-' or '.' may end it.
+  constexpr size_t kMaxObjectPart = 253 - 17;
+  std::string name(object_name.substr(0, kMaxObjectPart));
+  while (!name.empty() && (name.back() == '-' || name.back() == '.')) name.pop_back();
+  return name + "." + hex_digest<8>(problem);
 }
 
 std::string instance_name(std::string_view configuration, std::string_view device_id, bool shared,

@@ -20,6 +20,11 @@ TEST(Naming, EventNamesComeFromTheProblem) {
   const std::string problem = "uid-1 42\nInvalidConfiguration\nspec: bad";
   EXPECT_EQ(event_name("bad", problem), "bad.92155ffac285af34");
   EXPECT_NE(event_name("bad", problem + "!"), event_name("bad", problem));
+  // The longest object names leave room for the digest: a name of at most
+  // 253, cut where no '-' ends it.
+  const std::string cut = event_name(std::string(235, 'a') + "-bcd", problem);
+  EXPECT_EQ(cut, std::string(235, 'a') + ".92155ffac285af34");
+  EXPECT_EQ(node_name_problem(cut), "") << "not a DNS subdomain";  // the same rule as Nodes'
 }
 
 TEST(Naming, InstanceAndSlotNames) {
