@@ -44,7 +44,9 @@
  *      the other's memory.
  *  O3. dowser_handler_api and the strings it points to (name, version) are
  *      static: valid for the life of the process. The host never unloads a
- *      handler.
+ *      handler it accepted. A library it refuses once open (another major, a
+ *      bad table) is unloaded, and opened again only when its file changes:
+ *      start no thread from a constructor or the entry function.
  *  O4. Strings are (data, len) views, not NUL-terminated, and may contain NUL
  *      bytes. data may be NULL only when len is 0.
  *  O5. Error buffers are provided by the caller: (err, err_cap). On failure the
