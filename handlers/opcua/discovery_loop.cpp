@@ -2,6 +2,8 @@
 
 #include "ua_client.hpp"
 
+#include <algorithm>
+
 namespace opcua {
 
 ServicesFactory network_services(const ClientOptions& options) {
@@ -26,7 +28,8 @@ DiscoveryLoop::DiscoveryLoop(Settings settings, const ServicesFactory& services,
       services_(services(cancellation_)),
       report_(std::move(report)),
       log_(std::move(log)),
-      latest_(settings_.discovery_urls.size()) {
+      latest_(settings_.discovery_urls.size()),
+      scanned_once_(settings_.discovery_urls.size(), false) {
   threads_.reserve(settings_.discovery_urls.size());
   try {
     for (size_t i = 0; i < settings_.discovery_urls.size(); ++i)
@@ -59,9 +62,14 @@ void DiscoveryLoop::scan_repeatedly(size_t url_index) {
   } while (cancellation_.sleep_for(settings_.discovery_interval));
 }
 
+// The host takes a session's first report as every device there is (its
+// Instances not in it are gone), so nothing is reported before every URL
+// was scanned once: a slow URL delays the first report, never a later one.
 void DiscoveryLoop::publish(size_t url_index, std::vector<dowser::Device> devices) {
   std::lock_guard lock(mutex_);
   latest_[url_index] = std::move(devices);
+  scanned_once_[url_index] = true;
+  if (std::find(scanned_once_.begin(), scanned_once_.end(), false) != scanned_once_.end()) return;
   auto merged = merge_unique(latest_);
   if (reported_ == merged) return;
   if (report_(merged)) reported_ = std::move(merged);

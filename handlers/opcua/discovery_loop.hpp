@@ -1,7 +1,7 @@
 // A discovery session's threads: one per configured URL, each scanning its
 // URL every interval, so a URL that hangs until its timeout never delays
-// the others. Their results are merged, and reported only when the merged
-// snapshot changes.
+// the others once each URL was scanned. Their results are merged, and
+// reported only when the merged snapshot changes.
 #ifndef DOWSER_HANDLERS_OPCUA_DISCOVERY_LOOP_HPP
 #define DOWSER_HANDLERS_OPCUA_DISCOVERY_LOOP_HPP
 
@@ -49,8 +49,9 @@ class DiscoveryLoop {
   DiscoveryServices services_;
   Report report_;
   StateLog log_;
-  std::mutex mutex_;  // guards the two members below and orders reports
+  std::mutex mutex_;  // guards the three members below and orders reports
   std::vector<std::vector<dowser::Device>> latest_;  // per URL: its last scan
+  std::vector<bool> scanned_once_;                   // per URL
   std::optional<std::vector<dowser::Device>> reported_;
   std::vector<std::thread> threads_;  // last: started once the rest is ready
 };

@@ -80,14 +80,30 @@ class OpcuaLoop : public ::testing::Test {
   LogRecorder logs_;
 };
 
-TEST_F(OpcuaLoop, AHangingUrlDoesNotDelayTheOthers) {
+TEST_F(OpcuaLoop, TheFirstReportWaitsUntilEveryUrlWasScanned) {
   network_.hang("opc.tcp://10.0.0.1:4840");
   serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:1"});
-  auto loop = start({"opc.tcp://10.0.0.1:4840", "opc.tcp://10.0.0.2:4840"}, 1h);
+  auto loop = start({"opc.tcp://10.0.0.1:4840", "opc.tcp://10.0.0.2:4840"});
+  // The second URL is scanned again and again (every 10 ms) while the
+  // first one hangs: the host would take its devices alone as all there is.
+  ASSERT_TRUE(network_.wait_for_calls(6, 10s));
+  EXPECT_EQ(reports_.count(), 0u);
+  network_.release("opc.tcp://10.0.0.1:4840");  // its scan ends, timed out
+  EXPECT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
+}
+
+TEST_F(OpcuaLoop, AHangingUrlDoesNotDelayLaterReportsOfTheOthers) {
+  serve("opc.tcp://10.0.0.1:4840", {"opc.tcp://10.0.0.7:1"});
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:2"});
+  auto loop = start({"opc.tcp://10.0.0.1:4840", "opc.tcp://10.0.0.2:4840"});
+  ASSERT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2"})));
+  network_.hang("opc.tcp://10.0.0.1:4840");
+  ASSERT_TRUE(network_.wait_for_hanging_call(10s));
   // The hanging call never returns before the loop stops, so a report
-  // now cannot have waited for it.
-  ASSERT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
-  ASSERT_TRUE(network_.wait_for_calls(2, 10s));
+  // now cannot have waited for it; the first URL's last scan still counts.
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:2", "opc.tcp://10.0.0.7:3"});
+  EXPECT_TRUE(reports_.wait_for(
+      has_ids({"opc.tcp://10.0.0.7:1", "opc.tcp://10.0.0.7:2", "opc.tcp://10.0.0.7:3"})));
   EXPECT_EQ(network_.hanging_calls(), 1u) << "the first URL still hangs";
   loop.reset();  // must interrupt the hanging call
   EXPECT_EQ(network_.hanging_calls(), 0u);

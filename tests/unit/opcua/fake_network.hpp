@@ -38,10 +38,15 @@ class FakeNetwork {
     endpoints_.erase(url);
   }
   // FindServers on url waits until the session is cancelled, like a peer
-  // that accepted the connection and never answers.
+  // that accepted the connection and never answers, or until released.
   void hang(const std::string& url) {
     std::lock_guard lock(mutex_);
     hanging_.insert(url);
+  }
+  // Calls hanging on url end as timed out; later ones are answered.
+  void release(const std::string& url) {
+    std::lock_guard lock(mutex_);
+    hanging_.erase(url);
   }
   void resolvable(const std::string& host) {
     std::lock_guard lock(mutex_);
@@ -56,6 +61,10 @@ class FakeNetwork {
   }
   // Calls to a hanging URL that are waiting right now.
   size_t hanging_calls() const { return hanging_calls_; }
+  bool wait_for_hanging_call(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return called_.wait_for(lock, timeout, [&] { return hanging_calls_ > 0; });
+  }
 
   DiscoveryServices services(const Cancellation& cancellation) {
     DiscoveryServices services;
@@ -82,15 +91,22 @@ class FakeNetwork {
     }
     called_.notify_all();
     if (hangs) {
-      while (cancellation.sleep_for(std::chrono::hours(1))) {
+      // Cancellation cannot be waited on together with a release: polled.
+      while (cancellation.sleep_for(std::chrono::milliseconds(5)) && still_hangs(url)) {
       }
       --hanging_calls_;
-      throw Cancelled();
+      if (cancellation.cancelled()) throw Cancelled();
+      throw TransportError("FindServers on " + url + ": timed out");
     }
     std::lock_guard lock(mutex_);
     auto found = find_servers_.find(url);
     if (found == find_servers_.end()) throw TransportError("connect to " + url + ": refused");
     return found->second;
+  }
+
+  bool still_hangs(const std::string& url) {
+    std::lock_guard lock(mutex_);
+    return hanging_.contains(url);
   }
 
   std::vector<ua::EndpointDescription> endpoints(const std::string& url) {
