@@ -408,13 +408,16 @@ status_api::Readiness Daemon::readiness() {
     if (!loaded.count(configuration.handler_name)) missing.insert(configuration.handler_name);
   std::string missing_list;
   for (const auto& name : missing) missing_list += (missing_list.empty() ? "" : ", ") + name;
+  // A Configuration whose handler this node lacks waits for it (and says
+  // so in its status), as Akri's agents do: nodes with different handlers
+  // see the same cluster-wide Configurations, and each must become ready.
   if (loaded.empty()) {
     check("handlers", false, "no handler loaded from " + options_.handler_dir.string());
   } else {
-    std::string detail =
-        missing.empty() ? std::to_string(loaded.size()) + " loaded" : "missing: " + missing_list;
+    std::string detail = std::to_string(loaded.size()) + " loaded";
+    if (!missing.empty()) detail += "; Configurations wait for missing: " + missing_list;
     if (!stuck.empty()) detail += "; " + stuck;
-    check("handlers", missing.empty() && stuck.empty(), detail);
+    check("handlers", stuck.empty(), detail);
   }
 
   // The API server is asked off the core (the backend's probe), so a slow network never stalls it.
