@@ -66,30 +66,35 @@ void SlotReclaimer::poll(const std::stop_token& stop, const AliveFlag& alive) {
   std::condition_variable_any stopped;
   while (!stop.stop_requested()) {
     std::string error;
+    const auto listed_at = StaleSlotTracker::Clock::now();
     std::optional<DevicesInUse> in_use = client_.list_in_use(kListTimeout, &error, stop);
     if (stop.stop_requested()) return;
-    post_result(std::move(in_use), std::move(error), alive);
+    post_result(std::move(in_use), std::move(error), listed_at, alive);
     std::unique_lock lock(mutex);
     stopped.wait_for(lock, stop, interval_, [] { return false; });
   }
 }
 
 void SlotReclaimer::post_result(std::optional<DevicesInUse> in_use, std::string error,
+                                StaleSlotTracker::Clock::time_point listed_at,
                                 const AliveFlag& alive) {
-  boost::asio::post(core_, [this, alive, in_use = std::move(in_use), error = std::move(error)] {
-    if (*alive) on_listed(in_use, error);
-  });
+  boost::asio::post(core_,
+                    [this, alive, listed_at, in_use = std::move(in_use), error = std::move(error)] {
+                      if (*alive) on_listed(in_use, error, listed_at);
+                    });
 }
 
-void SlotReclaimer::on_listed(const std::optional<DevicesInUse>& in_use, const std::string& error) {
+void SlotReclaimer::on_listed(const std::optional<DevicesInUse>& in_use, const std::string& error,
+                              StaleSlotTracker::Clock::time_point listed_at) {
   if (!in_use) {
     on_list_failed(error);
     return;  // what the kubelet holds is unknown: free nothing, keep the timers
   }
   on_list_succeeded();
   const std::vector<HeldSlot> held = held_slots_();
-  for (const HeldSlot& slot : tracker_.due(held, *in_use, StaleSlotTracker::Clock::now()))
-    reclaim(slot);
+  // Judged as of when the List began, not when the core got to its result
+  // (a core busy with store writes): a slot granted meanwhile is not judged.
+  for (const HeldSlot& slot : tracker_.due(held, *in_use, listed_at)) reclaim(slot);
   if (unclaimed_) unclaimed_(unclaimed_in_use(held, *in_use));
 }
 

@@ -166,8 +166,12 @@ class SlotReclaimer {
   using AliveFlag = std::shared_ptr<std::atomic<bool>>;
 
   void poll(const std::stop_token& stop, const AliveFlag& alive);
-  void post_result(std::optional<DevicesInUse> in_use, std::string error, const AliveFlag& alive);
-  void on_listed(const std::optional<DevicesInUse>& in_use, const std::string& error);
+  // listed_at: when the List began. A slot granted after that may not be
+  // in it yet, however late its result is handled.
+  void post_result(std::optional<DevicesInUse> in_use, std::string error,
+                   StaleSlotTracker::Clock::time_point listed_at, const AliveFlag& alive);
+  void on_listed(const std::optional<DevicesInUse>& in_use, const std::string& error,
+                 StaleSlotTracker::Clock::time_point listed_at);
   void on_list_failed(const std::string& error);
   void on_list_succeeded();
   void reclaim(const HeldSlot& slot);

@@ -215,5 +215,29 @@ TEST_F(SlotReclaimerTest, ResultsPostedBeforeDestructionAreDropped) {
   EXPECT_TRUE(daemon.released().empty());
 }
 
+// A List that began before a grant cannot show the grant's container, even
+// when the core gets to its result after the grace (a core busy with slow
+// store writes): such a result frees nothing granted since.
+TEST_F(SlotReclaimerTest, AListBegunBeforeAGrantDoesNotFreeItHoweverLateItIsHandled) {
+  kubelet.pod_resources().set_in_use({{kReported.resource, kReported.device_id}});
+  boost::asio::io_context busy_core;  // run only once the grace has passed
+  auto early = make_reclaimer(busy_core);
+  early->start();
+  ASSERT_TRUE(kubelet.pod_resources().wait_for_lists(1, kDeadline));
+  // Later Lists are held: every answered one began before the grant below.
+  kubelet.pod_resources().set_mode(ListMode::hold_until_cancelled);
+  ASSERT_TRUE(
+      kubelet.pod_resources().wait_for_lists(kubelet.pod_resources().lists() + 1, kDeadline));
+  const auto granted_at = std::chrono::steady_clock::now();
+  early->granted(kUnreported);  // the core is not running: this thread is it
+  // Not a wait for a condition: the scenario is a core that is this late.
+  std::this_thread::sleep_until(granted_at + kGrace + 20ms);
+
+  busy_core.poll();
+  EXPECT_GE(daemon.passes(), 1u);
+  EXPECT_TRUE(daemon.released().empty());
+  early.reset();
+}
+
 }  // namespace
 }  // namespace dowser::reclaim
