@@ -521,6 +521,11 @@ std::vector<ContainerClaims> CapacityManager::all_or_nothing(const std::string& 
   } catch (const store::StoreError& e) {
     rollback(made);
     throw AllocationStoreError(std::string("the instance store failed: ") + e.what());
+  } catch (const std::exception& e) {
+    // Anything else (out of memory, a file system error not wrapped): the
+    // call fails whole, and dowserd serves on.
+    rollback(made);
+    throw AllocationStoreError(std::string("claiming failed: ") + e.what());
   }
 }
 

@@ -430,7 +430,8 @@ void JournalledWrites::finish_checkpoint() {
   }
   for (const std::string& namespace_name : namespaces) {
     const std::filesystem::path directory = files_.namespace_directory(namespace_name);
-    if (!std::filesystem::is_directory(directory)) continue;
+    std::error_code unreadable;  // told by fsync_directory's StoreError instead
+    if (!std::filesystem::is_directory(directory, unreadable) && !unreadable) continue;
     observed(directory, [&] {
       fsync_directory(directory);
       return true;

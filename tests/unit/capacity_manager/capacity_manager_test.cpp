@@ -453,6 +453,22 @@ TEST_F(CapacityManagerTest, AFailedInstanceLevelCallClaimsNothing) {
       << "an offline device is not allocated";
 }
 
+// Not a StoreError nor an AllocationError (here: thrown by the listener the
+// daemon hands its grants to): the call still fails whole, as a failed
+// Allocate the daemon answers, instead of leaving the core thread.
+TEST_F(CapacityManagerTest, AnUnexpectedFailureWhileClaimingRollsTheCallBack) {
+  add(instance("inst", 3));
+  node_a_->set_grant_listener(
+      [](const InstanceKey&, uint32_t) { throw std::runtime_error("out of something"); });
+  try {
+    node_a_->allocate_instance_level({"default", "inst"}, {{"inst-0"}, {"inst-1"}}, false);
+    ADD_FAILURE() << "granted";
+  } catch (const AllocationError& e) {
+    EXPECT_EQ(std::string(e.what()), "claiming failed: out of something");
+  }
+  EXPECT_TRUE(usage("inst").empty());
+}
+
 // One slot named twice in one call, in one container or in two, would be
 // granted twice; IL and CL refuse it alike, and claim nothing.
 TEST_F(CapacityManagerTest, AnIdRequestedTwiceInOneCallIsRefused) {
