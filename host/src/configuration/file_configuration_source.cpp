@@ -37,8 +37,9 @@ constexpr std::uintmax_t kMaxManifestBytes = std::uintmax_t{4} << 20;  // 4 MiB
 constexpr std::string_view kConfigMapDataLink = "..data";
 // How often a lost directory is looked for.
 constexpr auto kRewatchPeriod = std::chrono::milliseconds(1000);
+// IN_ATTRIB: a chmod or chown that makes a manifest readable changes no content.
 constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
-                                IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+                                IN_CREATE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 // On the directory's parent: its name made to mean another directory (a
 // symlink switched with `ln -sfn new tmp && mv -T tmp dir`, or a directory
 // renamed over an empty one), which no event on the old directory tells.

@@ -2,7 +2,10 @@
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -624,6 +627,49 @@ TEST_F(FileSourceTest, AFileThatCannotBeLookedAtKeepsItsConfigurations) {
       EXPECT_EQ(e.field_path, "(file)") << e.reason;
     }
   }
+}
+
+// Root as a systemd unit without CAP_DAC_OVERRIDE runs it: files are read
+// with their owner's permissions. Drops both read overrides from this
+// thread's effective set (threads started meanwhile inherit it) and puts
+// them back when it goes. Raw syscalls: libcap is not a dependency.
+class WithoutReadOverride {
+ public:
+  WithoutReadOverride() {
+    header_.version = _LINUX_CAPABILITY_VERSION_3;
+    if (::syscall(SYS_capget, &header_, saved_) != 0) return;
+    if ((saved_[0].effective & (1u << CAP_CHOWN)) == 0) return;  // not root: nothing to drop
+    __user_cap_data_struct dropped[2] = {saved_[0], saved_[1]};
+    dropped[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+    dropped_ = ::syscall(SYS_capset, &header_, dropped) == 0;
+  }
+  ~WithoutReadOverride() {
+    if (dropped_) ::syscall(SYS_capset, &header_, saved_);
+  }
+  bool dropped() const { return dropped_; }
+
+ private:
+  __user_cap_header_struct header_{};
+  __user_cap_data_struct saved_[2]{};
+  bool dropped_ = false;
+};
+
+// chmod and chown change no content, and fire only IN_ATTRIB: a manifest
+// made readable must be read then, not at its next write or a restart.
+TEST_F(FileSourceTest, AManifestMadeReadableIsReadThen) {
+  write("a.yaml", manifest("a"));
+  fs::permissions(path("a.yaml"), fs::perms::owner_read | fs::perms::owner_write);
+  ASSERT_EQ(::chown(path("a.yaml").c_str(), 65534, 65534), 0) << "tests run as root";
+  WithoutReadOverride unprivileged;
+  if (!unprivileged.dropped()) GTEST_SKIP() << "needs root to drop CAP_DAC_OVERRIDE";
+  start();
+  std::size_t mark = 0;
+  ASSERT_TRUE(log_.wait_for_event(mark, invalid_from(path("a.yaml"))));
+  EXPECT_EQ(log_.since(mark).back().reason, "Permission denied");
+
+  mark = log_.size();
+  fs::permissions(path("a.yaml"), fs::perms::others_read, fs::perm_options::add);
+  EXPECT_TRUE(log_.wait_for_event(mark, upserted("a"), 10s));
 }
 
 TEST_F(FileSourceTest, StopEndsTheWatchAndCanBeRepeated) {
