@@ -110,6 +110,21 @@ bool parse_vfio_passthrough(const std::string& value) {
   refuse(std::string(kVfioPassthroughProperty) + " must be 'true' or 'false', got '" + value + "'");
 }
 
+std::optional<std::string> parse_resource_name(const std::string& value) {
+  std::string name = trimmed(value);
+  if (name.empty()) return std::nullopt;
+  // It becomes part of property keys, USB_RESOURCE_<NAME>_<i> (rule D2):
+  // refused now rather than every device refused at discovery.
+  auto allowed = [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_' || c == '/';
+  };
+  if (!std::all_of(name.begin(), name.end(), allowed) || name.size() > kMaxResourceNameLength)
+    refuse(std::string(kResourceNameProperty) + " '" + value + "' is not a resource name: use " +
+           "letters, digits, '-', '.', '_' and '/', at most " +
+           std::to_string(kMaxResourceNameLength) + " characters");
+  return name;
+}
+
 std::chrono::seconds parse_rescan_interval(const std::string& value) {
   std::string text = trimmed(value);
   long long seconds = 0;
@@ -156,8 +171,8 @@ Settings parse_request(const dowser::DiscoverRequest& request) {
   settings.rules = parse_rules(rule_texts(root));
   settings.report.group_recursive = group_recursive(root);
   settings.report.permissions = permissions(root);
-  std::string resource = trimmed(request.property_or(kResourceNameProperty, ""));
-  if (!resource.empty()) settings.report.resource_name = resource;
+  settings.report.resource_name =
+      parse_resource_name(request.property_or(kResourceNameProperty, ""));
   settings.report.vfio_passthrough =
       parse_vfio_passthrough(request.property_or(kVfioPassthroughProperty, "false"));
   settings.rescan_interval = parse_rescan_interval(

@@ -48,6 +48,10 @@ struct Settings {
 std::vector<Rule> parse_rules(const std::vector<std::string>& rules);
 // Some of r, w and m, each at most once, in any order; returned as r, w, m.
 std::string parse_permissions(const std::string& permissions);
+// devicePluginResourceName, trimmed; none when blank. Longer names would
+// make property keys past DOWSER_MAX_PROPERTY_KEY_LEN.
+inline constexpr size_t kMaxResourceNameLength = 200;
+std::optional<std::string> parse_resource_name(const std::string& value);
 bool parse_vfio_passthrough(const std::string& value);
 std::chrono::seconds parse_rescan_interval(const std::string& value);
 

@@ -124,6 +124,18 @@ TEST(UdevDetails, DiscoveryProperties) {
       "udevRules: []", {{kResourceNameProperty, "  "}, {kVfioPassthroughProperty, std::nullopt}}));
   EXPECT_FALSE(blank.report.resource_name);
   EXPECT_FALSE(blank.report.vfio_passthrough);
+  // The name becomes part of property keys: what no key may hold is refused
+  // here, not by dowserd for every device reported.
+  for (const std::string& bad :
+       std::vector<std::string>{"akri.sh/cam:1", "cam era", "cam=1", std::string(201, 'c')}) {
+    EXPECT_TRUE(contains(refusal(request("udevRules: []", {{kResourceNameProperty, bad}})),
+                         "devicePluginResourceName '" + bad + "' is not a resource name"))
+        << bad;
+  }
+  EXPECT_EQ(parse_request(request("udevRules: []", {{kResourceNameProperty,
+                                                     "vendor.io/dev_1-" + std::string(184, 'x')}}))
+                .report.resource_name->size(),
+            200u);
   EXPECT_TRUE(contains(refusal(request("udevRules: []", {{kVfioPassthroughProperty, "yes"}})),
                        "vfioPassthrough must be 'true' or 'false', got 'yes'"));
   for (const char* bad : {"0", "-1", "x", "86401", "1.5"}) {
