@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -19,20 +20,49 @@
 namespace dowser::ctl {
 namespace {
 
+// A command-line mistake: told before anything runs, exit code kUsage.
+struct UsageProblem {
+  std::string message;
+};
+
+// The -p option a parser error's field path points into, or the path itself.
+std::string option_of(const std::string& field_path, const DiscoverOptions& options) {
+  static const std::string kProperties = "spec.discoveryHandler.discoveryProperties[";
+  if (field_path.rfind(kProperties, 0) != 0) return field_path;
+  const size_t index = std::strtoul(field_path.c_str() + kProperties.size(), nullptr, 10);
+  if (index >= options.properties.size()) return field_path;
+  return "-p '" + options.properties[index] + "'";
+}
+
+// The Configuration dowserd would run, read by dowserd's own parser, so that
+// a property name it would refuse (or one given twice) is refused here too.
+// Throws UsageProblem.
 configuration::Configuration dry_run_configuration(const DiscoverOptions& options,
                                                    std::string details) {
-  configuration::Configuration configuration;
-  configuration.name = options.configuration;
-  configuration.handler_name = options.handler;
-  configuration.discovery_details = std::move(details);
-  configuration.capacity = options.capacity;
+  auto properties = nlohmann::json::array();
   for (const auto& property : options.properties) {
     auto equals = property.find('=');
-    configuration::DiscoveryProperty entry;
-    entry.name = property.substr(0, equals);
-    if (equals != std::string::npos) entry.value = property.substr(equals + 1);
-    configuration.discovery_properties.push_back(std::move(entry));
+    nlohmann::json entry = {{"name", property.substr(0, equals)}};
+    if (equals != std::string::npos) entry["value"] = property.substr(equals + 1);
+    properties.push_back(std::move(entry));
   }
+  const nlohmann::json object = {
+      {"apiVersion", "akri.sh/v0"},
+      {"kind", "Configuration"},
+      {"metadata", {{"name", options.configuration}, {"namespace", "default"}}},
+      {"spec",
+       {{"capacity", options.capacity},
+        {"discoveryHandler",
+         {{"name", options.handler}, {"discoveryProperties", std::move(properties)}}}}}};
+  configuration::Configuration configuration;
+  try {
+    configuration = configuration::parse_configuration_object(object.dump(), "the command line");
+  } catch (const configuration::ConfigurationError& e) {
+    throw UsageProblem{option_of(e.field_path(), options) + ": " + e.reason()};
+  } catch (const nlohmann::json::exception&) {
+    throw UsageProblem{"-p: values must be UTF-8 text"};
+  }
+  configuration.discovery_details = std::move(details);  // the handler's, byte for byte
   return configuration;
 }
 
@@ -91,7 +121,13 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
   }
   std::ostringstream details;
   details << in.rdbuf();
-  auto configuration = dry_run_configuration(options, details.str());
+  configuration::Configuration configuration;
+  try {
+    configuration = dry_run_configuration(options, details.str());
+  } catch (const UsageProblem& problem) {
+    std::cerr << "dowserctl: " << problem.message << "\n";
+    return kUsage;
+  }
 
   LocalDiscovery handlers(setup.handler_dir);
   try {

@@ -64,7 +64,11 @@ int main(int argc, char** argv) {
   app.add_option("--server", remote.server, "dowserd's status API")
       ->capture_default_str()
       ->check(CLI::Validator(
-          [](const std::string& url) { return dowser::status_api::http_url_problem(url); }, "URL"));
+          [](const std::string& url) { return dowser::status_api::http_url_problem(url); }, "URL"))
+      ->transform([](std::string url) {  // paths are appended: "http://node:8080/" is meant too
+        while (url.ends_with('/')) url.pop_back();
+        return url;
+      });
   app.add_option("--timeout-ms", timeout_ms, "how long to wait for the daemon")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(1, 600000, "ms"));

@@ -131,6 +131,8 @@ TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
   auto bad_server = ctl({"status", "--server", "nonsense"});
   EXPECT_EQ(bad_server.exit_code, 2);
   EXPECT_THAT(bad_server.err, HasSubstr("'nonsense' is not an http:// URL"));
+  auto with_slash = ctl({"status", "--server", url_ + "/"});
+  EXPECT_EQ(with_slash.exit_code, 0) << with_slash.err;
   auto bad_port = ctl({"status", "--server", "http://127.0.0.1:99999"});
   EXPECT_EQ(bad_port.exit_code, 2);
   EXPECT_THAT(bad_port.err, HasSubstr("the port must be 1 to 65535"));
@@ -606,6 +608,15 @@ TEST_F(DowserctlTest, DiscoverPrintsTheInstancesTheDaemonMakes) {
                        "--handler-dir=" + handler_dir_.string()});
   EXPECT_EQ(bad_node.exit_code, 2);
   EXPECT_THAT(bad_node.err, HasSubstr("--node 'a:b': a node name must be a DNS subdomain"));
+  // Properties dowserd would refuse are refused, with its reasons.
+  auto bad_property = ctl({"discover", "--handler=debugEcho", "--details=" + details, "-p",
+                           "my-prop=1", "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(bad_property.exit_code, 2);
+  EXPECT_THAT(bad_property.err, HasSubstr("-p 'my-prop=1': must match ^[_A-Za-z][_A-Za-z0-9]*$"));
+  auto twice = ctl({"discover", "--handler=debugEcho", "--details=" + details, "-p", "A=1", "-p",
+                    "A=2", "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_THAT(twice.err, HasSubstr("-p 'A=2': duplicate property name A (also at [0])"));
   // Without --node the name comes from NODE_NAME: the message says so.
   auto bad_environment = run_command(
       root_, {"/usr/bin/env", "NODE_NAME=Bad_Name", DOWSERCTL, "discover", "--handler=debugEcho",
