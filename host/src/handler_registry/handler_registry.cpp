@@ -711,21 +711,17 @@ HandlerRegistry::ScanResult HandlerRegistry::scan(const std::filesystem::path& d
   return result;
 }
 
-namespace {
-
-std::optional<std::array<int64_t, 6>> file_stamp(const std::filesystem::path& file) {
+std::optional<HandlerRegistry::FileStamp> HandlerRegistry::file_stamp(
+    const std::filesystem::path& file) {
   struct stat info {};
   if (::stat(file.c_str(), &info) != 0) return std::nullopt;
   auto nanoseconds = [](const timespec& time) {
     return static_cast<int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
   };
-  return std::array<int64_t, 6>{
-      static_cast<int64_t>(info.st_dev),  static_cast<int64_t>(info.st_ino),
-      static_cast<int64_t>(info.st_size), nanoseconds(info.st_mtim),
-      nanoseconds(info.st_ctim),          static_cast<int64_t>(info.st_mode)};
+  return FileStamp{static_cast<int64_t>(info.st_dev),  static_cast<int64_t>(info.st_ino),
+                   static_cast<int64_t>(info.st_size), nanoseconds(info.st_mtim),
+                   nanoseconds(info.st_ctim),          static_cast<int64_t>(info.st_mode)};
 }
-
-}  // namespace
 
 std::optional<HandlerLoadError> HandlerRegistry::refused_before(const std::filesystem::path& file) {
   auto known = refused_.find(file);

@@ -215,6 +215,7 @@ class HandlerRegistry {
     FileStamp stamp;
     HandlerLoadError error;
   };
+  static std::optional<FileStamp> file_stamp(const std::filesystem::path& file);
   std::optional<HandlerLoadError> refused_before(const std::filesystem::path& file);
   void remember_refusal(const std::filesystem::path& file, const HandlerLoadError& error);
 
