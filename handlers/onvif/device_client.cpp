@@ -15,14 +15,20 @@ constexpr const char* kMediaNamespace = "http://www.onvif.org/ver10/media/wsdl";
 
 std::string text_of(const std::string* value) { return value != nullptr ? *value : std::string(); }
 
-// UTCDateTime as a time point; nullopt when a field is missing.
+bool within(const int* value, int low, int high) {
+  return value != nullptr && *value >= low && *value <= high;
+}
+
+// UTCDateTime as a time point; nullopt when a field is missing or out of
+// range (a camera's clock is its own: INT_MAX as a year must not overflow).
 std::optional<std::chrono::system_clock::time_point> utc_time(const tt__DateTime* when) {
   if (when == nullptr || when->tt__Date == nullptr || when->tt__Time == nullptr)
     return std::nullopt;
   const tt__Date& date = *when->tt__Date;
   const tt__Time& time = *when->tt__Time;
-  if (!date.tt__Year || !date.tt__Month || !date.tt__Day || !time.tt__Hour || !time.tt__Minute ||
-      !time.tt__Second)
+  if (!within(date.tt__Year, 1970, 9999) || !within(date.tt__Month, 1, 12) ||
+      !within(date.tt__Day, 1, 31) || !within(time.tt__Hour, 0, 23) ||
+      !within(time.tt__Minute, 0, 59) || !within(time.tt__Second, 0, 60))
     return std::nullopt;
   std::tm fields{};
   fields.tm_year = *date.tt__Year - 1900;

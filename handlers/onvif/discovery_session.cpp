@@ -54,7 +54,8 @@ void DiscoverySession::run() {
       auto pass_start = std::chrono::steady_clock::now();
       in_pass_ = true;
       answered_.clear();
-      for (const auto& problem : discovery_->probe()) note("probe", {std::nullopt, false, problem});
+      for (const auto& problem : discovery_->probe())
+        note(kProbeProblem, {std::nullopt, false, problem});
       if (!wait_until(pass_start + settings_.discovery_timeout)) return;
       in_pass_ = false;
       run_pass_checks();
@@ -80,8 +81,13 @@ void DiscoverySession::run_pass_checks() {
   auto verdicts = check_all(cameras);
   if (cancelled_) return;
   devices_.clear();
-  // Cameras that did not answer this pass are gone: forget their verdicts.
+  // Cameras that did not answer this pass are gone: forget their verdicts
+  // and problems (UUIDs come from the network: spoofed Hellos, cameras
+  // replaced), so a camera back with the same problem is told again.
   std::erase_if(settled_, [&](const auto& entry) { return !answered_.contains(entry.first); });
+  std::erase_if(problems_, [&](const auto& entry) {
+    return entry.first != kProbeProblem && !answered_.contains(entry.first);
+  });
   for (size_t i = 0; i < cameras.size(); ++i) remember(cameras[i], verdicts[i]);
   publish();
 }
@@ -168,7 +174,7 @@ void DiscoverySession::note(const std::string& uuid, const Evaluation& evaluatio
   if (it != problems_.end() && it->second == evaluation.problem) return;
   problems_[uuid] = evaluation.problem;
   log_(evaluation.settled ? dowser::LogLevel::info : dowser::LogLevel::warn,
-       (uuid == "probe" ? "" : "camera " + uuid + ": ") + evaluation.problem);
+       (uuid == kProbeProblem ? "" : "camera " + uuid + ": ") + evaluation.problem);
 }
 
 void DiscoverySession::probe_match(Announcement camera) {

@@ -75,7 +75,9 @@ class DiscoverySession final : private WsddEvents {
   std::map<std::string, Announcement> announced_;  // Hellos heard between passes
   std::map<std::string, Known> settled_;           // uuid -> a verdict that needs no re-check
   std::map<std::string, dowser::Device> devices_;  // uuid -> the device reported
-  std::map<std::string, std::string> problems_;    // uuid -> the problem last logged
+  // uuid (or kProbeProblem) -> the problem last logged
+  std::map<std::string, std::string> problems_;
+  static constexpr const char* kProbeProblem = "probe";  // the probe's own, not a camera's
   std::optional<std::vector<dowser::Device>> reported_;
   std::thread thread_;  // last: started once the rest is ready
 };

@@ -3,6 +3,7 @@
 // by unicast Probe (the simulator's WS-Discovery port is ephemeral), every
 // filter, credentials right and wrong, and cameras that go away.
 #include "camera_sim_process.hpp"
+#include "eventually.hpp"
 #include "snapshot_queries.hpp"
 
 #include <gtest/gtest.h>
@@ -140,6 +141,29 @@ TEST_F(OnvifPeers, ACameraThatFallsSilentGoesAndComesBack) {
   ASSERT_TRUE(host_.wait_for_snapshot(session, has_ids({kFrontUuid, kBackUuid}), kWait)) << logs();
   // Reports only on change: one snapshot per state.
   EXPECT_EQ(host_.snapshots(session).size(), 3u);
+  host_.stop(session);
+}
+
+// A camera's problem is forgotten with the camera (UUIDs come from the
+// network: spoofed Hellos, cameras replaced, none kept for good), so one
+// that comes back with the same problem is told again.
+TEST_F(OnvifPeers, AProblemGoesWithItsCameraAndIsToldAgainWhenItIsBack) {
+  ASSERT_TRUE(sim_.run("services-down front"));
+  auto session = host_.start(request("ipAddresses: {action: Include, items: [192.168.1.10]}"));
+  auto times_told = [&] {
+    size_t told = 0;
+    for (const auto& line : host_.logs())
+      told += line.text.rfind("camera " + kFrontUuid + ": ", 0) == 0 ? 1 : 0;
+    return told;
+  };
+  ASSERT_TRUE(dowser::test::eventually([&] { return times_told() == 1; }, kWait)) << logs();
+  ASSERT_TRUE(sim_.run("silence front"));
+  // Two more Probes: at least one whole pass ran without the camera.
+  const size_t probed = sim_.count_lines("PROBED ");
+  ASSERT_TRUE(sim_.wait_for_line("PROBED " + std::to_string(probed + 2), kWait)) << logs();
+  EXPECT_EQ(times_told(), 1u) << "a camera gone is no new problem";
+  ASSERT_TRUE(sim_.run("hello front"));
+  EXPECT_TRUE(dowser::test::eventually([&] { return times_told() == 2; }, kWait)) << logs();
   host_.stop(session);
 }
 

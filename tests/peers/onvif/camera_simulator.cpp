@@ -67,6 +67,7 @@ struct Simulator {
   bool tls = false;  // the device and media services speak HTTPS
   soap* udp = nullptr;
   soap* http = nullptr;
+  size_t probes_answered = 0;
 };
 
 Simulator& simulator(soap* context) { return *static_cast<Simulator*>(context->user); }
@@ -259,7 +260,8 @@ soap_wsdd_mode wsdd_event_Probe(struct soap* soap, const char* MessageID, const 
     soap_wsdd_ProbeMatches(soap, reply_to.c_str(), soap_wsa_rand_uuid(soap), relates_to.c_str(),
                            nullptr, &matches);
   }
-  return SOAP_WSDD_ADHOC;  // already answered
+  std::cout << "PROBED " << ++sim.probes_answered << std::endl;  // tests count discovery passes
+  return SOAP_WSDD_ADHOC;                                        // already answered
 }
 
 void wsdd_event_ProbeMatches(struct soap*, unsigned int, const char*, unsigned int, const char*,
