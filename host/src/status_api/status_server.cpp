@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -164,7 +165,7 @@ class StatusServer::Listener : public std::enable_shared_from_this<Listener> {
  public:
   Listener(boost::asio::io_context& io, const tcp::endpoint& endpoint, const StatusServer& server,
            std::chrono::milliseconds timeout)
-      : acceptor_(io), server_(server), timeout_(timeout) {
+      : acceptor_(io), retry_timer_(io), server_(server), timeout_(timeout) {
     acceptor_.open(endpoint.protocol());
     acceptor_.set_option(tcp::acceptor::reuse_address(true));
     acceptor_.bind(endpoint);
@@ -177,8 +178,12 @@ class StatusServer::Listener : public std::enable_shared_from_this<Listener> {
     acceptor_.async_accept(
         [self = shared_from_this()](beast::error_code error, tcp::socket socket) {
           if (error == boost::asio::error::operation_aborted) return;
-          if (!error)
-            std::make_shared<Session>(std::move(socket), self->server_, self->timeout_)->read();
+          if (error) {
+            self->accept_after_failure(error);
+            return;
+          }
+          self->failing_ = false;
+          std::make_shared<Session>(std::move(socket), self->server_, self->timeout_)->read();
           self->accept();
         });
   }
@@ -186,10 +191,24 @@ class StatusServer::Listener : public std::enable_shared_from_this<Listener> {
   void close() {
     beast::error_code ignored;
     acceptor_.close(ignored);
+    retry_timer_.cancel();
   }
 
  private:
+  // Out of file descriptors (EMFILE) fails every accept at once: trying
+  // again right away would spin this thread. Told once while it lasts.
+  void accept_after_failure(const beast::error_code& error) {
+    if (!failing_) spdlog::warn("status API: cannot accept a connection: {}", error.message());
+    failing_ = true;
+    retry_timer_.expires_after(std::chrono::milliseconds(100));
+    retry_timer_.async_wait([self = shared_from_this()](beast::error_code waited) {
+      if (!waited) self->accept();
+    });
+  }
+
   tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_timer_;
+  bool failing_ = false;
   const StatusServer& server_;
   std::chrono::milliseconds timeout_;
 };

@@ -5,9 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include "eventually.hpp"
+#include "log_capture.hpp"
 
 #include <atomic>
 #include <thread>
@@ -254,6 +261,58 @@ TEST_F(StatusServerTest, AStalledCoreMakesEveryCoreViewAnswer503) {
   EXPECT_EQ(get("/metrics").status, 200) << "metrics still serve the last values";
   release.set_value();
   EXPECT_EQ(get("/healthz").status, 200);
+}
+
+// Out of file descriptors, every accept fails at once: the server says so
+// once, does not spin, and serves the connection waiting once fds are back.
+TEST_F(StatusServerTest, AcceptingWithoutFileDescriptorsIsToldOnceAndResumes) {
+  dowser::test::LogCapture log;
+  auto times_told = [&] {
+    const std::string text = log.text();
+    const std::string told = "status API: cannot accept a connection: Too many open files";
+    size_t count = 0;
+    for (size_t at = text.find(told); at != std::string::npos; at = text.find(told, at + 1))
+      ++count;
+    return count;
+  };
+  start();
+  const auto colon = server_->address().rfind(':');
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(std::stoi(server_->address().substr(colon + 1))));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(client, 0);
+
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit lowered = saved;
+  lowered.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = ::dup(client)) >= 0;) fillers.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  // The kernel completes the connection into the backlog; accepting it fails.
+  ASSERT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::write(client, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  const bool told = dowser::test::eventually([&] { return times_told() >= 1; });
+  for (int fd : fillers) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  ASSERT_TRUE(told) << fillers.size() << " fds filled; log:\n" << log.text();
+
+  std::string answer;
+  char buffer[512];
+  pollfd readable{client, POLLIN, 0};
+  while (::poll(&readable, 1, 10000) == 1) {
+    const ssize_t got = ::read(client, buffer, sizeof buffer);
+    if (got <= 0) break;
+    answer.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(client);
+  EXPECT_THAT(answer, testing::StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(answer, testing::EndsWith("ok\n"));
+  EXPECT_EQ(times_told(), 1u) << "told once while it lasts, not once per try";
 }
 
 TEST(StatusApi, ListenAddressesAreNumericHostAndPort) {
