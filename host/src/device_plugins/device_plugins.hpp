@@ -143,6 +143,9 @@ class PluginManager {
   // watcher calls this; tests call it to replay an order of events the
   // kernel cannot be made to deliver on demand.
   void kubelet_dir_changed(const std::string& file_name, bool created);
+  // The kernel dropped the directory's events (its queue overflowed): what
+  // they would have told is looked for instead.
+  void kubelet_dir_events_lost();
 
  private:
   struct Watcher;

@@ -179,8 +179,11 @@ struct PluginManager::Watcher {
   static constexpr int kLookAgainMs = 1000;
 
   Watcher(std::filesystem::path dir, std::function<void(const std::string&, bool created)> seen,
-          std::function<void(const DirectoryIdentity&)> recreated)
-      : directory(std::move(dir)), on_event(std::move(seen)), on_recreated(std::move(recreated)) {
+          std::function<void(const DirectoryIdentity&)> recreated, std::function<void()> lost)
+      : directory(std::move(dir)),
+        on_event(std::move(seen)),
+        on_recreated(std::move(recreated)),
+        on_events_lost(std::move(lost)) {
     inotify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (inotify_fd < 0 || wake_fd < 0 || !watch_directory())
@@ -226,6 +229,7 @@ struct PluginManager::Watcher {
     for (ssize_t offset = 0; offset < length;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if ((event->mask & IN_Q_OVERFLOW) != 0) on_events_lost();
       if (event->wd != watch) continue;  // of a directory watched before
       if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
         stop_watching();
@@ -251,6 +255,7 @@ struct PluginManager::Watcher {
   std::filesystem::path directory;
   std::function<void(const std::string&, bool)> on_event;
   std::function<void(const DirectoryIdentity&)> on_recreated;
+  std::function<void()> on_events_lost;
   int watch = -1;                   // -1 while the directory is gone
   DirectoryIdentity watched;        // of the directory watched; the watcher thread's
   DirectoryIdentity first_watched;  // when constructed, for the manager
@@ -339,7 +344,8 @@ void PluginManager::start() {
       },
       [this, link = link_](const DirectoryIdentity& identity) {
         link->post([this, identity] { kubelet_dir_recreated(identity); });
-      });
+      },
+      [this, link = link_] { link->post([this] { kubelet_dir_events_lost(); }); });
   served_directory_ = watcher_->first_watched;
 }
 
@@ -364,6 +370,25 @@ void PluginManager::kubelet_dir_changed(const std::string& file_name, bool creat
   } else if (!created) {
     on_socket_deleted(file_name);
   }
+}
+
+// A socket deleted, or kubelet.sock made anew, while events were dropped:
+// each is found by looking. Sockets still being bound are not missing.
+void PluginManager::kubelet_dir_events_lost() {
+  spdlog::warn(
+      "events of the kubelet directory {} were lost (inotify queue overflow); looking "
+      "at every plugin's socket",
+      options_.kubelet_dir.string());
+  if (!in_served_directory()) return;  // its re-creation is found by the watcher
+  std::vector<std::string> missing;
+  for (const auto& [name, entry] : plugins_) {
+    std::error_code error;
+    if (entry->server->serving() && !std::filesystem::exists(entry->server->socket_path(), error))
+      missing.push_back(entry->server->socket_name());
+  }
+  for (const auto& socket : missing) on_socket_deleted(socket);
+  if (std::filesystem::exists(options_.kubelet_dir / kKubeletSocket))
+    reregister_all("events of the kubelet directory were lost");
 }
 
 void PluginManager::add(const std::string& resource_name, PluginBackend& backend) {

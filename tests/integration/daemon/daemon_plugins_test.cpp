@@ -7,6 +7,9 @@
 
 #include <sys/stat.h>
 
+#include <csignal>
+#include <fstream>
+
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -88,6 +91,35 @@ TEST_F(PluginSocketsTest, SocketsArePrivateAndEachRegistrationHasAFreshOne) {
   }
   auto allocated = node.kubelet->allocate("akri.sh/cams", pod_a, "c", 1);
   EXPECT_TRUE(allocated.ok()) << allocated.status.error_message();
+}
+
+// More happens in the kubelet directory than the kernel queues for a reader
+// that cannot read (here dowserd, stopped): the events are dropped, and an
+// overflow is all dowserd hears. A plugin whose socket went meanwhile is
+// found by looking, serves a new one and registers again.
+TEST_F(PluginSocketsTest, ASocketDeletedWhileTheDirectorysEventsWereLostIsServedAgain) {
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  const std::string old_endpoint = endpoint_of(node, "akri.sh/cams");
+  size_t queue_size = 16384;
+  std::ifstream("/proc/sys/fs/inotify/max_queued_events") >> queue_size;
+
+  ASSERT_EQ(::kill(node.pid(), SIGSTOP), 0);
+  for (size_t i = 0; i < queue_size / 2 + 16; ++i) {  // two events each
+    const auto flood = node.plugin_dir() / ("flood-" + std::to_string(i));
+    std::ofstream{flood};
+    fs::remove(flood);
+  }
+  ASSERT_TRUE(fs::remove(node.plugin_dir() / old_endpoint)) << old_endpoint;  // not queued
+  ASSERT_EQ(::kill(node.pid(), SIGCONT), 0);
+
+  EXPECT_TRUE(node.wait_for_log("were lost (inotify queue overflow)")) << node.log();
+  EXPECT_TRUE(node.wait([&](const testkit::SimulatorStatus& status) {
+    const auto* r = status.resource("akri.sh/cams");
+    return r && r->registrations >= 2 && r->streaming && r->endpoint != old_endpoint &&
+           r->allocatable() == 1;
+  })) << node.log();
 }
 
 TEST_F(PluginSocketsTest, ARemovedConfigurationStopsItsPluginsAndTakesTheirSockets) {
