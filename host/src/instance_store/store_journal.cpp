@@ -117,15 +117,33 @@ bool StoreJournal::append(const JournalRecord& record, Sync when) {
   std::string bytes(kRecordHeaderSize, '\0');
   encode_header(header, bytes.data());
   bytes += record.payload;
-  write_all_at(fd_.get(), bytes, position_.end, path_);
-  const bool written_is_durable_later =
-      overwrites_in_place_ && position_.end + size <= durable_size_;
-  if (when == Sync::now || (when == Sync::written && !written_is_durable_later))
-    sync();
-  else if (when == Sync::written)
-    write_out(position_.end + size);
+  try {
+    write_all_at(fd_.get(), bytes, position_.end, path_);
+    const bool written_is_durable_later =
+        overwrites_in_place_ && position_.end + size <= durable_size_;
+    if (when == Sync::now || (when == Sync::written && !written_is_durable_later))
+      sync();
+    else if (when == Sync::written)
+      write_out(position_.end + size);
+  } catch (const StoreError&) {
+    unwrite_at(position_.end);
+    throw;
+  }
   position_.end += size;
   return true;
+}
+
+// A record whose write or flush failed was told to the caller as not made:
+// it must not be read as one (by the next append's catch_up, or replayed
+// after a restart). A zeroed header ends the journal there. Best effort:
+// the write failed already.
+void StoreJournal::unwrite_at(uint64_t offset) noexcept {
+  try {
+    write_all_at(fd_.get(), std::string(kRecordHeaderSize, '\0'), offset, path_);
+  } catch (const StoreError& e) {
+    spdlog::error("instance store: cannot undo a failed journal record in {}: {}", path_.string(),
+                  e.what());
+  }
 }
 
 void StoreJournal::sync() {

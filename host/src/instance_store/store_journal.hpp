@@ -143,6 +143,7 @@ class StoreJournal {
   void zero_fill_through(uint64_t end);
   // Waits until the file's first `size` bytes are written to the disk; no flush.
   void write_out(uint64_t size);
+  void unwrite_at(uint64_t offset) noexcept;  // a record that failed is not one
   // Whether the file is at least end bytes long. Asks the file (fstat) only
   // when known_size_ says no: on kernels with fine-grained timestamps
   // (Linux 6.13 on), a stat makes the next write change the inode's times, and
