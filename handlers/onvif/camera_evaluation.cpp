@@ -12,12 +12,6 @@ std::vector<std::string> known(const std::optional<std::string>& value) {
   return value ? std::vector<std::string>{*value} : std::vector<std::string>{};
 }
 
-std::string joined(const std::vector<MediaStream>& streams, std::string MediaStream::*part) {
-  std::string text;
-  for (const auto& stream : streams) text += (text.empty() ? "" : " ") + stream.*part;
-  return text;
-}
-
 // A camera has one or two addresses (IPv4, IPv6); an announcement listing
 // thousands of dead ones would hold a check (and the session's stop) for
 // hours at one request timeout each.
@@ -53,11 +47,26 @@ void add_information(dowser::Properties& properties, const DeviceInformation& in
   add(kHardwareIdProperty, information.hardware_id);
 }
 
+// Camera text made values the host takes (rule D2), not a reason to lose the
+// camera. The lists hold whole profiles, the same ones, as many as fit in a
+// value (an NVR may have hundreds).
 void add_streams(dowser::Properties& properties, const std::vector<MediaStream>& streams) {
   if (streams.empty()) return;
-  properties[kStreamUriProperty] = streams.front().uri;
-  properties[kStreamUrisProperty] = joined(streams, &MediaStream::uri);
-  properties[kProfileTokensProperty] = joined(streams, &MediaStream::profile_token);
+  std::string uris;
+  std::string tokens;
+  for (const auto& stream : streams) {
+    const std::string uri = dowser::property_value(stream.uri);
+    const std::string token = dowser::property_value(stream.profile_token);
+    const size_t separator = uris.empty() ? 0 : 1;
+    if (uris.size() + separator + uri.size() > DOWSER_MAX_PROPERTY_VALUE_LEN ||
+        tokens.size() + separator + token.size() > DOWSER_MAX_PROPERTY_VALUE_LEN)
+      break;
+    uris += (separator != 0 ? " " : "") + uri;
+    tokens += (separator != 0 ? " " : "") + token;
+  }
+  properties[kStreamUriProperty] = dowser::property_value(streams.front().uri);
+  properties[kStreamUrisProperty] = uris;
+  properties[kProfileTokensProperty] = tokens;
 }
 
 // Runs one call; a failure is noted and leaves the evaluation unsettled.
@@ -106,10 +115,12 @@ Evaluation evaluate_camera(const Announcement& camera, const Settings& settings,
   dowser::Device device;
   device.id = uuid;
   device.sharing = dowser::Sharing::shared;
-  device.properties[kServiceUrlProperty] = *url;
+  device.properties[kServiceUrlProperty] = dowser::property_value(*url);
   device.properties[kUuidProperty] = uuid;
-  if (identity.ip_address) device.properties[kIpAddressProperty] = *identity.ip_address;
-  if (identity.mac_address) device.properties[kMacAddressProperty] = *identity.mac_address;
+  if (identity.ip_address)
+    device.properties[kIpAddressProperty] = dowser::property_value(*identity.ip_address);
+  if (identity.mac_address)
+    device.properties[kMacAddressProperty] = dowser::property_value(*identity.mac_address);
   if (auto information = attempt(evaluation, "GetDeviceInformation",
                                  [&] { return api.get_device_information(*url, credential); }))
     add_information(device.properties, *information);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <dowser/testkit.hpp>
 
+#include <algorithm>
 #include <set>
 
 namespace onvif::peers {
@@ -150,21 +151,55 @@ TEST_F(OnvifPeers, ACameraThatFallsSilentGoesAndComesBack) {
 TEST_F(OnvifPeers, AProblemGoesWithItsCameraAndIsToldAgainWhenItIsBack) {
   ASSERT_TRUE(sim_.run("services-down front"));
   auto session = host_.start(request("ipAddresses: {action: Include, items: [192.168.1.10]}"));
+  const std::string problem = "camera " + kFrontUuid +
+                              ": GetNetworkInterfaces failed: GetNetworkInterfaces: service "
+                              "unavailable";
   auto times_told = [&] {
-    size_t told = 0;
-    for (const auto& line : host_.logs())
-      told += line.text.rfind("camera " + kFrontUuid + ": ", 0) == 0 ? 1 : 0;
-    return told;
+    const auto lines = host_.logs();
+    return std::count_if(lines.begin(), lines.end(),
+                         [&](const auto& line) { return line.text == problem; });
   };
   ASSERT_TRUE(dowser::test::eventually([&] { return times_told() == 1; }, kWait)) << logs();
   ASSERT_TRUE(sim_.run("silence front"));
   // Two more Probes: at least one whole pass ran without the camera.
   const size_t probed = sim_.count_lines("PROBED ");
   ASSERT_TRUE(sim_.wait_for_line("PROBED " + std::to_string(probed + 2), kWait)) << logs();
-  EXPECT_EQ(times_told(), 1u) << "a camera gone is no new problem";
+  EXPECT_EQ(times_told(), 1) << "a camera gone is no new problem";
   ASSERT_TRUE(sim_.run("hello front"));
   EXPECT_TRUE(dowser::test::eventually([&] { return times_told() == 2; }, kWait)) << logs();
   host_.stop(session);
+}
+
+// An NVR's profiles can take more than a property value holds (64 KiB):
+// the camera is kept, its lists cut after the last whole profile that fits,
+// the same profiles in both.
+TEST(OnvifPeerLimits, ACameraWithMoreProfilesThanAValueHoldsIsKept) {
+  std::string profiles;
+  for (int i = 0; i < 800; ++i) {
+    profiles += std::string(profiles.empty() ? "" : ",") + R"({"token": "p)" + std::to_string(i) +
+                R"(", "uri": "rtsp://192.168.1.10/)" + std::string(90, 'x') + std::to_string(i) +
+                R"("})";
+  }
+  CameraSimulator sim(R"({"cameras": [{"name": "nvr", "uuid": ")" + kFrontUuid +
+                      R"(", "ip": "192.168.1.10", "profiles": [)" + profiles + "]}]}");
+  FakeHost host(ONVIF_MODULE_PATH);
+  auto session = host.start({"discoveryTimeoutSeconds: 0.3\ndiscoveryIntervalSeconds: 0.5\n",
+                             {{"ONVIF_MULTICAST_INTERFACES", "none"},
+                              {"ONVIF_UNICAST_PROBE_TARGETS", sim.probe_target()}}});
+  ASSERT_TRUE(host.wait_for_snapshot(session, has_ids({kFrontUuid}), kWait)) << sim.transcript();
+  const auto nvr = *find(*host.latest_snapshot(session), kFrontUuid);
+  const std::string uris = property(nvr, "ONVIF_DEVICE_STREAM_URIS");
+  const std::string tokens = property(nvr, "ONVIF_DEVICE_PROFILE_TOKENS");
+  EXPECT_LE(uris.size(), 65536u);
+  const auto count = std::count(uris.begin(), uris.end(), ' ') + 1;
+  EXPECT_GT(count, 500);
+  EXPECT_LT(count, 800);
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' ') + 1, count);
+  EXPECT_EQ(uris.substr(uris.rfind(' ') + 1),
+            "rtsp://192.168.1.10/" + std::string(90, 'x') + std::to_string(count - 1))
+      << "a whole URI last";
+  EXPECT_TRUE(host.violations().empty());
+  host.stop(session);
 }
 
 }  // namespace
