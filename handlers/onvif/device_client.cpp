@@ -50,8 +50,8 @@ std::optional<std::string> first_ipv4(const tt__IPv4Configuration& config) {
 
 }  // namespace
 
-DeviceClient::DeviceClient(std::chrono::milliseconds timeout)
-    : soap_(soap_new1(SOAP_C_UTFSTRING | SOAP_IO_DEFAULT)) {
+DeviceClient::DeviceClient(std::chrono::milliseconds timeout, const std::atomic<bool>& stopping)
+    : soap_(soap_new1(SOAP_C_UTFSTRING | SOAP_IO_DEFAULT)), stopping_(stopping) {
   if (soap_ == nullptr) throw std::bad_alloc();
   static std::once_flag ssl_initialised;
   std::call_once(ssl_initialised, [] { soap_ssl_init(); });
@@ -71,6 +71,7 @@ DeviceClient::~DeviceClient() {
 }
 
 void DeviceClient::prepare(const std::optional<Credential>& credential) {
+  if (stopping_) throw CallFailed("the session is stopping");
   soap_destroy(soap_);
   soap_end(soap_);
   soap_->header = nullptr;

@@ -7,6 +7,7 @@
 
 #include "camera_api.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -16,7 +17,9 @@ namespace onvif {
 
 class DeviceClient final : public CameraApi {
  public:
-  explicit DeviceClient(std::chrono::milliseconds timeout);
+  // Once stopping is set, no call starts (each throws CallFailed): a stop
+  // waits for the call in progress only, at most the timeout.
+  DeviceClient(std::chrono::milliseconds timeout, const std::atomic<bool>& stopping);
   ~DeviceClient() override;
   DeviceClient(const DeviceClient&) = delete;
   DeviceClient& operator=(const DeviceClient&) = delete;
@@ -35,6 +38,7 @@ class DeviceClient final : public CameraApi {
   std::string media_service(const std::string& url, const std::optional<Credential>& credential);
 
   soap* soap_;
+  const std::atomic<bool>& stopping_;
   // The camera's clock minus ours, from its GetSystemDateAndTime: tokens are
   // dated by the camera's clock, which may be far off.
   std::chrono::system_clock::duration clock_offset_{};

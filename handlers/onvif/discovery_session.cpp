@@ -106,7 +106,7 @@ std::vector<Evaluation> DiscoverySession::check_all(const std::vector<Announceme
   std::vector<Evaluation> verdicts(cameras.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    auto api = api_();
+    auto api = api_(cancelled_);
     for (size_t i; !cancelled_ && (i = next++) < cameras.size();)
       verdicts[i] = check(cameras[i], *api);
   };

@@ -28,7 +28,8 @@ class DiscoverySession final : private WsddEvents {
  public:
   using Report = std::function<bool(const std::vector<dowser::Device>&)>;  // false: stopping
   using Log = std::function<void(dowser::LogLevel, const std::string&)>;
-  using ApiFactory = std::function<std::unique_ptr<CameraApi>()>;
+  // stopping: set once the session stops; the API starts no call after it.
+  using ApiFactory = std::function<std::unique_ptr<CameraApi>(const std::atomic<bool>& stopping)>;
 
   // Opens the sockets (throws std::runtime_error when it cannot), then starts
   // the thread; the first probe goes out at once.

@@ -19,8 +19,8 @@ class OnvifSession final : public dowser::Session {
                const dowser::Reporter& reporter)
       : session_(
             settings, std::move(credentials),
-            [timeout = settings.request_timeout] {
-              return std::make_unique<DeviceClient>(timeout);
+            [timeout = settings.request_timeout](const std::atomic<bool>& stopping) {
+              return std::make_unique<DeviceClient>(timeout, stopping);
             },
             [reporter](const std::vector<dowser::Device>& devices) {
               return reporter.report(devices);

@@ -170,6 +170,21 @@ TEST_F(OnvifPeers, AProblemGoesWithItsCameraAndIsToldAgainWhenItIsBack) {
   host_.stop(session);
 }
 
+// A camera that never answers costs a stop the call in progress, not every
+// call its evaluation has left (each waiting out requestTimeoutSeconds).
+TEST_F(OnvifPeers, AStopWaitsForTheCallInProgressOnly) {
+  ASSERT_TRUE(sim_.run("services-hang front"));
+  auto session = host_.start(
+      {"discoveryTimeoutSeconds: 0.3\ndiscoveryIntervalSeconds: 0.5\nrequestTimeoutSeconds: 3\n",
+       {{"ONVIF_MULTICAST_INTERFACES", "none"},
+        {"ONVIF_UNICAST_PROBE_TARGETS", sim_.probe_target()}}});
+  ASSERT_TRUE(sim_.wait_for_line("HUNG front", kWait)) << logs();
+  host_.stop(session);
+  // GetNetworkInterfaces, GetDeviceInformation and GetProfiles would each
+  // have waited 3 s; only the first was asked.
+  EXPECT_EQ(sim_.count_lines("HUNG front"), 1u) << logs();
+}
+
 // An NVR's profiles can take more than a property value holds (64 KiB):
 // the camera is kept, its lists cut after the last whole profile that fits,
 // the same profiles in both.

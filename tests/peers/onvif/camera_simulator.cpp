@@ -57,7 +57,8 @@ struct Camera {
   std::string password;
   std::vector<Profile> profiles;
   bool online = true;
-  bool services_up = true;  // false: every call but GetSystemDateAndTime fails
+  bool services_up = true;     // false: every call but GetSystemDateAndTime fails
+  bool services_hang = false;  // true: those calls are never answered
 };
 
 struct Simulator {
@@ -68,6 +69,7 @@ struct Simulator {
   soap* udp = nullptr;
   soap* http = nullptr;
   size_t probes_answered = 0;
+  std::vector<int> held_connections;  // of services-hang calls, never answered
 };
 
 Simulator& simulator(soap* context) { return *static_cast<Simulator*>(context->user); }
@@ -190,6 +192,15 @@ Camera* camera_for(soap* context, bool authenticated) {
   }
   if (authenticated && !found->services_up) {
     soap_receiver_fault(context, "service unavailable", nullptr);
+    return nullptr;
+  }
+  if (authenticated && found->services_hang) {
+    // No answer, and the connection kept open (taken from gSOAP, which would
+    // shut it down): the client waits for its timeout.
+    simulator(context).held_connections.push_back(context->socket);
+    context->socket = SOAP_INVALID_SOCKET;
+    std::cout << "HUNG " << found->name << std::endl;
+    context->error = SOAP_STOP;
     return nullptr;
   }
   if (authenticated && found->username &&
@@ -447,7 +458,8 @@ Camera* named(Simulator& sim, const std::string& name) {
 // "bye NAME": goes offline after a Bye; "hello NAME": back online with a
 // Hello; "silence NAME": offline without a word; "services-down NAME" /
 // "services-up NAME": every call but GetSystemDateAndTime fails / works
-// again; "quit". Answers "OK ..." or "ERROR ...".
+// again; "services-hang NAME": those calls get no answer ("HUNG NAME" on
+// stdout for each); "quit". Answers "OK ..." or "ERROR ...".
 bool run_command(Simulator& sim, const std::string& line) {
   std::istringstream words(line);
   std::string verb, name;
@@ -455,13 +467,17 @@ bool run_command(Simulator& sim, const std::string& line) {
   if (verb == "quit") return false;
   Camera* camera = named(sim, name);
   bool presence = verb == "bye" || verb == "hello" || verb == "silence";
-  if (camera == nullptr || (!presence && verb != "services-down" && verb != "services-up")) {
+  if (camera == nullptr ||
+      (!presence && verb != "services-down" && verb != "services-up" && verb != "services-hang")) {
     std::cout << "ERROR " << line << std::endl;
     return true;
   }
   if (presence) camera->online = verb == "hello";
   if (verb == "bye" || verb == "hello") announce(sim, *camera, verb == "hello");
-  if (!presence) camera->services_up = verb == "services-up";
+  if (!presence) {
+    camera->services_up = verb != "services-down";
+    camera->services_hang = verb == "services-hang";
+  }
   std::cout << "OK " << line << std::endl;
   return true;
 }
