@@ -116,7 +116,8 @@ dowser::Device make_device(const ServerCandidate& server,
       dowser::property_value(server.application.application_name.text);
   device.properties[kApplicationUriProperty] =
       dowser::property_value(server.application.application_uri);
-  device.properties[kSecurityPoliciesProperty] = joined(security_policy_names(endpoints));
+  device.properties[kSecurityPoliciesProperty] =
+      dowser::property_value(joined(security_policy_names(endpoints)));
   device.properties[kSecurityModesProperty] = joined(security_mode_names(endpoints));
   device.sharing = dowser::Sharing::shared;
   return device;

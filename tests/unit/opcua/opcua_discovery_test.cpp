@@ -133,15 +133,18 @@ TEST_F(OpcuaScan, AnUnreachableUrlYieldsNothingAndIsLoggedOncePerChange) {
   EXPECT_EQ(recorder_.count(LogLevel::info, kLds + ": answers again"), 1u);
 }
 
-// A server's name comes as raw bytes: Latin-1 or a NUL must not make the
-// host leave the server out (rule D2).
+// A server's name and policy URIs come as raw bytes: Latin-1 or a NUL must
+// not make the host leave the server out (rule D2).
 TEST(OpcuaDevice, NamesThatAreNotUtf8AreMadeValidNotDropped) {
   ServerCandidate server;
   server.discovery_url = "opc.tcp://10.0.0.7:1";
   server.application.application_name.text = std::string("K\xe4ltemaschine\0 1", 17);
   server.application.application_uri = "urn:k\xe4lte";
-  const dowser::Device device = make_device(server, {});
+  ua::EndpointDescription endpoint;  // a policy URI is the server's bytes too
+  endpoint.security_policy_uri = "http://opcfoundation.org/UA/SecurityPolicy#K\xe4lte";
+  const dowser::Device device = make_device(server, {endpoint});
   EXPECT_EQ(device.properties.at("OPCUA_APPLICATION_NAME"), "K\xef\xbf\xbdltemaschine 1");
+  EXPECT_EQ(device.properties.at("OPCUA_SECURITY_POLICIES"), "K\xef\xbf\xbdlte");
   EXPECT_EQ(device.properties.at("OPCUA_APPLICATION_URI"), "urn:k\xef\xbf\xbdlte");
   EXPECT_EQ(device.properties.at("OPCUA_DISCOVERY_URL"), "opc.tcp://10.0.0.7:1");
 }
