@@ -430,8 +430,12 @@ void JournalledWrites::finish_checkpoint() {
   }
   for (const std::string& namespace_name : namespaces) {
     const std::filesystem::path directory = files_.namespace_directory(namespace_name);
-    std::error_code unreadable;  // told by fsync_directory's StoreError instead
-    if (!std::filesystem::is_directory(directory, unreadable) && !unreadable) continue;
+    // Gone (removed by hand): nothing to make durable. Any other failure to
+    // look is told by fsync_directory's StoreError.
+    std::error_code unreadable;
+    if (std::filesystem::status(directory, unreadable).type() ==
+        std::filesystem::file_type::not_found)
+      continue;
     observed(directory, [&] {
       fsync_directory(directory);
       return true;

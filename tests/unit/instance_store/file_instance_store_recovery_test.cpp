@@ -92,6 +92,24 @@ TEST_F(FileInstanceStoreRecoveryTest, AnInstanceCreatedAndRemovedIsNoLostWrite) 
   EXPECT_EQ(log.text().find("lost"), std::string::npos) << log.text();
 }
 
+// A namespace's directory removed by hand while the journal still holds its
+// last writes (a removal): nothing there is left to make durable, and the
+// store opens, emptying the journal.
+TEST_F(FileInstanceStoreRecoveryTest, ANamespaceDirectoryRemovedByHandDoesNotStopTheStore) {
+  Instance gone = sample_instance("cam-000002");
+  gone.namespace_name = "old-ns";
+  {
+    FileInstanceStore store(directory());
+    store.remove(gone.namespace_name, gone.name, store.create(gone));
+  }
+  ASSERT_GT(journalled_records(), 0u) << "the journal still holds the writes";
+  std::filesystem::remove_all(directory() / "old-ns");
+
+  FileInstanceStore reopened(directory());
+  EXPECT_FALSE(reopened.get(gone.namespace_name, gone.name).has_value());
+  EXPECT_EQ(journalled_records(), 0u) << "emptied once the rest was durable";
+}
+
 TEST_F(FileInstanceStoreRecoveryTest, ATornFileIsRedoneFromTheJournal) {
   Instance instance = sample_instance("cam-000001");
   uint64_t revision = 0;
