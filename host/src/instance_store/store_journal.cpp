@@ -136,10 +136,12 @@ bool StoreJournal::append(const JournalRecord& record, Sync when) {
 // A record whose write or flush failed was told to the caller as not made:
 // it must not be read as one (by the next append's catch_up, or replayed
 // after a restart). A zeroed header ends the journal there. Best effort:
-// the write failed already.
+// the write failed already; the zeros are flushed too, in case the record
+// itself reached the disk.
 void StoreJournal::unwrite_at(uint64_t offset) noexcept {
   try {
     write_all_at(fd_.get(), std::string(kRecordHeaderSize, '\0'), offset, path_);
+    ::fdatasync(fd_.get());
   } catch (const StoreError& e) {
     spdlog::error("instance store: cannot undo a failed journal record in {}: {}", path_.string(),
                   e.what());
