@@ -52,12 +52,17 @@ void DiscoveryLoop::stop_threads() {
 void DiscoveryLoop::scan_repeatedly(size_t url_index) {
   const std::string& url = settings_.discovery_urls[url_index];
   do {
+    std::optional<std::vector<dowser::Device>> devices;  // none: its last scan stands
     try {
-      auto devices = scan_url(url, settings_, services_, log_);
+      devices = scan_url(url, settings_, services_, log_);
       if (cancellation_.cancelled()) return;  // a cancelled scan saw nothing real
-      publish(url_index, std::move(devices));
-    } catch (const std::exception& e) {  // out of memory, or a report that failed
+    } catch (const std::exception& e) {       // out of memory, no thread to be had
       log_.failed(url, std::string("scan failed: ") + e.what());
+    }
+    try {
+      publish(url_index, std::move(devices));
+    } catch (const std::exception& e) {  // a report that failed
+      log_.failed(url, std::string("report failed: ") + e.what());
     }
   } while (cancellation_.sleep_for(settings_.discovery_interval));
 }
@@ -65,10 +70,10 @@ void DiscoveryLoop::scan_repeatedly(size_t url_index) {
 // The host takes a session's first report as every device there is (its
 // Instances not in it are gone), so nothing is reported before every URL
 // was scanned once: a slow URL delays the first report, never a later one.
-void DiscoveryLoop::publish(size_t url_index, std::vector<dowser::Device> devices) {
+void DiscoveryLoop::publish(size_t url_index, std::optional<std::vector<dowser::Device>> devices) {
   std::lock_guard lock(mutex_);
-  latest_[url_index] = std::move(devices);
-  scanned_once_[url_index] = true;
+  if (devices) latest_[url_index] = std::move(*devices);
+  scanned_once_[url_index] = true;  // a failed scan counts: it must not hold every report
   if (std::find(scanned_once_.begin(), scanned_once_.end(), false) != scanned_once_.end()) return;
   auto merged = merge_unique(latest_);
   if (reported_ == merged) return;

@@ -42,7 +42,8 @@ class DiscoveryLoop {
  private:
   void scan_repeatedly(size_t url_index);
   void stop_threads();  // cancels every scan and waits for its thread
-  void publish(size_t url_index, std::vector<dowser::Device> devices);
+  // devices: none when the scan failed (its last scan stands).
+  void publish(size_t url_index, std::optional<std::vector<dowser::Device>> devices);
 
   Settings settings_;
   Cancellation cancellation_;

@@ -92,6 +92,17 @@ TEST_F(OpcuaLoop, TheFirstReportWaitsUntilEveryUrlWasScanned) {
   EXPECT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
 }
 
+// A scan that fails outright counts as that URL's scan: the others' devices
+// are reported, not held for good.
+TEST_F(OpcuaLoop, AUrlWhoseScanFailsDoesNotHoldTheFirstReport) {
+  network_.resolving_breaks("broken-host");
+  serve("opc.tcp://10.0.0.1:4840", {"opc.tcp://broken-host:1"});
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:1"});
+  auto loop = start({"opc.tcp://10.0.0.1:4840", "opc.tcp://10.0.0.2:4840"});
+  EXPECT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
+  EXPECT_GE(logs_.count(dowser::LogLevel::warn, "scan failed: resolver broke on broken-host"), 1u);
+}
+
 TEST_F(OpcuaLoop, AHangingUrlDoesNotDelayLaterReportsOfTheOthers) {
   serve("opc.tcp://10.0.0.1:4840", {"opc.tcp://10.0.0.7:1"});
   serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:2"});

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,12 @@ class FakeNetwork {
     std::lock_guard lock(mutex_);
     resolvable_.insert(host);
   }
+  // Looking host up throws what no scan expects (as a thread that cannot be
+  // started would): the scan itself fails.
+  void resolving_breaks(const std::string& host) {
+    std::lock_guard lock(mutex_);
+    breaking_.insert(host);
+  }
 
   size_t find_servers_calls() const { return find_servers_calls_; }
   // Waits until FindServers has been called `count` times in all.
@@ -74,6 +81,7 @@ class FakeNetwork {
     services.get_endpoints = [this](const std::string& url) { return endpoints(url); };
     services.resolves = [this](const std::string& host) {
       std::lock_guard lock(mutex_);
+      if (breaking_.contains(host)) throw std::runtime_error("resolver broke on " + host);
       return resolvable_.contains(host);
     };
     return services;
@@ -122,6 +130,7 @@ class FakeNetwork {
   std::map<std::string, std::vector<ua::EndpointDescription>> endpoints_;
   std::set<std::string> hanging_;
   std::set<std::string> resolvable_;
+  std::set<std::string> breaking_;
   std::atomic<size_t> find_servers_calls_{0};
   std::atomic<size_t> hanging_calls_{0};
 };
