@@ -48,8 +48,9 @@ void add_information(dowser::Properties& properties, const DeviceInformation& in
 }
 
 // Camera text made values the host takes (rule D2), not a reason to lose the
-// camera. The lists hold whole profiles, the same ones, as many as fit in a
-// value (an NVR may have hundreds).
+// camera. The lists hold whole profiles, the same ones, as many as fit in
+// one value's size together: the whole device must stay under
+// DOWSER_MAX_DEVICE_LEN (rule D5), and an NVR may have hundreds.
 void add_streams(dowser::Properties& properties, const std::vector<MediaStream>& streams) {
   if (streams.empty()) return;
   std::string uris;
@@ -58,8 +59,8 @@ void add_streams(dowser::Properties& properties, const std::vector<MediaStream>&
     const std::string uri = dowser::property_value(stream.uri);
     const std::string token = dowser::property_value(stream.profile_token);
     const size_t separator = uris.empty() ? 0 : 1;
-    if (uris.size() + separator + uri.size() > DOWSER_MAX_PROPERTY_VALUE_LEN ||
-        tokens.size() + separator + token.size() > DOWSER_MAX_PROPERTY_VALUE_LEN)
+    if (uris.size() + tokens.size() + 2 * separator + uri.size() + token.size() >
+        DOWSER_MAX_PROPERTY_VALUE_LEN)
       break;
     uris += (separator != 0 ? " " : "") + uri;
     tokens += (separator != 0 ? " " : "") + token;

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <memory>
 
 #include <atomic>
 #include <mutex>
@@ -105,14 +106,18 @@ TEST_F(PluginSocketsTest, ASocketDeletedWhileTheDirectorysEventsWereLostIsServed
   size_t queue_size = 16384;
   std::ifstream("/proc/sys/fs/inotify/max_queued_events") >> queue_size;
 
-  ASSERT_EQ(::kill(node.pid(), SIGSTOP), 0);
-  for (size_t i = 0; i < queue_size / 2 + 16; ++i) {  // two events each
-    const auto flood = node.plugin_dir() / ("flood-" + std::to_string(i));
-    std::ofstream{flood};
-    fs::remove(flood);
+  {
+    ASSERT_EQ(::kill(node.pid(), SIGSTOP), 0);
+    // Continued however this block ends: a stopped dowserd would hang the test's end.
+    const std::unique_ptr<Node, void (*)(Node*)> continued(
+        &node, [](Node* stopped) { ::kill(stopped->pid(), SIGCONT); });
+    for (size_t i = 0; i < queue_size / 2 + 16; ++i) {  // two events each
+      const auto flood = node.plugin_dir() / ("flood-" + std::to_string(i));
+      std::ofstream{flood};
+      fs::remove(flood);
+    }
+    ASSERT_TRUE(fs::remove(node.plugin_dir() / old_endpoint)) << old_endpoint;  // not queued
   }
-  ASSERT_TRUE(fs::remove(node.plugin_dir() / old_endpoint)) << old_endpoint;  // not queued
-  ASSERT_EQ(::kill(node.pid(), SIGCONT), 0);
 
   EXPECT_TRUE(node.wait_for_log("were lost (inotify queue overflow)")) << node.log();
   EXPECT_TRUE(node.wait([&](const testkit::SimulatorStatus& status) {

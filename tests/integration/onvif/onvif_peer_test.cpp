@@ -175,19 +175,19 @@ TEST_F(OnvifPeers, AProblemGoesWithItsCameraAndIsToldAgainWhenItIsBack) {
 TEST_F(OnvifPeers, AStopWaitsForTheCallInProgressOnly) {
   ASSERT_TRUE(sim_.run("services-hang front"));
   auto session = host_.start(
-      {"discoveryTimeoutSeconds: 0.3\ndiscoveryIntervalSeconds: 0.5\nrequestTimeoutSeconds: 3\n",
+      {"discoveryTimeoutSeconds: 0.3\ndiscoveryIntervalSeconds: 0.5\nrequestTimeoutSeconds: 10\n",
        {{"ONVIF_MULTICAST_INTERFACES", "none"},
         {"ONVIF_UNICAST_PROBE_TARGETS", sim_.probe_target()}}});
   ASSERT_TRUE(sim_.wait_for_line("HUNG front", kWait)) << logs();
   host_.stop(session);
   // GetNetworkInterfaces, GetDeviceInformation and GetProfiles would each
-  // have waited 3 s; only the first was asked.
+  // have waited 10 s; only the first was asked.
   EXPECT_EQ(sim_.count_lines("HUNG front"), 1u) << logs();
 }
 
-// An NVR's profiles can take more than a property value holds (64 KiB):
-// the camera is kept, its lists cut after the last whole profile that fits,
-// the same profiles in both.
+// An NVR's profiles can take more than a device may hold (rule D5): the
+// camera is kept, its lists cut after the last whole profile that fits in
+// one value's size (64 KiB) for both, the same profiles in both.
 TEST(OnvifPeerLimits, ACameraWithMoreProfilesThanAValueHoldsIsKept) {
   std::string profiles;
   for (int i = 0; i < 800; ++i) {
@@ -205,9 +205,9 @@ TEST(OnvifPeerLimits, ACameraWithMoreProfilesThanAValueHoldsIsKept) {
   const auto nvr = *find(*host.latest_snapshot(session), kFrontUuid);
   const std::string uris = property(nvr, "ONVIF_DEVICE_STREAM_URIS");
   const std::string tokens = property(nvr, "ONVIF_DEVICE_PROFILE_TOKENS");
-  EXPECT_LE(uris.size(), 65536u);
+  EXPECT_LE(uris.size() + tokens.size(), 65536u) << "both in one value's size";
   const auto count = std::count(uris.begin(), uris.end(), ' ') + 1;
-  EXPECT_GT(count, 500);
+  EXPECT_GT(count, 400);
   EXPECT_LT(count, 800);
   EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' ') + 1, count);
   EXPECT_EQ(uris.substr(uris.rfind(' ') + 1),
