@@ -1,5 +1,8 @@
 #include "slot_reclaimer.hpp"
 
+#include <set>
+#include <string_view>
+
 namespace dowser::reclaim {
 
 HeldSlot instance_level_slot(std::string_view domain, const capacity::InstanceKey& instance,
@@ -64,16 +67,32 @@ std::vector<DeviceRef> unclaimed_in_use(const std::vector<HeldSlot>& held,
   return unclaimed;
 }
 
+namespace {
+
+// A resource name without its domain ("akri.sh/cams" is "cams"). A pod
+// admitted before --resource-domain changed is reported under the old one,
+// and its slot is in use all the same. Another plugin's resource of the same
+// name and device id can only keep a claim, never free one.
+std::string_view without_domain(std::string_view resource) {
+  const size_t slash = resource.find('/');
+  return slash == std::string_view::npos ? resource : resource.substr(slash + 1);
+}
+
+}  // namespace
+
 StaleSlotTracker::SlotKey StaleSlotTracker::key_of(const HeldSlot& slot) {
   return {slot.resource, slot.device_id, slot.instance, slot.slot};
 }
 
 std::vector<HeldSlot> StaleSlotTracker::due(const std::vector<HeldSlot>& held,
                                             const DevicesInUse& in_use, Clock::time_point now) {
+  std::set<std::pair<std::string_view, std::string_view>> used;  // views into in_use
+  for (const auto& [resource, device_id] : in_use)
+    used.emplace(without_domain(resource), device_id);
   std::map<SlotKey, Clock::time_point> still_unused;
   std::vector<HeldSlot> stale;
   for (const HeldSlot& slot : held) {
-    if (in_use.count({slot.resource, slot.device_id}) > 0) continue;
+    if (used.count({without_domain(slot.resource), slot.device_id}) > 0) continue;
     SlotKey key = key_of(slot);
     auto known = unused_since_.find(key);
     Clock::time_point since = known == unused_since_.end() ? now : known->second;

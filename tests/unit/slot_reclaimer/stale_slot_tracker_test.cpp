@@ -167,6 +167,17 @@ TEST_F(StaleSlotTrackerTest, MatchesResourceAndDeviceTogether) {
   EXPECT_EQ(tracker.due({cl_slot("3", 0)}, elsewhere, t0 + 20s).size(), 1u);
 }
 
+// dowserd restarted with another --resource-domain: the pods admitted
+// before run on, reported under the old domain, and keep their slots.
+TEST_F(StaleSlotTrackerTest, ASlotReportedUnderAnotherDomainIsInUse) {
+  const DevicesInUse old_domain{{"example.com/camera-a1b2c3", "camera-a1b2c3-0"},
+                                {"example.com/camera", "1"}};
+  for (auto t = 0s; t <= 60s; t += 10s) {
+    EXPECT_TRUE(tracker.due({il_slot(0), cl_slot("1", 1)}, old_domain, t0 + t).empty())
+        << "at " << t.count() << " s";
+  }
+}
+
 TEST_F(StaleSlotTrackerTest, TracksEachSlotOnItsOwn) {
   const DevicesInUse in_use{{"akri.sh/camera", "1"}};
   tracker.due({il_slot(0), cl_slot("1", 1)}, in_use, t0);
