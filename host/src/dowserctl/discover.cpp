@@ -34,11 +34,10 @@ std::string option_of(const std::string& field_path, const DiscoverOptions& opti
   return "-p '" + options.properties[index] + "'";
 }
 
-// The Configuration dowserd would run, read by dowserd's own parser, so that
-// a property name it would refuse (or one given twice) is refused here too.
-// Throws UsageProblem.
-configuration::Configuration dry_run_configuration(const DiscoverOptions& options,
-                                                   std::string details) {
+// The Configuration dowserd would run (without its discovery details), read
+// by dowserd's own parser, so that a property name it would refuse (or one
+// given twice) is refused here too. Throws UsageProblem.
+configuration::Configuration dry_run_configuration(const DiscoverOptions& options) {
   auto properties = nlohmann::json::array();
   for (const auto& property : options.properties) {
     auto equals = property.find('=');
@@ -54,16 +53,13 @@ configuration::Configuration dry_run_configuration(const DiscoverOptions& option
        {{"capacity", options.capacity},
         {"discoveryHandler",
          {{"name", options.handler}, {"discoveryProperties", std::move(properties)}}}}}};
-  configuration::Configuration configuration;
   try {
-    configuration = configuration::parse_configuration_object(object.dump(), "the command line");
+    return configuration::parse_configuration_object(object.dump(), "the command line");
   } catch (const configuration::ConfigurationError& e) {
     throw UsageProblem{option_of(e.field_path(), options) + ": " + e.reason()};
   } catch (const nlohmann::json::exception&) {
-    throw UsageProblem{"-p: values must be UTF-8 text"};
+    throw UsageProblem{"--handler, --name and -p must be UTF-8 text"};
   }
-  configuration.discovery_details = std::move(details);  // the handler's, byte for byte
-  return configuration;
 }
 
 nlohmann::json device_json(const store::Instance& instance, const Device& device) {
@@ -109,8 +105,12 @@ std::string name_problem(const DiscoverOptions& options) {
 }  // namespace
 
 int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Output& output) {
-  if (auto problem = name_problem(options); !problem.empty()) {
-    std::cerr << "dowserctl: " << problem << "\n";
+  configuration::Configuration configuration;
+  try {  // every command-line mistake before the details file is read
+    if (auto problem = name_problem(options); !problem.empty()) throw UsageProblem{problem};
+    configuration = dry_run_configuration(options);
+  } catch (const UsageProblem& problem) {
+    std::cerr << "dowserctl: " << problem.message << "\n";
     return kUsage;
   }
   std::ifstream in(options.details_file);
@@ -121,13 +121,7 @@ int discover(const HandlerSetup& setup, const DiscoverOptions& options, const Ou
   }
   std::ostringstream details;
   details << in.rdbuf();
-  configuration::Configuration configuration;
-  try {
-    configuration = dry_run_configuration(options, details.str());
-  } catch (const UsageProblem& problem) {
-    std::cerr << "dowserctl: " << problem.message << "\n";
-    return kUsage;
-  }
+  configuration.discovery_details = details.str();  // the handler's, byte for byte
 
   LocalDiscovery handlers(setup.handler_dir);
   try {

@@ -617,6 +617,9 @@ TEST_F(DowserctlTest, DiscoverPrintsTheInstancesTheDaemonMakes) {
                     "A=2", "--handler-dir=" + handler_dir_.string()});
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_THAT(twice.err, HasSubstr("-p 'A=2': duplicate property name A (also at [0])"));
+  auto before_details = ctl({"discover", "--handler=debugEcho", "--details=/nonexistent", "-p",
+                             "my-prop=1", "--handler-dir=" + handler_dir_.string()});
+  EXPECT_EQ(before_details.exit_code, 2) << "told before the details file is read";
   // Without --node the name comes from NODE_NAME: the message says so.
   auto bad_environment = run_command(
       root_, {"/usr/bin/env", "NODE_NAME=Bad_Name", DOWSERCTL, "discover", "--handler=debugEcho",
