@@ -29,7 +29,8 @@ DiscoveryLoop::DiscoveryLoop(Settings settings, const ServicesFactory& services,
       report_(std::move(report)),
       log_(std::move(log)),
       latest_(settings_.discovery_urls.size()),
-      scanned_once_(settings_.discovery_urls.size(), false) {
+      scanned_once_(settings_.discovery_urls.size(), false),
+      first_report_due_(std::chrono::steady_clock::now() + settings_.first_report_wait) {
   threads_.reserve(settings_.discovery_urls.size());
   try {
     for (size_t i = 0; i < settings_.discovery_urls.size(); ++i)
@@ -59,22 +60,50 @@ void DiscoveryLoop::scan_repeatedly(size_t url_index) {
     } catch (const std::exception& e) {       // out of memory, no thread to be had
       log_.failed(url, std::string("scan failed: ") + e.what());
     }
-    try {
-      publish(url_index, std::move(devices));
-    } catch (const std::exception& e) {  // a report that failed
-      log_.failed(url, std::string("report failed: ") + e.what());
-    }
-  } while (cancellation_.sleep_for(settings_.discovery_interval));
+    publish_logged(url_index, std::move(devices));
+  } while (wait_for_next_scan(url_index));
+}
+
+// While the first report waits for other URLs, its deadline may come before
+// the next scan: what is known goes then.
+bool DiscoveryLoop::wait_for_next_scan(size_t url_index) {
+  const auto next_scan = std::chrono::steady_clock::now() + settings_.discovery_interval;
+  if (first_report_held() && first_report_due_ < next_scan) {
+    if (!cancellation_.sleep_for(first_report_due_ - std::chrono::steady_clock::now()))
+      return false;
+    publish_logged(url_index, std::nullopt);
+  }
+  return cancellation_.sleep_for(next_scan - std::chrono::steady_clock::now());
+}
+
+void DiscoveryLoop::publish_logged(size_t url_index,
+                                   std::optional<std::vector<dowser::Device>> devices) {
+  try {
+    publish(url_index, std::move(devices));
+  } catch (const std::exception& e) {  // a report that failed
+    log_.failed(settings_.discovery_urls[url_index], std::string("report failed: ") + e.what());
+  }
+}
+
+bool DiscoveryLoop::first_report_held() {
+  std::lock_guard lock(mutex_);
+  return held_locked();
+}
+
+bool DiscoveryLoop::held_locked() const {
+  return !reported_ && std::chrono::steady_clock::now() < first_report_due_ &&
+         std::find(scanned_once_.begin(), scanned_once_.end(), false) != scanned_once_.end();
 }
 
 // The host takes a session's first report as every device there is (its
 // Instances not in it are gone), so nothing is reported before every URL
-// was scanned once: a slow URL delays the first report, never a later one.
+// was scanned once, or first_report_wait passed: a slow URL delays the first
+// report (so long at most), never a later one.
 void DiscoveryLoop::publish(size_t url_index, std::optional<std::vector<dowser::Device>> devices) {
   std::lock_guard lock(mutex_);
   if (devices) latest_[url_index] = std::move(*devices);
   scanned_once_[url_index] = true;  // a failed scan counts: it must not hold every report
-  if (std::find(scanned_once_.begin(), scanned_once_.end(), false) != scanned_once_.end()) return;
+  if (held_locked()) return;
   auto merged = merge_unique(latest_);
   if (reported_ == merged) return;
   if (report_(merged)) reported_ = std::move(merged);

@@ -13,6 +13,7 @@ namespace opcua {
 
 inline constexpr const char* kDefaultDiscoveryUrl = "opc.tcp://localhost:4840/";
 inline constexpr std::chrono::milliseconds kDefaultDiscoveryInterval{10000};
+inline constexpr std::chrono::milliseconds kFirstReportWait{10000};
 
 // Akri's FilterList over application names: Include keeps only the listed
 // names, Exclude drops them. Names match exactly.
@@ -27,6 +28,9 @@ struct Settings {
   std::vector<std::string> discovery_urls;  // opc.tcp URLs, unique, in the given order
   std::optional<NameFilter> application_names;
   std::chrono::milliseconds discovery_interval = kDefaultDiscoveryInterval;
+  // How long the first report waits for every URL's first scan (not a
+  // detail: tests shorten it).
+  std::chrono::milliseconds first_report_wait = kFirstReportWait;
   ClientOptions client;
   std::vector<std::string> warnings;  // e.g. keys this handler does not know
 };

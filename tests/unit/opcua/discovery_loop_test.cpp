@@ -66,10 +66,12 @@ class OpcuaLoop : public ::testing::Test {
   }
 
   std::unique_ptr<DiscoveryLoop> start(std::vector<std::string> urls,
-                                       std::chrono::milliseconds interval = 10ms) {
+                                       std::chrono::milliseconds interval = 10ms,
+                                       std::chrono::milliseconds first_report_wait = 10s) {
     Settings settings;
     settings.discovery_urls = std::move(urls);
     settings.discovery_interval = interval;
+    settings.first_report_wait = first_report_wait;
     return std::make_unique<DiscoveryLoop>(
         settings, [this](const Cancellation& c) { return network_.services(c); },
         reports_.callback(), logs_.sink());
@@ -90,6 +92,16 @@ TEST_F(OpcuaLoop, TheFirstReportWaitsUntilEveryUrlWasScanned) {
   EXPECT_EQ(reports_.count(), 0u);
   network_.release("opc.tcp://10.0.0.1:4840");  // its scan ends, timed out
   EXPECT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
+}
+
+// A URL that hangs (up to its request timeout, which may be minutes) holds
+// the first report only so long: then what the others found goes.
+TEST_F(OpcuaLoop, AHangingUrlHoldsTheFirstReportOnlySoLong) {
+  network_.hang("opc.tcp://10.0.0.1:4840");
+  serve("opc.tcp://10.0.0.2:4840", {"opc.tcp://10.0.0.7:1"});
+  auto loop = start({"opc.tcp://10.0.0.1:4840", "opc.tcp://10.0.0.2:4840"}, 1h, 200ms);
+  EXPECT_TRUE(reports_.wait_for(has_ids({"opc.tcp://10.0.0.7:1"})));
+  EXPECT_EQ(network_.hanging_calls(), 1u) << "the first URL still hangs";
 }
 
 // A scan that fails outright counts as that URL's scan: the others' devices
