@@ -8,7 +8,12 @@
 #include "tcp_stream.hpp"
 #include "ua_test_peer.hpp"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -43,11 +48,21 @@ class FakeNetwork {
   void hang(const std::string& url) {
     std::lock_guard lock(mutex_);
     hanging_.insert(url);
+    auto [fd, added] = release_fds_.try_emplace(url, -1);
+    if (added) fd->second = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    uint64_t count = 0;  // a release told before: not this hang's
+    [[maybe_unused]] auto drained = ::read(fd->second, &count, sizeof count);
   }
   // Calls hanging on url end as timed out; later ones are answered.
   void release(const std::string& url) {
     std::lock_guard lock(mutex_);
     hanging_.erase(url);
+    uint64_t one = 1;
+    if (auto fd = release_fds_.find(url); fd != release_fds_.end()) [[maybe_unused]]
+      auto written = ::write(fd->second, &one, sizeof one);
+  }
+  ~FakeNetwork() {
+    for (const auto& [url, fd] : release_fds_) ::close(fd);
   }
   void resolvable(const std::string& host) {
     std::lock_guard lock(mutex_);
@@ -99,9 +114,7 @@ class FakeNetwork {
     }
     called_.notify_all();
     if (hangs) {
-      // Cancellation cannot be waited on together with a release: polled.
-      while (cancellation.sleep_for(std::chrono::milliseconds(5)) && still_hangs(url)) {
-      }
+      wait_for_release_or_cancel(url, cancellation);
       --hanging_calls_;
       if (cancellation.cancelled()) throw Cancelled();
       throw TransportError("FindServers on " + url + ": timed out");
@@ -112,9 +125,16 @@ class FakeNetwork {
     return found->second;
   }
 
-  bool still_hangs(const std::string& url) {
-    std::lock_guard lock(mutex_);
-    return hanging_.contains(url);
+  // Both are eventfds: one poll() waits for whichever comes first.
+  void wait_for_release_or_cancel(const std::string& url, const Cancellation& cancellation) {
+    int released = -1;
+    {
+      std::lock_guard lock(mutex_);
+      released = release_fds_.at(url);
+    }
+    pollfd fds[2] = {{cancellation.fd(), POLLIN, 0}, {released, POLLIN, 0}};
+    while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+    }
   }
 
   std::vector<ua::EndpointDescription> endpoints(const std::string& url) {
@@ -129,6 +149,7 @@ class FakeNetwork {
   std::map<std::string, std::vector<ua::ApplicationDescription>> find_servers_;
   std::map<std::string, std::vector<ua::EndpointDescription>> endpoints_;
   std::set<std::string> hanging_;
+  std::map<std::string, int> release_fds_;  // per URL ever hung: written by release()
   std::set<std::string> resolvable_;
   std::set<std::string> breaking_;
   std::atomic<size_t> find_servers_calls_{0};
