@@ -210,11 +210,7 @@ bool is_c_identifier(std::string_view text) { return is_name_of(text, "_"); }
 
 void check_namespace(const std::string& value, const std::string& path,
                      const ErrorContext& errors) {
-  if (!is_dns_label(value)) {
-    errors.fail(path,
-                "must be a DNS-1123 label (at most 63 lowercase letters, digits and '-', "
-                "starting and ending with a letter or digit)");
-  }
+  if (auto problem = namespace_name_problem(value); !problem.empty()) errors.fail(path, problem);
 }
 
 // ---- metadata --------------------------------------------------------------
@@ -493,6 +489,12 @@ std::vector<Configuration> parse_configurations(std::string_view text, const std
     }
   }
   return configurations;
+}
+
+std::string namespace_name_problem(std::string_view name) {
+  if (is_dns_label(name)) return "";
+  return "must be a DNS-1123 label (at most 63 lowercase letters, digits and '-', starting and "
+         "ending with a letter or digit)";
 }
 
 std::string configuration_name_problem(std::string_view name) {

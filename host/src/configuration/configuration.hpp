@@ -107,6 +107,8 @@ Configuration parse_configuration_object(std::string_view json_text, const std::
 
 // Empty when name may name a Configuration (metadata.name), else the reason.
 std::string configuration_name_problem(std::string_view name);
+// Why name is not a valid namespace name; empty when it is.
+std::string namespace_name_problem(std::string_view name);
 
 // Whether a file of a manifest directory is read as a manifest: *.yaml,
 // *.yml, *.json, except hidden files and editor temporaries.

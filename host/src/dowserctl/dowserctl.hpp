@@ -61,8 +61,15 @@ struct Remote {
 int show_status(const Remote& remote, const Output& output);
 int show_handlers(const Remote& remote, const Output& output);
 int show_configurations(const Remote& remote, const Output& output);
-int show_instances(const Remote& remote, const Output& output, const std::string& configuration);
-int show_slots(const Remote& remote, const Output& output, const std::string& instance);
+// Which Instances `instances` lists (configuration, namespace) or which one
+// `slots` shows (name, namespace); empty fields select all.
+struct InstanceFilter {
+  std::string configuration;
+  std::string name;
+  std::string namespace_name;
+};
+int show_instances(const Remote& remote, const Output& output, const InstanceFilter& filter);
+int show_slots(const Remote& remote, const Output& output, const InstanceFilter& instance);
 int show_plugins(const Remote& remote, const Output& output);
 
 // ---- commands that run without a daemon -----------------------------------------------

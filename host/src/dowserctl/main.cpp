@@ -92,25 +92,33 @@ int main(int argc, char** argv) {
   remote_command("configs", "Configurations and their discovery state", show_configurations);
   remote_command("plugins", "device plugins and their kubelet registration", show_plugins);
 
-  std::string configuration_filter;
+  InstanceFilter instance_filter;
+  auto add_namespace_option = [&](CLI::App* sub) {
+    sub->add_option("-n,--namespace", instance_filter.namespace_name, "only this namespace")
+        ->check(CLI::Validator(
+            [](const std::string& name) {
+              return dowser::configuration::namespace_name_problem(name);
+            },
+            "NAMESPACE"));
+  };
   auto* instances = app.add_subcommand("instances", "Instances, their nodes and slot usage");
-  instances->add_option("-c,--configuration", configuration_filter, "only this Configuration")
+  instances
+      ->add_option("-c,--configuration", instance_filter.configuration, "only this Configuration")
       ->check(CLI::Validator(
           [](const std::string& name) {
             return dowser::configuration::configuration_name_problem(name);
           },
           "NAME"));
+  add_namespace_option(instances);
   instances->callback([&] {
-    command = [&](const Output& output) {
-      return show_instances(remote, output, configuration_filter);
-    };
+    command = [&](const Output& output) { return show_instances(remote, output, instance_filter); };
   });
 
-  std::string instance_name;
   auto* slots = app.add_subcommand("slots", "the slots of one Instance and who holds them");
-  slots->add_option("INSTANCE", instance_name, "Instance name")->required();
+  slots->add_option("INSTANCE", instance_filter.name, "Instance name")->required();
+  add_namespace_option(slots);
   slots->callback([&] {
-    command = [&](const Output& output) { return show_slots(remote, output, instance_name); };
+    command = [&](const Output& output) { return show_slots(remote, output, instance_filter); };
   });
 
   auto add_handler_options = [&](CLI::App* sub) {

@@ -33,10 +33,22 @@ json fetch(const Remote& remote, const std::string& path) {
     throw Failure{kUnreachable, remote.server + path + " did not answer JSON (HTTP " +
                                     std::to_string(response.status) + ")"};
   if (response.status == 404) throw Failure{kProblems, body.value("error", "not found")};
+  // The request named too little (an Instance name several namespaces hold).
+  if (response.status == 409) throw Failure{kUsage, body.value("error", "ambiguous")};
   if (response.status != 200)
     throw Failure{kUnreachable, remote.server + path + ": HTTP " + std::to_string(response.status) +
                                     ": " + body.value("error", "")};
   return body;
+}
+
+// "?configuration=cams&namespace=lab" of the filters given. The values are
+// checked Kubernetes names: nothing to escape.
+std::string query_of(const std::vector<std::pair<std::string, std::string>>& filters) {
+  std::string query;
+  for (const auto& [key, value] : filters)
+    if (!value.empty())
+      query.append(query.empty() ? "?" : "&").append(key).append("=").append(value);
+  return query;
 }
 
 template <typename Item>
@@ -209,11 +221,11 @@ int show_configurations(const Remote& remote, const Output& output) {
   });
 }
 
-int show_instances(const Remote& remote, const Output& output, const std::string& configuration) {
+int show_instances(const Remote& remote, const Output& output, const InstanceFilter& filter) {
   return run([&]() -> int {
-    // Configuration names are DNS labels: nothing to escape in the query.
-    auto body = fetch(remote, "/api/v1/instances" +
-                                  (configuration.empty() ? "" : "?configuration=" + configuration));
+    auto body =
+        fetch(remote, "/api/v1/instances" + query_of({{"configuration", filter.configuration},
+                                                      {"namespace", filter.namespace_name}}));
     if (output.format == Format::json) {
       print_json(body);
       return kOk;
@@ -234,9 +246,10 @@ int show_instances(const Remote& remote, const Output& output, const std::string
   });
 }
 
-int show_slots(const Remote& remote, const Output& output, const std::string& instance) {
+int show_slots(const Remote& remote, const Output& output, const InstanceFilter& instance) {
   return run([&]() -> int {
-    auto body = fetch(remote, "/api/v1/instances/" + instance);
+    auto body = fetch(remote, "/api/v1/instances/" + instance.name +
+                                  query_of({{"namespace", instance.namespace_name}}));
     if (output.format == Format::json) {
       print_json(body);
       return kOk;

@@ -78,9 +78,59 @@ std::string readiness_text(const Readiness& readiness) {
   return body;
 }
 
+// Names are unique within a namespace only: `namespace` narrows any
+// listing, and is how one Instance of a name several namespaces hold is
+// asked for.
+template <typename Item>
+bool in_namespace(const Item& item, const std::string& wanted) {
+  return wanted.empty() || item.namespace_name == wanted;
+}
+
+std::string in_namespace_text(const std::string& wanted) {
+  return wanted.empty() ? "" : " in namespace " + wanted;
+}
+
 template <typename Item>
 nlohmann::json items(const std::vector<Item>& list) {
   return {{"items", list}};
+}
+
+// `configuration` and `namespace` narrow the list. A misspelt Configuration
+// is an error, not an empty list (Instances a removed Configuration left
+// behind are still listed).
+Response instances(DaemonStatus& status, std::map<std::string, std::string> query) {
+  const auto& configuration = query["configuration"];
+  const auto& namespace_name = query["namespace"];
+  std::vector<InstanceStatus> selected;
+  for (auto& instance : status.instances)
+    if (in_namespace(instance, namespace_name) &&
+        (configuration.empty() || instance.configuration == configuration))
+      selected.push_back(std::move(instance));
+  auto known = [&](const ConfigurationStatus& c) {
+    return c.name == configuration && in_namespace(c, namespace_name);
+  };
+  if (!configuration.empty() && selected.empty() &&
+      std::none_of(status.configurations.begin(), status.configurations.end(), known))
+    return error(404,
+                 "no Configuration named " + configuration + in_namespace_text(namespace_name));
+  return json(200, items(selected));
+}
+
+// 409 when the name is held in several namespaces and none was given: the
+// caller must say which, rather than get whichever came first.
+Response one_instance(const DaemonStatus& status, const std::string& name,
+                      const std::string& namespace_name) {
+  std::vector<const InstanceStatus*> found;
+  for (const auto& instance : status.instances)
+    if (instance.name == name && in_namespace(instance, namespace_name)) found.push_back(&instance);
+  if (found.empty())
+    return error(404, "no Instance named " + name + in_namespace_text(namespace_name));
+  if (found.size() == 1) return json(200, *found.front());
+  std::string namespaces;
+  for (const auto* instance : found)
+    namespaces += (namespaces.empty() ? "" : ", ") + instance->namespace_name;
+  return error(409, "Instance " + name + " is in namespaces " + namespaces +
+                        "; name the namespace (?namespace=NAME, dowserctl -n NAME)");
 }
 
 }  // namespace
@@ -305,29 +355,18 @@ Response StatusServer::api(std::string_view path, std::string_view query) const 
   if (!status) return error(503, "the core loop did not answer");
   if (path == "status") return json(200, status->summary);
   if (path == "handlers") return json(200, items(status->handlers));
-  if (path == "configurations") return json(200, items(status->configurations));
+  if (path == "configurations") {
+    auto& listed = status->configurations;
+    std::erase_if(listed, [namespace_name = parse_query(query)["namespace"]](const auto& c) {
+      return !in_namespace(c, namespace_name);
+    });
+    return json(200, items(listed));
+  }
   if (path == "plugins") return json(200, items(status->plugins));
   if (path == "configuration-errors") return json(200, items(status->configuration_errors));
-  if (path == "instances") {
-    auto wanted = parse_query(query)["configuration"];
-    std::vector<InstanceStatus> selected;
-    for (auto& instance : status->instances)
-      if (wanted.empty() || instance.configuration == wanted)
-        selected.push_back(std::move(instance));
-    // A misspelt name is an error, not an empty list (Instances a removed
-    // Configuration left behind are still listed).
-    auto known = [&](const ConfigurationStatus& c) { return c.name == wanted; };
-    if (!wanted.empty() && selected.empty() &&
-        std::none_of(status->configurations.begin(), status->configurations.end(), known))
-      return error(404, "no Configuration named " + wanted);
-    return json(200, items(selected));
-  }
-  if (path.rfind("instances/", 0) == 0) {
-    auto name = percent_decode(path.substr(10));
-    for (const auto& instance : status->instances)
-      if (instance.name == name) return json(200, instance);
-    return error(404, "no Instance named " + name);
-  }
+  if (path == "instances") return instances(*status, parse_query(query));
+  if (path.rfind("instances/", 0) == 0)
+    return one_instance(*status, percent_decode(path.substr(10)), parse_query(query)["namespace"]);
   return error(404, "no such resource: /api/v1/" + std::string(path));
 }
 

@@ -157,6 +157,34 @@ TEST_F(DowserctlTest, ExitCodesScriptsCanRelyOn) {
   EXPECT_THAT(coloured.out, HasSubstr("\033[32myes\033[0m"));
 }
 
+TEST_F(DowserctlTest, ANamespaceNarrowsInstancesAndSlots) {
+  cams_node();
+  auto stored = instances();
+  ASSERT_EQ(stored.size(), 2u);
+  const auto& name = stored.front().instance.name;
+
+  auto here = remote({"instances", "-n", "default"});
+  EXPECT_EQ(here.exit_code, 0) << here.err;
+  EXPECT_EQ(lines_with(here.out, "default    cams-"), 2u) << here.out;
+  auto elsewhere = remote({"instances", "-n", "lab", "-o", "json"});
+  EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
+  EXPECT_TRUE(nlohmann::json::parse(elsewhere.out)["items"].empty()) << elsewhere.out;
+  auto not_in_lab = remote({"instances", "-n", "lab", "-c", "cams"});
+  EXPECT_EQ(not_in_lab.exit_code, 1);
+  EXPECT_THAT(not_in_lab.err, HasSubstr("no Configuration named cams in namespace lab"));
+
+  auto slots = remote({"slots", "-n", "default", name});
+  EXPECT_EQ(slots.exit_code, 0) << slots.err;
+  EXPECT_EQ(lines_with(slots.out, "free"), 2u) << slots.out;
+  auto missing = remote({"slots", "--namespace", "lab", name});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no Instance named " + name + " in namespace lab"));
+
+  auto bad = remote({"slots", "-n", "Lab_1", name});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("must be a DNS-1123 label"));
+}
+
 TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
   auto& node = cams_node();
   const std::string bad = (config_dir_ / "bad.yaml").string();

@@ -227,6 +227,45 @@ TEST_F(StatusServerTest, InstancesFilterByConfigurationAndOneInstanceHasItsSlots
   EXPECT_THAT(missing.body, HasSubstr("no Instance named nope"));
 }
 
+// Names are unique within a namespace only: a name two namespaces hold is
+// not answered with whichever came first.
+TEST_F(StatusServerTest, NamespacesNarrowTheListsAndTellOneInstanceFromAnother) {
+  auto lab = status_.instances[0];
+  lab.namespace_name = "lab";
+  lab.slots[0].usage = "node-a";
+  status_.instances.push_back(lab);
+  auto lab_configuration = status_.configurations[0];
+  lab_configuration.namespace_name = "lab";
+  status_.configurations.push_back(lab_configuration);
+  start();
+
+  auto ambiguous = get("/api/v1/instances/cams-aaaaaa");
+  EXPECT_EQ(ambiguous.status, 409);
+  EXPECT_THAT(ambiguous.body, HasSubstr("Instance cams-aaaaaa is in namespaces default, lab"));
+  auto in_lab = get_json("/api/v1/instances/cams-aaaaaa?namespace=lab").get<InstanceStatus>();
+  EXPECT_EQ(in_lab.namespace_name, "lab");
+  EXPECT_EQ(in_lab.slots[0].usage, "node-a");
+  EXPECT_EQ(get_json("/api/v1/instances/cams-aaaaaa?namespace=default")["slots"][0]["usage"],
+            "C:0:node-a");
+  auto elsewhere = get("/api/v1/instances/mics-bbbbbb?namespace=lab");
+  EXPECT_EQ(elsewhere.status, 404);
+  EXPECT_THAT(elsewhere.body, HasSubstr("no Instance named mics-bbbbbb in namespace lab"));
+
+  auto lab_instances = get_json("/api/v1/instances?namespace=lab")["items"];
+  ASSERT_EQ(lab_instances.size(), 1u);
+  EXPECT_EQ(lab_instances[0]["namespace"], "lab");
+  EXPECT_EQ(get_json("/api/v1/instances?configuration=cams")["items"].size(), 2u);
+  EXPECT_EQ(get_json("/api/v1/instances?configuration=cams&namespace=default")["items"].size(), 1u);
+  auto no_mics_in_lab = get("/api/v1/instances?configuration=mics&namespace=lab");
+  EXPECT_EQ(no_mics_in_lab.status, 404);
+  EXPECT_THAT(no_mics_in_lab.body, HasSubstr("no Configuration named mics in namespace lab"));
+
+  EXPECT_EQ(get_json("/api/v1/configurations")["items"].size(), 2u);
+  auto lab_configurations = get_json("/api/v1/configurations?namespace=lab")["items"];
+  ASSERT_EQ(lab_configurations.size(), 1u);
+  EXPECT_EQ(lab_configurations[0]["namespace"], "lab");
+}
+
 TEST_F(StatusServerTest, UnknownPathsAndMethodsAreRefused) {
   start();
   EXPECT_EQ(get("/nope").status, 404);
