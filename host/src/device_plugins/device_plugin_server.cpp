@@ -410,15 +410,14 @@ class DevicePluginService : public v1beta1::DevicePlugin::WithRawCallbackMethod_
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the device plugin is stopping");
   }
 
-  // Runs work on the core thread while the plugin is alive, else gone().
+  // Runs work on the core thread unless the plugin stops first: then gone()
+  // answers the call, from whichever thread stops it or calls.
   template <typename Work, typename Gone>
   void on_core(Work work, Gone gone) {
-    boost::asio::post(core_, [shared = shared_, work = std::move(work), gone = std::move(gone)] {
-      if (shared->backend == nullptr) {
-        gone();
-        return;
-      }
-      work();
+    const auto id = shared_->waiting.add(std::move(gone));
+    if (!id) return;
+    boost::asio::post(core_, [shared = shared_, work = std::move(work), id = *id] {
+      if (shared->waiting.take(id)) work();
     });
   }
 
@@ -542,7 +541,40 @@ void DevicePluginServer::stop_serving() {
 
 void DevicePluginServer::stop() {
   stop_serving();
-  shared_->backend = nullptr;  // work posted by late gRPC callbacks is dropped
+  shared_->waiting.stop();
+  shared_->backend = nullptr;  // the backend may go now: nothing reaches it any more
+}
+
+std::optional<uint64_t> CallsWaitingForTheCore::add(std::function<void()> answer_stopping) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopped_) {
+      waiting_.emplace(++last_id_, std::move(answer_stopping));
+      return last_id_;
+    }
+  }
+  answer_stopping();
+  return std::nullopt;
+}
+
+bool CallsWaitingForTheCore::take(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  return waiting_.erase(id) == 1;
+}
+
+void CallsWaitingForTheCore::stop() {
+  std::map<uint64_t, std::function<void()>> answered;
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    answered.swap(waiting_);
+  }
+  for (auto& [id, answer_stopping] : answered) answer_stopping();
+}
+
+size_t CallsWaitingForTheCore::size() const {
+  std::lock_guard lock(mutex_);
+  return waiting_.size();
 }
 
 std::filesystem::path DevicePluginServer::socket_path() const { return directory_ / socket_name_; }

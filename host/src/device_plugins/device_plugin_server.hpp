@@ -12,6 +12,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -134,11 +135,33 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   std::shared_ptr<std::atomic<uint64_t>> lists_sent_;
 };
 
+// Calls whose work waits for its turn on the core thread. A core that
+// stops with work still queued (dowserd's on SIGTERM) never runs it, and
+// gRPC's Shutdown waits for every callback call to be finished: so stop()
+// answers whatever is still waiting, and each call that comes after it.
+class CallsWaitingForTheCore {
+ public:
+  // Keeps answer_stopping for when the plugin stops before the call's turn.
+  // nullopt when it has stopped already: answered here, then.
+  std::optional<uint64_t> add(std::function<void()> answer_stopping);
+  // The call's turn on the core: false when stop() answered it.
+  bool take(uint64_t id);
+  void stop();
+  size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  bool stopped_ = false;
+  uint64_t last_id_ = 0;
+  std::map<uint64_t, std::function<void()>> waiting_;
+};
+
 // Shared by the server and work it posted to the core: backend is cleared
-// (on the core thread) when the plugin stops, so late work finds nothing.
+// (on the core thread) when the plugin stops, with every call waiting.
 struct ServerShared {
   std::string resource_name;
   PluginBackend* backend = nullptr;
+  CallsWaitingForTheCore waiting;
   // The streams of the socket served now; read and set on the core thread
   // only (each gRPC service keeps the hub it was made with).
   std::shared_ptr<StreamHub> hub;
@@ -166,13 +189,16 @@ class DevicePluginServer {
   // Stops serving: streams end, the server shuts down, the socket goes. The
   // backend stays, so serve() may start it again.
   void stop_serving();
-  // Stops serving for good: work late gRPC callbacks post is dropped.
+  // Stops serving for good: calls still waiting for the core are answered
+  // UNAVAILABLE, and so are late ones.
   void stop();
 
   const std::string& resource_name() const { return shared_->resource_name; }
   const std::string& socket_name() const { return socket_name_; }
   std::filesystem::path socket_path() const;
   uint64_t lists_sent() const;
+  // Calls posted to the core thread and not yet run there (any thread).
+  size_t calls_waiting() const { return shared_->waiting.size(); }
 
  private:
   boost::asio::io_context& core_;

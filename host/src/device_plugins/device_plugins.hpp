@@ -66,7 +66,8 @@ struct PluginStats {
   uint64_t registrations = 0;
   bool registered = false;
   std::string last_error;
-  std::string socket_name;  // the plugin's current socket in the kubelet directory
+  std::string socket_name;   // the plugin's current socket in the kubelet directory
+  size_t calls_waiting = 0;  // Allocate and GetPreferredAllocation calls queued for the core
 };
 
 // Where plugins live and how they reach the kubelet.

@@ -444,6 +444,7 @@ std::optional<PluginStats> PluginManager::stats(const std::string& resource_name
   PluginStats stats = it->second->stats;
   stats.lists_sent = it->second->server->lists_sent();
   stats.socket_name = it->second->server->socket_name();
+  stats.calls_waiting = it->second->server->calls_waiting();
   return stats;
 }
 

@@ -758,4 +758,54 @@ TEST(PluginManagerShutdown, AStoppingManagerCancelsItsUnansweredRegistrations) {
   server->Shutdown();
 }
 
+// dowserd's core thread stops on SIGTERM with whatever is queued on it left
+// unrun, and gRPC's Shutdown waits for every callback call to be finished:
+// an Allocate that arrived just before would hold the plugin's shutdown, and
+// dowserd's exit, for ever. Stopping the plugin answers it.
+TEST(PluginManagerShutdown, ACallTheCoreNeverRanIsAnsweredWhenThePluginStops) {
+  TempDir dir;
+  KubeletSimulator kubelet(kubelet_config(dir.path()));
+  boost::asio::io_context core;
+  auto work = boost::asio::make_work_guard(core);
+  std::thread core_thread([&] { core.run(); });
+  FakeBackend backend;
+  std::unique_ptr<PluginManager> manager;
+  run_on_core(core, [&] {
+    dowser::plugins::PluginManagerOptions options;
+    options.kubelet_dir = kubelet.config().device_plugin_dir;
+    manager = std::make_unique<PluginManager>(core, options);
+    manager->start();
+    manager->add(kResource, backend);
+  });
+  ASSERT_TRUE(kubelet.wait_for(
+      [](const SimulatorStatus& status) {
+        const auto* resource = status.resource(kResource);
+        return resource && resource->streaming && !resource->devices.empty();
+      },
+      kDeadline));
+  // The core stops as dowserd's does; from here this thread is the core.
+  boost::asio::post(core, [&] { core.stop(); });
+  core_thread.join();
+
+  auto allocation = std::async(std::launch::async, [&] {
+    return kubelet.allocate(kResource, {"default", "pod-a"}, "main", 1);
+  });
+  ASSERT_TRUE(dowser::test::eventually([&] {
+    return manager->stats(kResource)->calls_waiting == 1;
+  })) << "the call never reached the plugin";
+
+  std::promise<void> destroyed;
+  std::thread destroying([&] {
+    manager.reset();
+    destroyed.set_value();
+  });
+  if (destroyed.get_future().wait_for(kDeadline) != std::future_status::ready) {
+    ADD_FAILURE() << "stopping the plugin waits for a call the core will never run";
+    std::_Exit(1);  // the manager's threads cannot be joined: nothing else ends the test
+  }
+  destroying.join();
+  auto result = allocation.get();
+  EXPECT_FALSE(result.ok());
+}
+
 }  // namespace
