@@ -47,6 +47,12 @@ std::optional<uint32_t> InstanceSlots::first_free() const {
   return std::nullopt;
 }
 
+std::optional<uint32_t> InstanceSlots::held_by_or_first_free(const naming::SlotUsage& usage) const {
+  for (uint32_t i = 0; i < capacity; ++i)
+    if (slots[i] == usage && !unreadable[i]) return i;
+  return first_free();
+}
+
 void SlotTally::add(const InstanceSlots& instance, const std::string& node) {
   for (uint32_t i = 0; i < instance.capacity; ++i) {
     const SlotUsage& usage = instance.slots[i];
@@ -313,7 +319,11 @@ ContainerPlan plan_container(const std::vector<std::string>& vdevs,
       throw std::invalid_argument("virtual device " + vdev + " is requested twice");
     if (auto it = table.claimed().find(vdev); it != table.claimed().end()) {
       plan.reused.emplace_back(vdev, it->second);
-    } else if (table.is_placeholder(vdev)) {
+    } else if (table.is_placeholder(vdev) || vdev_number(vdev)) {
+      // An id of ours no longer listed (withdrawn when another node took a
+      // device's last free slot, or freed by the reclaimer) while the
+      // kubelet's list still had it: placeholders are interchangeable, and
+      // the claim still decides on the stored Instances.
       plan.new_vdevs.push_back(vdev);
     } else {
       throw std::invalid_argument("unknown virtual device " + vdev);
@@ -419,13 +429,18 @@ std::optional<CapacityManager::Claim> CapacityManager::claim_for_vdev(
     const std::string& namespace_name, const std::string& vdev, const VirtualDeviceTable& table,
     std::set<std::string>& used, UniqueInstances policy) {
   auto wanted = SlotUsage::configuration_level(vdev, node_);
-  auto first_free = [](const InstanceSlots& slots) { return slots.first_free(); };
+  // A slot holding the vdev already took this claim's own write, which
+  // landed though its answer was lost (the write sent again was refused as
+  // a conflict): that slot is the claim, not a second one.
+  auto choose = [&wanted](const InstanceSlots& slots) {
+    return slots.held_by_or_first_free(wanted);
+  };
   // Distinct Instances first; Preferred may then take more slots of one.
   for (bool allow_used : {false, true}) {
     if (allow_used && policy == UniqueInstances::required) break;
     for (const auto& candidate : table.candidates()) {
       if (!allow_used && used.count(candidate.instance)) continue;
-      if (auto got = claim({namespace_name, candidate.instance}, first_free, wanted)) {
+      if (auto got = claim({namespace_name, candidate.instance}, choose, wanted)) {
         used.insert(candidate.instance);
         return got;
       }

@@ -59,6 +59,8 @@ struct InstanceSlots {
   }
   uint32_t free_count() const;
   std::optional<uint32_t> first_free() const;
+  // The slot usage holds already, else the first free one.
+  std::optional<uint32_t> held_by_or_first_free(const naming::SlotUsage& usage) const;
 };
 
 // How the slots of some Instances stand, seen from one node: for operators

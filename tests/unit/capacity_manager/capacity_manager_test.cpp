@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 using namespace dowser::capacity;
 using dowser::naming::SlotUsage;
@@ -360,7 +361,10 @@ TEST(PlanContainer, ReusesHeldVdevsAndRanksCandidatesByFreeSlots) {
   for (const auto& candidate : table.candidates()) ranked.push_back(candidate.instance);
   EXPECT_EQ(ranked, (std::vector<std::string>{"a", "b", "c"}))
       << "most free slots first, ties by name";
-  EXPECT_THROW(plan_container({"42"}, table), std::invalid_argument);
+  EXPECT_EQ(plan_container({"42"}, table).new_vdevs, std::vector<std::string>{"42"})
+      << "an id of ours the table no longer lists is a placeholder";
+  EXPECT_THROW(plan_container({"cam"}, table), std::invalid_argument);
+  EXPECT_THROW(plan_container({"042"}, table), std::invalid_argument);
   EXPECT_THROW(plan_container({"0", "0"}, table), std::invalid_argument);
 }
 
@@ -532,6 +536,56 @@ TEST_F(CapacityManagerTest, TwoCameraRequestGetsTwoDistinctDevicesAndThreeFails)
                AllocationError);
   EXPECT_EQ(usage("cam-1").size(), 1u) << "the failed call rolled back its claims";
   EXPECT_EQ(usage("cam-2").size(), 1u);
+}
+
+// A file store whose next update lands and is then refused as a conflict,
+// as the Kubernetes store's is when the client sends a write again whose
+// answer was lost (a dropped connection, a 504).
+class StoreLosingAnAnswer : public dowser::store::FileInstanceStore {
+ public:
+  using FileInstanceStore::FileInstanceStore;
+  uint64_t update(const dowser::store::Instance& instance, uint64_t expected_revision) override {
+    const uint64_t written = FileInstanceStore::update(instance, expected_revision);
+    if (std::exchange(lose_next_answer, false))
+      throw dowser::store::StoreError(dowser::store::StoreError::Kind::conflict,
+                                      "the write sent again found it written");
+    return written;
+  }
+  bool lose_next_answer = false;
+};
+
+// The claim reads the Instance again and finds its own write there: that
+// slot is the claim. Taking the next free one too would hold two slots for
+// one virtual device, the second never rolled back nor freed.
+TEST_F(CapacityManagerTest, AConfigurationLevelClaimWhoseAnswerWasLostHoldsOneSlot) {
+  add(instance("cam-1", 2));
+  StoreLosingAnAnswer store(dir_.path());
+  CapacityManager node(store, "node-a");
+  auto table = table_of(node, {"cam-1"});
+  store.lose_next_answer = true;
+  auto claims =
+      node.allocate_configuration_level("default", {{"0"}}, table, UniqueInstances::required);
+  EXPECT_FALSE(store.lose_next_answer) << "no write was made";
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0], (ContainerClaims{{"cam-1", 0}}));
+  EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
+}
+
+// Another node took the last free slot of one device, so dowserd withdrew a
+// placeholder; the kubelet, whose list lags, still offered it. The pod gets
+// the device that is free rather than a refusal that fails its admission.
+TEST_F(CapacityManagerTest, APlaceholderWithdrawnWhileTheKubeletStillOfferedItIsGranted) {
+  add(instance("cam-1", 1));
+  add(instance("cam-2", 1));
+  ASSERT_EQ(table_of(*node_a_, {"cam-1", "cam-2"}).devices(), devices({{"0", true}, {"1", true}}));
+  node_b_->allocate_instance_level({"default", "cam-1"}, {{"cam-1-0"}}, false);
+  auto table = table_of(*node_a_, {"cam-1", "cam-2"});
+  ASSERT_EQ(table.devices(), devices({{"0", true}})) << "1 was withdrawn";
+  auto claims =
+      node_a_->allocate_configuration_level("default", {{"1"}}, table, UniqueInstances::required);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0], (ContainerClaims{{"cam-2", 0}}));
+  EXPECT_EQ(usage("cam-2"), (std::map<std::string, std::string>{{"cam-2-0", "C:1:node-a"}}));
 }
 
 TEST_F(CapacityManagerTest, ReallocatingAHeldVdevReusesItsSlot) {
