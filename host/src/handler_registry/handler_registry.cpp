@@ -290,10 +290,17 @@ void check_table(const std::filesystem::path& file, const dowser_handler_api& ap
   if (api.version == nullptr) refuse("version is NULL");
   if ((api.flags & ~DOWSER_HANDLER_FLAG_SHARED_DEVICES) != 0)
     refuse("flags has unknown bits " + std::to_string(api.flags));
-  if (api.init == nullptr || api.destroy == nullptr || api.start_discovery == nullptr ||
-      api.stop_discovery == nullptr) {
-    refuse("a required function (init, destroy, start_discovery, stop_discovery) is NULL");
-  }
+  const std::pair<const char*, bool> required[] = {
+      {"init", api.init == nullptr},
+      {"destroy", api.destroy == nullptr},
+      {"start_discovery", api.start_discovery == nullptr},
+      {"stop_discovery", api.stop_discovery == nullptr}};
+  std::string missing;
+  size_t count = 0;
+  for (const auto& [function, is_null] : required)
+    if (is_null && ++count) missing += (missing.empty() ? "" : ", ") + std::string(function);
+  if (count == 1) refuse("required function " + missing + " is NULL");
+  if (count > 1) refuse("required functions " + missing + " are NULL");
 }
 
 // The minimal table a 1.0 handler provides: everything up to stop_discovery.
@@ -665,10 +672,12 @@ bool LoadedHandler::shares_devices() const noexcept {
 }
 
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
-                                                  const LoadPolicy& policy) {
+                                                  const LoadPolicy& policy,
+                                                  const AdmitHandler& admit) {
   check_handler_file(file, policy);
   auto opened = open_entry(file);
   auto handler = check_and_copy(file, call_entry(file, opened.entry, policy), policy);
+  if (admit) admit(*handler);
   keep_loaded(std::move(opened.library));
   return handler;
 }
@@ -700,7 +709,10 @@ HandlerRegistry::ScanResult HandlerRegistry::scan(const std::filesystem::path& d
       continue;
     }
     try {
-      auto handler = load_handler(file, policy_);
+      // A name taken is refused before the library is kept: it is unloaded,
+      // so the file fixed in place loads anew (not the image kept by path).
+      auto handler = load_handler(
+          file, policy_, [this](const LoadedHandler& loaded) { require_name_free(loaded); });
       add(handler);
       result.loaded.push_back(std::move(handler));
     } catch (const HandlerLoadError& e) {
@@ -731,22 +743,28 @@ std::optional<HandlerLoadError> HandlerRegistry::refused_before(const std::files
   return std::nullopt;
 }
 
-// Only refusals of what the file holds: one of its permissions (or its
-// directory's, which its stamp does not show) or of opening it (a missing
-// dependency installed since) is tried again every time.
+// Only refusals of what the file holds (a name taken stays taken: handlers
+// are never unloaded): one of its permissions (or its directory's, which its
+// stamp does not show) or of opening it (a missing dependency installed
+// since) is tried again every time.
 void HandlerRegistry::remember_refusal(const std::filesystem::path& file,
                                        const HandlerLoadError& error) {
-  if (error.stage() != "negotiate" && error.stage() != "check table") return;
+  if (error.stage() != "negotiate" && error.stage() != "check table" && error.stage() != "register")
+    return;
   if (auto stamp = file_stamp(file)) refused_.insert_or_assign(file, Refusal{*stamp, error});
 }
 
+void HandlerRegistry::require_name_free(const LoadedHandler& handler) const {
+  auto taken = by_name_.find(handler.name());
+  if (taken == by_name_.end()) return;
+  throw HandlerLoadError(handler.path(), "register",
+                         "handler name '" + handler.name() + "' is already taken by " +
+                             taken->second->path().string());
+}
+
 void HandlerRegistry::add(std::shared_ptr<const LoadedHandler> handler) {
-  auto [it, inserted] = by_name_.emplace(handler->name(), handler);
-  if (!inserted) {
-    throw HandlerLoadError(handler->path(), "register",
-                           "handler name '" + handler->name() + "' is already taken by " +
-                               it->second->path().string());
-  }
+  require_name_free(*handler);
+  by_name_.emplace(handler->name(), handler);
   names_by_path_[handler->path()] = handler->name();
 }
 

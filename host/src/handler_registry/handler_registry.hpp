@@ -178,8 +178,12 @@ std::string thrown_across_abi();
 std::string shortened(std::string_view text, size_t max_bytes);
 
 // Loads one handler file (check_handler_file first). Throws HandlerLoadError.
+// admit, if given, may refuse the checked handler by throwing
+// HandlerLoadError; the library is then unloaded, as for any refusal.
+using AdmitHandler = std::function<void(const LoadedHandler&)>;
 std::shared_ptr<const LoadedHandler> load_handler(const std::filesystem::path& file,
-                                                  const LoadPolicy& policy = {});
+                                                  const LoadPolicy& policy = {},
+                                                  const AdmitHandler& admit = {});
 
 // Checks a vtable handed over directly (built-in handlers, tests) the same way
 // load_handler checks one from a file. Throws HandlerLoadError.
@@ -199,12 +203,14 @@ class HandlerRegistry {
 
   // Loads every *.so in dir not loaded before. A handler whose name is
   // already taken is refused (stage "register"). A file refused once it was
-  // opened (stages "negotiate", "check table") is refused again from memory
-  // until it changes: loading it would run its constructors again. Never
-  // throws for a bad file.
+  // opened (stages "negotiate", "check table", "register") is unloaded, and
+  // refused again from memory until it changes: loading it would run its
+  // constructors again. Never throws for a bad file.
   ScanResult scan(const std::filesystem::path& dir);
   // Adds one handler; throws HandlerLoadError if its name is taken.
   void add(std::shared_ptr<const LoadedHandler> handler);
+  // Throws HandlerLoadError (stage "register") if handler's name is taken.
+  void require_name_free(const LoadedHandler& handler) const;
   std::shared_ptr<const LoadedHandler> find(std::string_view name) const;
   std::vector<std::shared_ptr<const LoadedHandler>> handlers() const;
 

@@ -330,7 +330,11 @@ TEST(HandlerLoader, AnSdkHandlerRefusesAnOlderHostItself) {
 TEST(HandlerLoader, ChecksRequiredMembersOfTheTable) {
   auto api = probe_api(0);
   api.stop_discovery = nullptr;
-  EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
+  const auto one = refusal([&] { adopt_handler("probe", &api); }, "no stop_discovery");
+  EXPECT_EQ(one.reason(), "required function stop_discovery is NULL") << one.what();
+  api.init = nullptr;
+  const auto two = refusal([&] { adopt_handler("probe", &api); }, "no init, no stop_discovery");
+  EXPECT_EQ(two.reason(), "required functions init, stop_discovery are NULL") << two.what();
   api = probe_api(0x80);
   EXPECT_THROW(adopt_handler("probe", &api), HandlerLoadError);
   api = probe_api(0);
@@ -436,7 +440,31 @@ TEST(HandlerRegistry, RefusesASecondHandlerWithTheSameName) {
       std::string::npos)
       << result.failures[0].what();
   EXPECT_EQ(registry.find("debugEcho"), result.loaded[0]);
-  EXPECT_EQ(registry.scan(dir.path()).failures.size(), 1u) << "a refused file is tried again";
+  auto again = registry.scan(dir.path());
+  ASSERT_EQ(again.failures.size(), 1u) << "still refused while unchanged";
+  EXPECT_EQ(again.failures[0].stage(), "register");
+}
+
+// The refused library is not kept: the same file rebuilt under a name of its
+// own and put in place by rename loads at the next scan, instead of the
+// loader handing back the image kept for that path.
+TEST(HandlerRegistry, AFileRefusedForItsNameLoadsOnceRenamedInPlace) {
+  TempDir dir;
+  const fs::path second = dir.path() / "libb.so";
+  fs::copy_file(DEBUG_ECHO_SO, dir.path() / "liba.so");
+  fs::copy_file(DEBUG_ECHO_SO, second);
+  HandlerRegistry registry;
+  ASSERT_EQ(registry.scan(dir.path()).failures.size(), 1u);
+  void* kept = ::dlopen(second.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_EQ(kept, nullptr) << "the refused library is still loaded";
+  if (kept != nullptr) ::dlclose(kept);
+
+  fs::copy_file(FIXTURE_INIT_FAILS, dir.path() / "fixed.tmp");  // loads; named otherwise
+  fs::rename(dir.path() / "fixed.tmp", second);
+  auto fixed = registry.scan(dir.path());
+  EXPECT_TRUE(fixed.failures.empty()) << fixed.failures[0].what();
+  ASSERT_EQ(fixed.loaded.size(), 1u);
+  EXPECT_NE(fixed.loaded[0]->name(), "debugEcho");
 }
 
 // A file refused once it was open (here, built for another ABI major) and
