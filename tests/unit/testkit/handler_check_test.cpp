@@ -325,6 +325,24 @@ TEST(CheckHang, ASlowStartFailsAgainstTheStartLimit) {
   EXPECT_EQ(lines_starting_with(run.err, "dowser-handler-check: load: PASS").size(), 1u) << run.err;
 }
 
+// dowserd runs no discovery validate_request refuses: the details the
+// author gives are validated before discover starts them.
+TEST(CheckDiscover, DetailsValidateRequestRefusesFailDiscover) {
+  TempDir dir;
+  std::ofstream(dir.path() / "details.yaml") << "anything: 1\n";
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-validate-refuses.so";
+  CheckRun run =
+      run_check({file, "--details", (dir.path() / "details.yaml").string(), "--duration", "0.2"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto failed = lines_starting_with(run.out, "FAIL discover: ");
+  ASSERT_EQ(failed.size(), 1u) << run.out;
+  EXPECT_NE(failed[0].find("validate_request failed: status "), std::string::npos) << failed[0];
+  EXPECT_NE(failed[0].find("(DOWSER_ERR_INVALID_ARGUMENT)"), std::string::npos) << failed[0];
+  EXPECT_NE(failed[0].find("\"fixture: validate refuses what start takes\" on the details given"),
+            std::string::npos)
+      << failed[0];
+}
+
 TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
   EXPECT_EQ(run_check({DEBUG_ECHO_SO, "--property", "=value"}).exit_code, 2);
 }

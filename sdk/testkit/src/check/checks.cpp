@@ -351,8 +351,24 @@ Passed check_init(const Settings& settings, Progress& progress) {
                    [](FakeHost&) { return Passed{"init and destroy returned without error"}; });
 }
 
+// dowserd asks validate_request first and runs no discovery it refuses: a
+// handler whose validate_request refuses what its start_discovery takes
+// would pass here and never discover under dowserd.
+void require_validated(FakeHost& host, const Settings& settings, Progress& progress) {
+  if (!host.handler().has_validate()) return;
+  progress.phase("validate_request");
+  try {
+    host.validate(settings.request);
+  } catch (const host::HandlerCallError& e) {
+    throw CheckFailed(describe(e) +
+                      " on the details given (dowserd asks validate_request first "
+                      "and runs no discovery it refuses)");
+  }
+}
+
 Passed check_discover(const Settings& settings, Progress& progress) {
   return with_host(settings, progress, [&](FakeHost& host) {
+    require_validated(host, settings, progress);
     auto session = start_session(host, settings, progress);
     progress.phase("discovering");
     // Runs the whole duration, so the snapshot shown is the latest; a
