@@ -343,6 +343,24 @@ TEST(CheckDiscover, DetailsValidateRequestRefusesFailDiscover) {
       << failed[0];
 }
 
+// A validate_request that could not check the details (not
+// DOWSER_ERR_INVALID_ARGUMENT) says nothing of them: dowserd starts the
+// discovery all the same, and discover passes with a warning.
+TEST(CheckDiscover, AValidateRequestThatCouldNotCheckIsAWarning) {
+  TempDir dir;
+  std::ofstream(dir.path() / "details.yaml") << "anything: 1\n";
+  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-validate-refuses.so";
+  CheckRun run = run_check({file, "--details", (dir.path() / "details.yaml").string(), "--property",
+                            "FIXTURE_VALIDATE_BUSY=1", "--duration", "0.2"});
+  EXPECT_EQ(lines_starting_with(run.out, "PASS discover: ").size(), 1u) << run.out << run.err;
+  auto warned = lines_starting_with(run.out, "WARN discover: validate_request failed: ");
+  ASSERT_EQ(warned.size(), 1u) << run.out;
+  EXPECT_NE(warned[0].find("\"fixture: too busy to validate\" on the details given; dowserd "
+                           "starts discovery all the same"),
+            std::string::npos)
+      << warned[0];
+}
+
 TEST(CheckUsage, APropertyWithoutANameIsAUsageError) {
   EXPECT_EQ(run_check({DEBUG_ECHO_SO, "--property", "=value"}).exit_code, 2);
 }
