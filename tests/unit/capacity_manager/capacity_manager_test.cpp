@@ -565,7 +565,7 @@ TEST_F(CapacityManagerTest, AConfigurationLevelClaimWhoseAnswerWasLostHoldsOneSl
   store.lose_next_answer = true;
   auto claims =
       node.allocate_configuration_level("default", {{"0"}}, table, UniqueInstances::required);
-  EXPECT_FALSE(store.lose_next_answer) << "no write was made";
+  EXPECT_FALSE(store.lose_next_answer) << "the claim made no write";
   ASSERT_EQ(claims.size(), 1u);
   EXPECT_EQ(claims[0], (ContainerClaims{{"cam-1", 0}}));
   EXPECT_EQ(usage("cam-1"), (std::map<std::string, std::string>{{"cam-1-0", "C:0:node-a"}}));
