@@ -443,10 +443,6 @@ status_api::Readiness Daemon::readiness() {
     } catch (const std::exception& e) {
       check("store", false, e.what());
     }
-  } else if (auto failure = store_->write_failure()) {
-    // The server answers reads, refuses writes (etcd over its quota, an
-    // admission webhook): no claim can be made.
-    check("store", false, "the last write failed: " + *failure);
   } else {
     check("store", api && api->ok && instances_listed_,
           api_detail(api, instances_listed_, "Instances"));

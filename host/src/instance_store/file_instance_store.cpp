@@ -11,7 +11,6 @@
 #include "journalled_writes.hpp"
 #include "posix_io.hpp"
 #include "revision_counter.hpp"
-#include "write_failures.hpp"
 
 namespace dowser::store {
 namespace {
@@ -87,10 +86,35 @@ struct FileInstanceStore::State {
         writes(open_journal(files, journal_capacity)),
         watches(std::make_shared<detail::FileWatchService>(files)) {}
 
+  // Runs a create, update or remove, noting whether it failed with an I/O
+  // error (a lost race or a missing Instance is no failure of the store).
+  template <typename Write>
+  auto noting_failure(const Write& write) -> decltype(write()) {
+    try {
+      if constexpr (std::is_void_v<decltype(write())>) {
+        write();
+        note_failure(std::nullopt);
+      } else {
+        auto result = write();
+        note_failure(std::nullopt);
+        return result;
+      }
+    } catch (const StoreError& error) {
+      if (error.kind() == StoreError::Kind::io) note_failure(error.what());
+      throw;
+    }
+  }
+
+  void note_failure(std::optional<std::string> failure) {
+    const std::lock_guard guard(failure_mutex);
+    write_failure = std::move(failure);
+  }
+
   InstanceFiles files;
   JournalledWrites writes;
   std::shared_ptr<detail::FileWatchService> watches;
-  detail::WriteFailures write_failures;
+  mutable std::mutex failure_mutex;
+  std::optional<std::string> write_failure;  // under failure_mutex
 };
 
 FileInstanceStore::FileInstanceStore(std::filesystem::path directory, size_t journal_capacity) {
@@ -113,18 +137,16 @@ std::optional<StoredInstance> FileInstanceStore::get(const std::string& namespac
 }
 
 uint64_t FileInstanceStore::create(const Instance& instance) {
-  return state_->write_failures.noting([&] { return create_instance_file(instance); });
+  return state_->noting_failure([&] { return create_instance_file(instance); });
 }
 
 uint64_t FileInstanceStore::update(const Instance& instance, uint64_t expected_revision) {
-  return state_->write_failures.noting(
-      [&] { return update_instance_file(instance, expected_revision); });
+  return state_->noting_failure([&] { return update_instance_file(instance, expected_revision); });
 }
 
 void FileInstanceStore::remove(const std::string& namespace_name, const std::string& name,
                                uint64_t expected_revision) {
-  state_->write_failures.noting(
-      [&] { remove_instance_file(namespace_name, name, expected_revision); });
+  state_->noting_failure([&] { remove_instance_file(namespace_name, name, expected_revision); });
 }
 
 uint64_t FileInstanceStore::create_instance_file(const Instance& instance) {
@@ -199,7 +221,8 @@ void FileInstanceStore::check_access() {
 }
 
 std::optional<std::string> FileInstanceStore::write_failure() const {
-  return state_->write_failures.last();
+  const std::lock_guard guard(state_->failure_mutex);
+  return state_->write_failure;
 }
 
 uint64_t FileInstanceStore::watch_file_reads() const { return state_->watches->files_read(); }

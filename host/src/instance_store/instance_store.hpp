@@ -262,13 +262,8 @@ class KubeInstanceStore : public InstanceStore {
               uint64_t expected_revision) override;
   std::unique_ptr<WatchSubscription> watch(
       std::function<void(const WatchEvent&)> callback) override;
-  std::optional<std::string> write_failure() const override;
 
  private:
-  uint64_t create_instance(const Instance& instance);
-  uint64_t update_instance(const Instance& instance, uint64_t expected_revision);
-  void remove_instance(const std::string& namespace_name, const std::string& name,
-                       uint64_t expected_revision);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -12,7 +12,6 @@
 #include "instance_store.hpp"
 #include "kube_client.hpp"
 #include "watch_fanout.hpp"
-#include "write_failures.hpp"
 
 namespace dowser::store {
 namespace {
@@ -145,7 +144,6 @@ struct KubeInstanceStore::State {
   // Key, deletionTimestamp; forgotten with the object.
   std::set<std::pair<Key, std::string>> kept_in_deletion_warned;
   std::shared_ptr<detail::WatchFanout> fanout = std::make_shared<detail::WatchFanout>();
-  detail::WriteFailures write_failures;
 
   // Watching: the reflector thread alone touches the filter.
   detail::ChangeFilter filter;
@@ -343,24 +341,6 @@ std::optional<StoredInstance> KubeInstanceStore::get(const std::string& namespac
 }
 
 uint64_t KubeInstanceStore::create(const Instance& instance) {
-  return state_->write_failures.noting([&] { return create_instance(instance); });
-}
-
-uint64_t KubeInstanceStore::update(const Instance& instance, uint64_t expected_revision) {
-  return state_->write_failures.noting(
-      [&] { return update_instance(instance, expected_revision); });
-}
-
-void KubeInstanceStore::remove(const std::string& namespace_name, const std::string& name,
-                               uint64_t expected_revision) {
-  state_->write_failures.noting([&] { remove_instance(namespace_name, name, expected_revision); });
-}
-
-std::optional<std::string> KubeInstanceStore::write_failure() const {
-  return state_->write_failures.last();
-}
-
-uint64_t KubeInstanceStore::create_instance(const Instance& instance) {
   const std::string what = describe(instance.namespace_name, instance.name);
   json object = detail::to_akri_object(instance);
   const std::string uid = state_->configuration_uid(instance);
@@ -380,7 +360,7 @@ uint64_t KubeInstanceStore::create_instance(const Instance& instance) {
   }
 }
 
-uint64_t KubeInstanceStore::update_instance(const Instance& instance, uint64_t expected_revision) {
+uint64_t KubeInstanceStore::update(const Instance& instance, uint64_t expected_revision) {
   const std::string what = describe(instance.namespace_name, instance.name);
   json object =
       state_->current_object({instance.namespace_name, instance.name}, expected_revision, what);
@@ -396,8 +376,8 @@ uint64_t KubeInstanceStore::update_instance(const Instance& instance, uint64_t e
   }
 }
 
-void KubeInstanceStore::remove_instance(const std::string& namespace_name, const std::string& name,
-                                        uint64_t expected_revision) {
+void KubeInstanceStore::remove(const std::string& namespace_name, const std::string& name,
+                               uint64_t expected_revision) {
   try {
     state_->client->remove(kInstances, namespace_name, name, std::to_string(expected_revision));
   } catch (const kube::ApiError& error) {

@@ -441,38 +441,6 @@ TEST_F(KubeSecretsForbiddenTest, AConfigurationWaitingForASecretDoesNotMakeTheNo
   })) << http(status_url(a), "/readyz").body;
 }
 
-// An API server that answers reads but refuses writes (etcd over its space
-// quota): no claim can be made, so the node is not ready until a write
-// succeeds again.
-class KubeWritesFailingTest : public KubeTest {
- protected:
-  void SetUp() override {
-    server_options_ = " --fail-writes-while " + etcd_full_.string();
-    KubeTest::SetUp();
-  }
-  const fs::path etcd_full_ = root_ / "etcd-full";
-};
-
-TEST_F(KubeWritesFailingTest, RefusedWritesMakeTheNodeUnreadyUntilOneSucceeds) {
-  Node& a = node_serving_good();
-  auto readyz = [&] { return http(status_url(a), "/readyz"); };
-  ASSERT_TRUE(test::eventually([&] { return readyz().status == 200; })) << readyz().body;
-
-  write_file(etcd_full_, "");
-  auto refused = a.kubelet->allocate("akri.sh/good", {"default", "pod-a"}, "c", 1);
-  EXPECT_FALSE(refused.ok());
-  auto unready = readyz();
-  EXPECT_EQ(unready.status, 503);
-  EXPECT_NE(unready.body.find("[-]store: the last write failed: "), std::string::npos)
-      << unready.body;
-  EXPECT_NE(unready.body.find("database space exceeded"), std::string::npos) << unready.body;
-
-  fs::remove(etcd_full_);
-  auto granted = a.kubelet->allocate("akri.sh/good", {"default", "pod-b"}, "c", 1);
-  EXPECT_TRUE(granted.ok()) << granted.status.error_message();
-  EXPECT_TRUE(test::eventually([&] { return readyz().status == 200; })) << readyz().body;
-}
-
 // Without its own Node in the list, an agent cannot tell a deleted node from
 // a list it may not see whole: it scrubs nothing from the Instances alone.
 TEST_F(KubeTest, AnAgentWhoseNodeIsNotListedLeavesUnknownNodesAlone) {

@@ -16,7 +16,7 @@ import { ApiError, errors } from './lib/status.mjs';
 
 const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] [--ready-file PATH]
          [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID] [--forbid RESOURCE]...
-         [--watch-errors-without-code] [--throttle-writes N] [--fail-writes-while PATH]
+         [--watch-errors-without-code] [--throttle-writes N]
   --pki DIR                 ca.crt, server.crt, server.key (make-pki.sh DIR); DIR/kubeconfig is written
   --token-file FILE         the accepted bearer token, re-read on every request
   --port N                  port on 127.0.0.1 (default 0: any free port)
@@ -30,9 +30,7 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --watch-errors-without-code  a watch's ERROR event gives the Status's reason but no code (as
                             client-go allows: it reads the reason)
   --throttle-writes N       answer the first N writes (POST, PUT, PATCH, DELETE) with 429 Too Many
-                            Requests and Retry-After: 1, as API Priority and Fairness does
-  --fail-writes-while PATH  while PATH exists, answer every write with 500 InternalError "etcdserver:
-                            mvcc: database space exceeded", as a server whose etcd is full does`;
+                            Requests and Retry-After: 1, as API Priority and Fairness does`;
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;  // the real server's request size limit
 const DEFAULT_WATCH_SECONDS = 1800;
@@ -46,7 +44,6 @@ function parseOptions() {
       forbid: { type: 'string', multiple: true, default: [] }, help: { type: 'boolean' },
       'watch-errors-without-code': { type: 'boolean', default: false },
       'throttle-writes': { type: 'string', default: '0' },
-      'fail-writes-while': { type: 'string' },
     },
   });
   if (values.help) {
@@ -65,7 +62,6 @@ function parseOptions() {
     history: number('history', 1), log: values.log, ownerPid: values['owner-pid'] && number('owner-pid', 1),
     forbidden: new Set(values.forbid), watchErrorsWithoutCode: values['watch-errors-without-code'],
     throttleWrites: number('throttle-writes', 0),
-    failWritesWhile: values['fail-writes-while'] && path.resolve(values['fail-writes-while']),
   };
 }
 
@@ -147,9 +143,6 @@ class Server {
       if (request.method !== 'GET' && this.writesToThrottle > 0) {
         this.writesToThrottle -= 1;
         throw errors.tooManyRequests();
-      }
-      if (request.method !== 'GET' && this.options.failWritesWhile && fs.existsSync(this.options.failWritesWhile)) {
-        throw errors.internal('etcdserver: mvcc: database space exceeded');
       }
       const url = new URL(request.url, 'https://127.0.0.1');
       const body = await readBody(request);
