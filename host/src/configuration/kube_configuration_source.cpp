@@ -555,20 +555,21 @@ void KubeConfigurationSource::start() {
     state.reflectors.push_back(std::make_unique<kube::Reflector>(
         state.client, type, state.namespace_name, std::move(handlers)));
   };
-  add(kConfigurations,
-      {[&state](const std::vector<json>& objects) { state.configurations_listed(objects); },
-       [&state](const std::string& type, const json& object) {
-         state.configuration_changed(type, object);
-       },
-       failed(kConfigurations.plural)});
-  add(kSecrets, {[&state](const std::vector<json>& objects) {
+  add(kConfigurations, {[&state](const std::vector<json>& objects, const std::string& /*version*/) {
+                          state.configurations_listed(objects);
+                        },
+                        [&state](const std::string& type, const json& object) {
+                          state.configuration_changed(type, object);
+                        },
+                        failed(kConfigurations.plural)});
+  add(kSecrets, {[&state](const std::vector<json>& objects, const std::string& /*version*/) {
                    state.references_listed(state.secrets_, objects, secret_values);
                  },
                  [&state](const std::string& type, const json& object) {
                    state.reference_changed(state.secrets_, type, object, secret_values);
                  },
                  reference_failed(state.secrets_)});
-  add(kConfigMaps, {[&state](const std::vector<json>& objects) {
+  add(kConfigMaps, {[&state](const std::vector<json>& objects, const std::string& /*version*/) {
                       state.references_listed(state.config_maps_, objects, config_map_values);
                     },
                     [&state](const std::string& type, const json& object) {

@@ -246,7 +246,9 @@ class FileInstanceStore : public InstanceStore {
 //   as free by Akri's agent and controller alike;
 // - watch() shares one Reflector (list + watch, re-list on 410) per store
 //   among its subscriptions; the first watch() waits (up to 10 s) for the
-//   first list, so every change after it returns is reported.
+//   first list, so every change after it returns is reported. A first list
+//   that comes later reports every listed Instance as upserted, and every
+//   one this process read or wrote before it and it lacks as deleted.
 // namespace_name scopes list() and watch() to one namespace; "" is all.
 class KubeInstanceStore : public InstanceStore {
  public:

@@ -40,12 +40,19 @@ std::string metadata_string(const json& object, const char* key) {
   return member.is_string() ? member.get<std::string>() : "";
 }
 
-uint64_t revision_of(const json& object) {
-  const std::string version = metadata_string(object, "resourceVersion");
+std::optional<uint64_t> parse_revision(const std::string& version) {
   uint64_t revision = 0;
   const auto [end, error] =
       std::from_chars(version.data(), version.data() + version.size(), revision);
-  if (version.empty() || error != std::errc() || end != version.data() + version.size()) {
+  if (version.empty() || error != std::errc() || end != version.data() + version.size())
+    return std::nullopt;
+  return revision;
+}
+
+uint64_t revision_of(const json& object) {
+  const std::string version = metadata_string(object, "resourceVersion");
+  const std::optional<uint64_t> revision = parse_revision(version);
+  if (!revision) {
     throw StoreError(
         StoreError::Kind::io,
         describe(metadata_string(object, "namespace"), metadata_string(object, "name")) +
@@ -53,7 +60,7 @@ uint64_t revision_of(const json& object) {
             "\" is not an unsigned integer (this store needs the integer "
             "resourceVersions of etcd-backed API servers)");
   }
-  return revision;
+  return *revision;
 }
 
 StoredInstance stored_from_object(const json& object) {
@@ -105,6 +112,15 @@ class ObjectCache {
   void forget(const Key& key) {
     const std::lock_guard lock(mutex_);
     objects_.erase(key);
+  }
+  // Every object last seen at `revision` or before.
+  std::vector<json> objects_up_to(uint64_t revision) const {
+    const std::lock_guard lock(mutex_);
+    std::vector<json> objects;
+    for (const auto& [key, entry] : objects_) {
+      if (entry.revision <= revision) objects.push_back(entry.object);
+    }
+    return objects;
   }
 
  private:
@@ -229,28 +245,31 @@ struct KubeInstanceStore::State {
   }
 
   // Reflector handlers, on its thread.
-  void listed(const std::vector<json>& objects) {
+  void listed(const std::vector<json>& objects, const std::string& version) {
     std::vector<StoredInstance> present;
     // Listed but not readable: it exists, so it is not deleted; its last
     // good state stands, as when a watch event brings such a version.
-    std::set<Key> unreadable;
+    std::set<Key> listed_keys;
     for (const json& object : objects) {
       try {
         present.push_back(remember(object));
       } catch (const StoreError& error) {
-        unreadable.emplace(metadata_string(object, "namespace"), metadata_string(object, "name"));
         spdlog::warn("instance store: skipping an Instance: {}", error.what());
       }
+      listed_keys.emplace(metadata_string(object, "namespace"), metadata_string(object, "name"));
     }
+    bool first = false;
     bool baseline = false;
     {
       const std::lock_guard lock(watch_mutex);
-      baseline = first_list_is_baseline && !listed_once;
+      first = !listed_once;
+      baseline = first_list_is_baseline && first;
     }
     if (baseline) {
       for (const StoredInstance& stored : present) filter.remember(stored);
     } else {
-      deliver_differences(present, std::move(unreadable));
+      if (first) remember_known_before_watching(listed_keys, version);
+      deliver_differences(present, listed_keys);
     }
     {
       const std::lock_guard lock(watch_mutex);
@@ -259,11 +278,26 @@ struct KubeInstanceStore::State {
     first_list_done.notify_all();
   }
 
-  // Upserts what changed and deletes what is no longer listed. listed_keys
-  // starts with the listed objects that did not parse: they are not deleted.
-  void deliver_differences(const std::vector<StoredInstance>& present, std::set<Key> listed_keys) {
+  // A first list that came after watch() stopped waiting for it: watchers
+  // may have learnt of Instances since (list(), get(), their own writes).
+  // Those this process saw at the list's version or before and the list no
+  // longer has were deleted meanwhile; the filter learns them so that their
+  // deleted events go out. Newer ones were written after the list was served.
+  void remember_known_before_watching(const std::set<Key>& listed_keys,
+                                      const std::string& version) {
+    const std::optional<uint64_t> listed_at = parse_revision(version);
+    if (!listed_at) return;
+    for (const json& object : cache.objects_up_to(*listed_at)) {
+      StoredInstance known = stored_from_object(object);  // it parsed when cached
+      const Key key{known.instance.namespace_name, known.instance.name};
+      if (listed_keys.count(key) == 0) filter.remember(known);
+    }
+  }
+
+  // Upserts what changed and deletes what is no longer listed.
+  void deliver_differences(const std::vector<StoredInstance>& present,
+                           const std::set<Key>& listed_keys) {
     for (const StoredInstance& stored : present) {
-      listed_keys.emplace(stored.instance.namespace_name, stored.instance.name);
       if (auto event = filter.present(stored)) fanout->deliver(*event);
     }
     for (const Key& key : filter.present_keys()) {
@@ -289,7 +323,9 @@ struct KubeInstanceStore::State {
 
   void start_watching() {
     kube::Reflector::Handlers handlers;
-    handlers.listed = [this](const std::vector<json>& objects) { listed(objects); };
+    handlers.listed = [this](const std::vector<json>& objects, const std::string& version) {
+      listed(objects, version);
+    };
     handlers.changed = [this](const std::string& type, const json& object) {
       changed(type, object);
     };

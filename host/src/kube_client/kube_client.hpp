@@ -188,8 +188,11 @@ struct Backoff {
 class Reflector {
  public:
   struct Handlers {
-    // The complete current set (after the first list and every re-list).
-    std::function<void(const std::vector<nlohmann::json>& objects)> listed;
+    // The complete current set (after the first list and every re-list), as
+    // of the list's resourceVersion.
+    std::function<void(const std::vector<nlohmann::json>& objects,
+                       const std::string& resource_version)>
+        listed;
     // One change after the last list: "ADDED", "MODIFIED" or "DELETED".
     std::function<void(const std::string& type, const nlohmann::json& object)> changed;
     // A failed request (logged by the caller); the reflector retries by itself.

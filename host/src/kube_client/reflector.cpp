@@ -59,7 +59,7 @@ struct Reflector::State {
     }
     std::vector<json> objects;
     if (items != list.end() && items->is_array()) objects.assign(items->begin(), items->end());
-    if (handlers.listed) handlers.listed(objects);
+    if (handlers.listed) handlers.listed(objects, version);
     synced = true;
     return version;
   }

@@ -16,7 +16,7 @@ import { ApiError, errors } from './lib/status.mjs';
 
 const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] [--ready-file PATH]
          [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID] [--forbid RESOURCE]...
-         [--watch-errors-without-code] [--throttle-writes N]
+         [--watch-errors-without-code] [--throttle-writes N] [--hold-lists-while PATH]
   --pki DIR                 ca.crt, server.crt, server.key (make-pki.sh DIR); DIR/kubeconfig is written
   --token-file FILE         the accepted bearer token, re-read on every request
   --port N                  port on 127.0.0.1 (default 0: any free port)
@@ -30,7 +30,9 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --watch-errors-without-code  a watch's ERROR event gives the Status's reason but no code (as
                             client-go allows: it reads the reason)
   --throttle-writes N       answer the first N writes (POST, PUT, PATCH, DELETE) with 429 Too Many
-                            Requests and Retry-After: 1, as API Priority and Fairness does`;
+                            Requests and Retry-After: 1, as API Priority and Fairness does
+  --hold-lists-while PATH   a list (a GET of a collection, not a watch) waits while PATH exists,
+                            then answers with the objects of that moment, as a slow server does`;
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;  // the real server's request size limit
 const DEFAULT_WATCH_SECONDS = 1800;
@@ -43,7 +45,7 @@ function parseOptions() {
       history: { type: 'string', default: '1000' }, log: { type: 'string' }, 'owner-pid': { type: 'string' },
       forbid: { type: 'string', multiple: true, default: [] }, help: { type: 'boolean' },
       'watch-errors-without-code': { type: 'boolean', default: false },
-      'throttle-writes': { type: 'string', default: '0' },
+      'throttle-writes': { type: 'string', default: '0' }, 'hold-lists-while': { type: 'string' },
     },
   });
   if (values.help) {
@@ -61,7 +63,7 @@ function parseOptions() {
     readyFile: values['ready-file'], bookmarkIntervalMs: number('bookmark-interval-ms', 1),
     history: number('history', 1), log: values.log, ownerPid: values['owner-pid'] && number('owner-pid', 1),
     forbidden: new Set(values.forbid), watchErrorsWithoutCode: values['watch-errors-without-code'],
-    throttleWrites: number('throttle-writes', 0),
+    throttleWrites: number('throttle-writes', 0), holdListsWhile: values['hold-lists-while'],
   };
 }
 
@@ -146,7 +148,7 @@ class Server {
       }
       const url = new URL(request.url, 'https://127.0.0.1');
       const body = await readBody(request);
-      const answer = this.dispatch(request, response, url, body);
+      const answer = await this.dispatch(request, response, url, body);
       if (answer !== undefined) send(response, answer.code ?? 200, answer.body, answer.headers);
     } catch (error) {
       if (response.headersSent) {
@@ -241,7 +243,8 @@ class Server {
     if (allNamespaces && (request.method !== 'GET' || name)) throw errors.methodNotAllowed(request.method);
     switch (request.method) {
       case 'GET':
-        return answer(200, name ? this.api.get(type, namespace, name) : this.api.list(type, namespace, query));
+        if (name) return answer(200, this.api.get(type, namespace, name));
+        return this.listsHeld().then(() => answer(200, this.api.list(type, namespace, query)));
       case 'POST':
         if (name) throw errors.methodNotAllowed(request.method);
         requireJson(request);
@@ -262,6 +265,12 @@ class Server {
       default:
         throw errors.methodNotAllowed(request.method);
     }
+  }
+
+  // --hold-lists-while: resolves once the file is gone (polled every 20 ms).
+  async listsHeld() {
+    const held = this.options.holdListsWhile;
+    while (held && fs.existsSync(held)) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
   // The only authorization: --forbid refuses every verb on a resource, as

@@ -2,6 +2,8 @@
 // (one server per test: each test is its own process under ctest), plus what
 // is particular to Kubernetes: Akri's object shape, owner references kept
 // across updates, garbage collection with the Configuration.
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "apiserver_peer.hpp"
@@ -196,6 +198,33 @@ TEST(KubeInstanceStoreRelistTest, AnUnreadableInstanceIsNotDeletedByAReList) {
   ASSERT_TRUE(events.wait_for_entry("upserted cam-000002"))
       << ::testing::PrintToString(events.entries());
   EXPECT_EQ(events.entries(), std::vector<std::string>{"upserted cam-000002"});
+}
+
+// watch() waits 10 s for the store's first list, then returns without it
+// (the daemon serves on and lists by itself). An Instance this process knew
+// of and another node deleted before that list came must still be reported
+// deleted, or its plugin stays up on a deleted Instance until restart.
+TEST(KubeInstanceStoreLateListTest, AnInstanceDeletedBeforeALateFirstListIsReportedDeleted) {
+  dowser::test::TempDir hold_directory;
+  const std::filesystem::path hold = hold_directory.path() / "hold-lists";
+  TestApiServer server({"--hold-lists-while", hold.string()});
+  auto client = std::make_shared<kube::KubeClient>(server.access());
+  create_namespaces(*client);
+  KubeInstanceStore store(client);
+  store.create(sample_instance("cam-000001"));
+  store.create(sample_instance("cam-000002"));
+  std::ofstream(hold).close();
+  dowser::test::Recorder events;
+  const auto subscription =
+      store.watch([&](const WatchEvent& event) { events.add(event_text(event)); });
+
+  client->remove(kInstances, "default", "cam-000001");  // by another node
+  std::filesystem::remove(hold);
+  ASSERT_TRUE(events.wait_for_entry("deleted cam-000001"))
+      << ::testing::PrintToString(events.entries());
+  // The late list reports what exists as changed, and nothing else.
+  EXPECT_EQ(events.entries(),
+            (std::vector<std::string>{"upserted cam-000002", "deleted cam-000001"}));
 }
 
 TEST_F(KubeInstanceStoreTest, AnUnreachableServerIsAnIoError) {

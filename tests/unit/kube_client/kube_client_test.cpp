@@ -296,7 +296,7 @@ TEST_F(WatchTest, AVersionOlderThanTheHistoryIsGone) {
 // Reflector handlers that record "listed a,b", "ADDED x", "failed <status>".
 Reflector::Handlers recording(Recorder& recorder) {
   Reflector::Handlers handlers;
-  handlers.listed = [&recorder](const std::vector<json>& objects) {
+  handlers.listed = [&recorder](const std::vector<json>& objects, const std::string& /*version*/) {
     std::string names;
     for (const json& object : objects)
       names += (names.empty() ? "" : ",") + object["metadata"]["name"].get<std::string>();
