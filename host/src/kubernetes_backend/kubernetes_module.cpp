@@ -12,6 +12,10 @@
 namespace dowser::kubernetes_backend {
 namespace {
 
+// The agents of a cluster scrub one dead node up to a tenth of the grace
+// apart (node_cleanup's stagger): 30 s with the default grace.
+constexpr int kDeadNodeSpreadPerGrace = 10;
+
 // kubeconfig, else the first file of $KUBECONFIG, else in-cluster when in a pod.
 kube::ClusterAccess cluster_access(const std::filesystem::path& kubeconfig) {
   std::filesystem::path path = kubeconfig;
@@ -55,7 +59,9 @@ class Backend final : public KubernetesBackend {
 
   void start_node_cleaner(store::InstanceStore& store, std::chrono::milliseconds grace) override {
     node_cleaner_ = std::make_unique<node_cleanup::NodeCleaner>(
-        *client_, store, node_cleanup::NodeCleanerOptions{options_.node_name, grace});
+        *client_, store,
+        node_cleanup::NodeCleanerOptions{
+            .self = options_.node_name, .grace = grace, .spread = grace / kDeadNodeSpreadPerGrace});
     node_cleaner_->start();
   }
 

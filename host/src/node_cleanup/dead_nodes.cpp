@@ -3,6 +3,8 @@
 #include "node_cleanup.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 
 namespace dowser::node_cleanup {
 
@@ -44,7 +46,7 @@ void DeadNodeTracker::listed(const std::map<std::string, bool>& ready_by_node,
     return entry.second.listed && ready_by_node.count(entry.first) == 0;
   };
   for (const auto& entry : nodes_)
-    if (deleted(entry)) deleted_.insert(entry.first);
+    if (deleted(entry)) deleted_.emplace(entry.first, now + stagger(entry.first));
   std::erase_if(nodes_, deleted);
   for (const auto& [node, ready] : ready_by_node) changed(node, ready, now);
 }
@@ -62,41 +64,64 @@ void DeadNodeTracker::changed(const std::string& node, bool ready, Clock::time_p
 
 std::vector<std::string> DeadNodeTracker::named_in_store(const std::set<std::string>& nodes,
                                                          Clock::time_point now) {
-  std::vector<std::string> unknown;
+  std::erase_if(nodes_, [&](const auto& entry) {
+    return !entry.second.listed && nodes.count(entry.first) == 0;
+  });
+  const Known unlisted{.ready = false, .not_ready_since = now, .reported = false, .listed = false};
+  std::vector<std::string> starting;
   for (const auto& node : nodes) {
     if (deleted_.count(node) > 0) continue;
-    auto [entry, added] = nodes_.try_emplace(
-        node, Known{.ready = false, .not_ready_since = now, .reported = false, .listed = false});
-    if (added) unknown.push_back(node);
+    auto [entry, added] = nodes_.try_emplace(node, unlisted);
+    Known& known = entry->second;
+    const bool written_back = !added && !known.listed && known.reported;  // since its scrub
+    if (written_back) known = unlisted;
+    if (added || written_back) starting.push_back(node);
   }
-  return unknown;
+  return starting;
 }
 
-void DeadNodeTracker::deleted(const std::string& node) {
+void DeadNodeTracker::deleted(const std::string& node, Clock::time_point now) {
   nodes_.erase(node);
-  deleted_.insert(node);
+  deleted_.emplace(node, now + stagger(node));  // a second deletion event keeps the first time
 }
 
 std::vector<std::string> DeadNodeTracker::take_due(Clock::time_point now) {
-  std::vector<std::string> due(deleted_.begin(), deleted_.end());
-  deleted_.clear();
+  std::vector<std::string> due;
+  std::erase_if(deleted_, [&](const auto& entry) {
+    if (now < entry.second) return false;
+    due.push_back(entry.first);
+    return true;
+  });
   for (auto& [node, known] : nodes_) {
-    if (known.ready || known.reported || now < known.not_ready_since + grace_) continue;
+    if (known.ready || known.reported || now < not_ready_due(node, known)) continue;
     known.reported = true;
     due.push_back(node);
   }
   return due;
 }
 
-std::optional<Clock::time_point> DeadNodeTracker::next_due(Clock::time_point now) const {
-  if (!deleted_.empty()) return now;
+std::optional<Clock::time_point> DeadNodeTracker::next_due() const {
   std::optional<Clock::time_point> next;
-  for (const auto& [node, known] : nodes_) {
-    if (known.ready || known.reported) continue;
-    Clock::time_point due = known.not_ready_since + grace_;
+  const auto consider = [&next](Clock::time_point due) {
     if (!next || due < *next) next = due;
-  }
+  };
+  for (const auto& [node, due] : deleted_) consider(due);
+  for (const auto& [node, known] : nodes_)
+    if (!known.ready && !known.reported) consider(not_ready_due(node, known));
   return next;
+}
+
+Clock::time_point DeadNodeTracker::not_ready_due(const std::string& node,
+                                                 const Known& known) const {
+  return known.not_ready_since + grace_ + stagger(node);
+}
+
+Clock::duration DeadNodeTracker::stagger(const std::string& node) const {
+  if (spread_ <= Clock::duration::zero()) return Clock::duration::zero();
+  // std::hash of a string is the same in every agent built alike; agents
+  // differ in agent_, so their staggers for one node spread out.
+  const uint64_t hash = std::hash<std::string>{}(agent_ + '\n' + node);
+  return spread_ * static_cast<int64_t>(hash % 1024) / 1024;
 }
 
 }  // namespace dowser::node_cleanup

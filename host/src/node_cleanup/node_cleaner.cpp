@@ -61,7 +61,7 @@ struct NodeCleaner::State {
       : client(client_in),
         store(store_in),
         options(std::move(options_in)),
-        tracker(options.grace) {}
+        tracker(options.grace, options.spread, options.self) {}
 
   void listed(const std::vector<nlohmann::json>& nodes);
   void changed(const std::string& type, const nlohmann::json& node);
@@ -125,11 +125,14 @@ void NodeCleaner::State::check_store(std::unique_lock<std::mutex>& lock) {
     return;
   }
   lock.lock();
+  if (!store_check_at && !self_missing) store_check_at = Clock::now() + options.store_check;
   for (const auto& node : tracker.named_in_store(named, Clock::now())) {
     spdlog::info(
         "node {} is named in Instances but has no Node object: its claims are scrubbed in {} s "
         "unless it registers",
-        node, std::chrono::duration_cast<std::chrono::seconds>(options.grace).count());
+        node,
+        std::chrono::duration_cast<std::chrono::seconds>(options.grace + tracker.stagger(node))
+            .count());
   }
 }
 
@@ -138,7 +141,7 @@ void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& 
     std::lock_guard lock(mutex);
     const std::string name = name_of(node);
     if (type == "DELETED") {
-      tracker.deleted(name);
+      tracker.deleted(name, Clock::now());
     } else {
       const bool ready = node_ready(node);
       tracker.changed(name, ready, Clock::now());
@@ -188,7 +191,7 @@ void NodeCleaner::State::run() {
       pending.insert(std::move(node));
     }
     if (!pending.empty()) scrub_pending(lock);
-    auto next = tracker.next_due(Clock::now());
+    auto next = tracker.next_due();
     if (!pending.empty()) {
       Clock::time_point retry = Clock::now() + options.retry;
       next = next ? std::min(*next, retry) : retry;
@@ -215,14 +218,14 @@ void NodeCleaner::start() {
   if (state.reflector) throw std::logic_error("NodeCleaner already started");
   state.reflector = std::make_unique<kube::Reflector>(
       state.client, kNodes, "",
-      kube::Reflector::Handlers{
-          [&state](const std::vector<nlohmann::json>& nodes) { state.listed(nodes); },
-          [&state](const std::string& type, const nlohmann::json& node) {
-            state.changed(type, node);
-          },
-          [](const kube::ApiError& error) {
-            spdlog::warn("Kubernetes nodes: {} (retrying)", error.what());
-          }});
+      kube::Reflector::Handlers{[&state](const std::vector<nlohmann::json>& nodes,
+                                         const std::string& /*version*/) { state.listed(nodes); },
+                                [&state](const std::string& type, const nlohmann::json& node) {
+                                  state.changed(type, node);
+                                },
+                                [](const kube::ApiError& error) {
+                                  spdlog::warn("Kubernetes nodes: {} (retrying)", error.what());
+                                }});
   state.worker = std::thread([&state] {
     name_this_thread("node-cleaner");
     state.run();

@@ -39,26 +39,36 @@ std::optional<store::Instance> scrub_node(const store::Instance& instance, const
 std::set<std::string> nodes_named_in(const store::Instance& instance);
 
 // Decides when a node is dead (pure: time comes in as arguments). A node is
-// due once per outage: when deleted (at once), or when NotReady for grace
-// since first seen so; turning Ready again starts over.
+// due once per outage: when deleted, or when NotReady for grace since first
+// seen so; turning Ready again starts over. Every agent sees a node die at
+// the same moment, so each waits a further stagger in [0, spread), fixed per
+// (agent, node): the first to scrub leaves the others nothing to write,
+// instead of every agent reading and writing every Instance at once.
 class DeadNodeTracker {
  public:
-  explicit DeadNodeTracker(Clock::duration grace) : grace_(grace) {}
+  explicit DeadNodeTracker(Clock::duration grace, Clock::duration spread = {},
+                           std::string agent = {})
+      : grace_(grace), spread_(spread), agent_(std::move(agent)) {}
 
   // Every node and whether it is Ready: listed nodes missing from it were deleted.
   void listed(const std::map<std::string, bool>& ready_by_node, Clock::time_point now);
   void changed(const std::string& node, bool ready, Clock::time_point now);
-  void deleted(const std::string& node);
-  // Nodes the Instances name. One that no listing or watch event has shown
-  // (deleted while no agent watched) is treated as NotReady from now: due
-  // after the grace unless it turns up meanwhile. Returns those new to it.
+  void deleted(const std::string& node, Clock::time_point now);
+  // Every node the Instances name. One that no listing or watch event has
+  // shown (deleted while no agent watched, or whose agent wrote it back after
+  // its Node was deleted) is treated as NotReady from now: due after the
+  // grace unless it turns up meanwhile. One such node named again after it
+  // was reported is due again, after a fresh grace; one no longer named is
+  // forgotten. Returns the nodes whose grace starts now.
   std::vector<std::string> named_in_store(const std::set<std::string>& nodes,
                                           Clock::time_point now);
 
   // The nodes whose time has come, each reported once.
   std::vector<std::string> take_due(Clock::time_point now);
-  // When the next NotReady node becomes due (now, for a deleted one).
-  std::optional<Clock::time_point> next_due(Clock::time_point now) const;
+  // When the next node becomes due.
+  std::optional<Clock::time_point> next_due() const;
+  // This agent's extra wait for node.
+  Clock::duration stagger(const std::string& node) const;
 
  private:
   struct Known {
@@ -67,10 +77,13 @@ class DeadNodeTracker {
     bool reported = false;
     bool listed = true;  // false: known only from the Instances that name it
   };
+  Clock::time_point not_ready_due(const std::string& node, const Known& known) const;
 
   Clock::duration grace_;
+  Clock::duration spread_;
+  std::string agent_;
   std::map<std::string, Known> nodes_;
-  std::set<std::string> deleted_;  // due at once
+  std::map<std::string, Clock::time_point> deleted_;  // node, when due
 };
 
 // Scrubs node from every Instance in store. Throws store::StoreError when the
@@ -78,9 +91,16 @@ class DeadNodeTracker {
 void scrub_everywhere(store::InstanceStore& store, const std::string& node);
 
 struct NodeCleanerOptions {
-  std::string self;  // this agent's node: never scrubbed by itself
-  Clock::duration grace = std::chrono::minutes(5);
+  std::string self;                                 // this agent's node: never scrubbed by itself
+  Clock::duration grace = std::chrono::minutes(5);  // NotReady this long, a node is dead
   Clock::duration retry = std::chrono::seconds(5);  // after a failed scrub
+  // How often the Instances are checked for nodes no Node object has (also
+  // after every listing of the Nodes): a deleted node's agent still running
+  // writes its claims back after they were scrubbed.
+  Clock::duration store_check = std::chrono::minutes(5);
+  // Each agent scrubs a dead node (NotReady past the grace, or deleted) up to
+  // this much later (DeadNodeTracker's stagger). dowserd: a tenth of grace.
+  Clock::duration spread{};
 };
 
 // Watches Nodes with a kube::Reflector and scrubs dead ones on its own thread.

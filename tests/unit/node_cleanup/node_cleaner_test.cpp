@@ -150,5 +150,39 @@ TEST(NodeCleaner, ANodeBackBeforeItsFailedScrubIsRetriedKeepsItsClaims) {
   cleaner.stop();
 }
 
+// A Node deleted while its agent still runs: the agent writes its claims
+// back after every other agent scrubbed them. The periodic check of the
+// Instances finds the node again and scrubs it again, so nothing it held
+// stays claimed once it is gone for good.
+TEST(NodeCleaner, ADeletedNodeWrittenBackIsScrubbedAgain) {
+  kube::testing::TestApiServer server({"--no-crds"});
+  kube::KubeClient client(server.access());
+  for (const char* node : {"node-a", "node-b"})
+    client.create(kube::resources::kNodes, "", node_named(node));
+  test::LogCapture log;
+  const test::TempDir directory{"dowser-node-cleaner"};
+  StoreWithFailingWrites store(directory.path());
+  store.failing = false;
+  store.create(instance_held_by("cams-bbbbbb", "node-b"));
+  NodeCleaner cleaner(client, store,
+                      {.self = "node-a", .grace = 200ms, .retry = 50ms, .store_check = 100ms});
+  cleaner.start();
+  ASSERT_TRUE(test::eventually([&] { return store.listings > 0; }));
+  const auto scrubbed = [&] {
+    const store::Instance instance = store.get("default", "cams-bbbbbb")->instance;
+    return instance.nodes == std::set<std::string>{"node-a"} && instance.device_usage.empty();
+  };
+
+  client.remove(kube::resources::kNodes, "", "node-b");
+  ASSERT_TRUE(test::eventually(scrubbed)) << log.text();
+  const auto current = store.get("default", "cams-bbbbbb");
+  store.update(instance_held_by("cams-bbbbbb", "node-b"), current->revision);  // node-b's agent
+  ASSERT_TRUE(test::eventually(scrubbed)) << "scrubbed once only: " << log.text();
+  EXPECT_NE(log.text().find("node node-b is named in Instances but has no Node object"),
+            std::string::npos)
+      << log.text();
+  cleaner.stop();
+}
+
 }  // namespace
 }  // namespace dowser::node_cleanup

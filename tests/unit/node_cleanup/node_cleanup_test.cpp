@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
 
 namespace dowser::node_cleanup {
 namespace {
@@ -77,15 +80,15 @@ TEST(DeadNodeTracker, ANotReadyNodeIsDueOnceAfterItsGrace) {
   const Clock::time_point t0{};
   tracker.listed({{"node-a", true}, {"node-b", true}}, t0);
   EXPECT_TRUE(tracker.take_due(t0).empty());
-  EXPECT_FALSE(tracker.next_due(t0));
+  EXPECT_FALSE(tracker.next_due());
   tracker.changed("node-a", false, t0 + 1min);
-  EXPECT_EQ(tracker.next_due(t0 + 1min), t0 + 6min);
+  EXPECT_EQ(tracker.next_due(), t0 + 6min);
   EXPECT_TRUE(tracker.take_due(t0 + 5min).empty());
   // Still NotReady: an update does not restart the clock.
   tracker.changed("node-a", false, t0 + 3min);
   EXPECT_EQ(tracker.take_due(t0 + 6min), std::vector<std::string>{"node-a"});
   EXPECT_TRUE(tracker.take_due(t0 + 7min).empty()) << "reported once per outage";
-  EXPECT_FALSE(tracker.next_due(t0 + 7min));
+  EXPECT_FALSE(tracker.next_due());
 }
 
 TEST(DeadNodeTracker, ReadyAgainStartsOver) {
@@ -107,10 +110,51 @@ TEST(DeadNodeTracker, ADeletedNodeIsDueAtOnce) {
   DeadNodeTracker tracker(5min);
   const Clock::time_point t0{};
   tracker.listed({{"node-a", true}, {"node-b", false}}, t0);
-  tracker.deleted("node-b");
-  EXPECT_EQ(tracker.next_due(t0), t0);
+  tracker.deleted("node-b", t0);
+  EXPECT_EQ(tracker.next_due(), t0);
   EXPECT_EQ(tracker.take_due(t0), std::vector<std::string>{"node-b"});
   EXPECT_TRUE(tracker.take_due(t0 + 10min).empty()) << "a deleted node is forgotten";
+}
+
+// Every agent sees a node die at once; each waits its own share of the
+// spread, so that one scrubs while the others find nothing left to write.
+TEST(DeadNodeTracker, AgentsStaggerTheirScrubsOfOneNodeWithinTheSpread) {
+  const Clock::time_point t0{};
+  std::set<Clock::time_point> due_times;
+  for (int agent = 0; agent < 20; ++agent) {
+    DeadNodeTracker tracker(5min, 30s, "agent-" + std::to_string(agent));
+    tracker.listed({{"node-b", true}}, t0);
+    tracker.changed("node-b", false, t0);
+    const std::optional<Clock::time_point> due = tracker.next_due();
+    ASSERT_TRUE(due);
+    EXPECT_GE(*due, t0 + 5min);
+    EXPECT_LT(*due, t0 + 5min + 30s);
+    EXPECT_EQ(*due, t0 + 5min + tracker.stagger("node-b"));
+    EXPECT_TRUE(tracker.take_due(*due - 1ns).empty());
+    EXPECT_EQ(tracker.take_due(*due), std::vector<std::string>{"node-b"});
+    due_times.insert(*due);
+  }
+  EXPECT_GT(due_times.size(), 10u) << "the agents' scrubs are spread out";
+}
+
+TEST(DeadNodeTracker, ADeletedNodeIsDueAfterTheStaggerAlone) {
+  const Clock::time_point t0{};
+  bool staggered = false;
+  for (int agent = 0; agent < 20; ++agent) {
+    DeadNodeTracker tracker(5min, 30s, "agent-" + std::to_string(agent));
+    tracker.listed({{"node-b", false}}, t0);
+    tracker.deleted("node-b", t0 + 1min);
+    const Clock::time_point due = t0 + 1min + tracker.stagger("node-b");
+    EXPECT_LT(due, t0 + 1min + 30s);
+    EXPECT_EQ(tracker.next_due(), due);
+    if (due > t0 + 1min) {
+      staggered = true;
+      EXPECT_TRUE(tracker.take_due(due - 1ns).empty());
+    }
+    EXPECT_EQ(tracker.take_due(due), std::vector<std::string>{"node-b"});
+    EXPECT_FALSE(tracker.next_due()) << "reported once";
+  }
+  EXPECT_TRUE(staggered) << "no agent waits: all scrub at once";
 }
 
 TEST(DeadNodeTracker, ANodeMissingFromAReListWasDeleted) {
@@ -125,7 +169,7 @@ TEST(DeadNodeTracker, ANodeReCreatedBeforeItsCleanupIsNotDue) {
   DeadNodeTracker tracker(5min);
   const Clock::time_point t0{};
   tracker.listed({{"node-a", true}}, t0);
-  tracker.deleted("node-a");
+  tracker.deleted("node-a", t0);
   tracker.changed("node-a", true, t0 + 1s);
   EXPECT_TRUE(tracker.take_due(t0 + 1s).empty());
 }
@@ -148,12 +192,32 @@ TEST(DeadNodeTracker, ANodeOnlyInstancesNameIsDueAfterItsGrace) {
   EXPECT_EQ(tracker.named_in_store({"node-a", "node-gone"}, t0 + 1s),
             std::vector<std::string>{"node-gone"});
   EXPECT_TRUE(tracker.named_in_store({"node-gone"}, t0 + 2s).empty()) << "already known";
-  EXPECT_EQ(tracker.next_due(t0 + 2s), t0 + 1s + 5min) << "the clock runs from the first sight";
+  EXPECT_EQ(tracker.next_due(), t0 + 1s + 5min) << "the clock runs from the first sight";
   tracker.listed({{"node-a", true}}, t0 + 1min);
   EXPECT_TRUE(tracker.take_due(t0 + 1min).empty())
       << "a relist without it does not make it deleted: it never was listed";
   EXPECT_EQ(tracker.take_due(t0 + 1s + 5min), std::vector<std::string>{"node-gone"});
   EXPECT_TRUE(tracker.take_due(t0 + 10min).empty()) << "reported once";
+}
+
+// A deleted node's agent still running writes its claims back after they
+// were scrubbed: named again, the node is due again after a fresh grace.
+TEST(DeadNodeTracker, ANodeOnlyInstancesNameThatIsWrittenBackIsDueAgain) {
+  DeadNodeTracker tracker(5min);
+  const Clock::time_point t0{};
+  tracker.listed({{"node-a", true}}, t0);
+  tracker.named_in_store({"node-gone"}, t0);
+  EXPECT_EQ(tracker.take_due(t0 + 5min), std::vector<std::string>{"node-gone"});
+  EXPECT_EQ(tracker.named_in_store({"node-gone"}, t0 + 6min),
+            std::vector<std::string>{"node-gone"});
+  EXPECT_TRUE(tracker.take_due(t0 + 10min).empty());
+  EXPECT_EQ(tracker.take_due(t0 + 11min), std::vector<std::string>{"node-gone"});
+  // No longer named, it is forgotten: named later, it starts over.
+  EXPECT_TRUE(tracker.named_in_store({}, t0 + 12min).empty());
+  EXPECT_FALSE(tracker.next_due());
+  EXPECT_EQ(tracker.named_in_store({"node-gone"}, t0 + 13min),
+            std::vector<std::string>{"node-gone"});
+  EXPECT_EQ(tracker.next_due(), t0 + 18min);
 }
 
 TEST(DeadNodeTracker, ANodeOnlyInstancesNamedThatRegistersIsNotDue) {
@@ -181,7 +245,7 @@ TEST(DeadNodeTracker, ADeletedNodeTheInstancesStillNameIsNotCountedTwice) {
   DeadNodeTracker tracker(5min);
   const Clock::time_point t0{};
   tracker.listed({{"node-a", true}}, t0);
-  tracker.deleted("node-a");
+  tracker.deleted("node-a", t0);
   EXPECT_TRUE(tracker.named_in_store({"node-a"}, t0).empty());
   EXPECT_EQ(tracker.take_due(t0), std::vector<std::string>{"node-a"});
 }
