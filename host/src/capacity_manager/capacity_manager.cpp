@@ -319,11 +319,12 @@ ContainerPlan plan_container(const std::vector<std::string>& vdevs,
       throw std::invalid_argument("virtual device " + vdev + " is requested twice");
     if (auto it = table.claimed().find(vdev); it != table.claimed().end()) {
       plan.reused.emplace_back(vdev, it->second);
-    } else if (table.is_placeholder(vdev) || vdev_number(vdev)) {
-      // An id of ours no longer listed (withdrawn when another node took a
-      // device's last free slot, or freed by the reclaimer) while the
-      // kubelet's list still had it: placeholders are interchangeable, and
-      // the claim still decides on the stored Instances.
+    } else if (vdev_number(vdev)) {
+      // A placeholder (every one is decimal), or an id of ours no longer
+      // listed (withdrawn when another node took a device's last free slot,
+      // or freed by the reclaimer) while the kubelet's list still had it:
+      // placeholders are interchangeable, and the claim still decides on the
+      // stored Instances.
       plan.new_vdevs.push_back(vdev);
     } else {
       throw std::invalid_argument("unknown virtual device " + vdev);

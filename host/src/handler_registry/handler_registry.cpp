@@ -20,6 +20,7 @@
 #include <sstream>
 #include <system_error>
 #include <unordered_map>
+#include <vector>
 
 namespace dowser::host {
 
@@ -295,12 +296,14 @@ void check_table(const std::filesystem::path& file, const dowser_handler_api& ap
       {"destroy", api.destroy == nullptr},
       {"start_discovery", api.start_discovery == nullptr},
       {"stop_discovery", api.stop_discovery == nullptr}};
-  std::string missing;
-  size_t count = 0;
+  std::vector<std::string> missing;
   for (const auto& [function, is_null] : required)
-    if (is_null && ++count) missing += (missing.empty() ? "" : ", ") + std::string(function);
-  if (count == 1) refuse("required function " + missing + " is NULL");
-  if (count > 1) refuse("required functions " + missing + " are NULL");
+    if (is_null) missing.emplace_back(function);
+  if (missing.empty()) return;
+  std::string names = missing.front();
+  for (size_t i = 1; i < missing.size(); ++i) names += ", " + missing[i];
+  refuse(missing.size() == 1 ? "required function " + names + " is NULL"
+                             : "required functions " + names + " are NULL");
 }
 
 // The minimal table a 1.0 handler provides: everything up to stop_discovery.

@@ -75,6 +75,17 @@ CheckRun run_check(const std::vector<std::string>& args,
   return run;
 }
 
+// The checker on `file`, with `details` in a details file, then `args`.
+CheckRun run_check_with_details(const std::string& file, const std::string& details,
+                                const std::vector<std::string>& args) {
+  TempDir dir;
+  const auto details_file = dir.path() / "details.yaml";
+  std::ofstream(details_file) << details;
+  std::vector<std::string> command = {file, "--details", details_file.string()};
+  command.insert(command.end(), args.begin(), args.end());
+  return run_check(command);
+}
+
 std::vector<std::string> lines_starting_with(const std::string& text, const std::string& prefix) {
   std::vector<std::string> found;
   std::istringstream in(text);
@@ -309,11 +320,9 @@ TEST(CheckPermissions, AFileTheLoaderRefusesIsNotOpenedByAnyCheck) {
 // fails against a 100 ms limit, naming the rule, and stderr tells each check
 // as it ends (a run can take minutes).
 TEST(CheckHang, ASlowStartFailsAgainstTheStartLimit) {
-  TempDir dir;
-  std::ofstream(dir.path() / "details.txt") << "start-slow";
-  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-hangs-on-request.so";
-  CheckRun run = run_check({file, "--details", (dir.path() / "details.txt").string(), "--duration",
-                            "0.2", "--start-timeout-ms", "100"});
+  CheckRun run =
+      run_check_with_details(std::string(FIXTURE_DIR) + "/libfixture-hangs-on-request.so",
+                             "start-slow", {"--duration", "0.2", "--start-timeout-ms", "100"});
   ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
   auto failed = lines_starting_with(run.out, "FAIL discover: ");
   ASSERT_EQ(failed.size(), 1u) << run.out;
@@ -328,11 +337,9 @@ TEST(CheckHang, ASlowStartFailsAgainstTheStartLimit) {
 // dowserd runs no discovery validate_request refuses: the details the
 // author gives are validated before discover starts them.
 TEST(CheckDiscover, DetailsValidateRequestRefusesFailDiscover) {
-  TempDir dir;
-  std::ofstream(dir.path() / "details.yaml") << "anything: 1\n";
-  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-validate-refuses.so";
   CheckRun run =
-      run_check({file, "--details", (dir.path() / "details.yaml").string(), "--duration", "0.2"});
+      run_check_with_details(std::string(FIXTURE_DIR) + "/libfixture-validate-refuses.so",
+                             "anything: 1\n", {"--duration", "0.2"});
   ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
   auto failed = lines_starting_with(run.out, "FAIL discover: ");
   ASSERT_EQ(failed.size(), 1u) << run.out;
@@ -347,11 +354,9 @@ TEST(CheckDiscover, DetailsValidateRequestRefusesFailDiscover) {
 // DOWSER_ERR_INVALID_ARGUMENT) says nothing of them: dowserd starts the
 // discovery all the same, and discover passes with a warning.
 TEST(CheckDiscover, AValidateRequestThatCouldNotCheckIsAWarning) {
-  TempDir dir;
-  std::ofstream(dir.path() / "details.yaml") << "anything: 1\n";
-  const std::string file = std::string(FIXTURE_DIR) + "/libfixture-validate-refuses.so";
-  CheckRun run = run_check({file, "--details", (dir.path() / "details.yaml").string(), "--property",
-                            "FIXTURE_VALIDATE_BUSY=1", "--duration", "0.2"});
+  CheckRun run = run_check_with_details(
+      std::string(FIXTURE_DIR) + "/libfixture-validate-refuses.so", "anything: 1\n",
+      {"--property", "FIXTURE_VALIDATE_BUSY=1", "--duration", "0.2"});
   EXPECT_EQ(lines_starting_with(run.out, "PASS discover: ").size(), 1u) << run.out << run.err;
   auto warned = lines_starting_with(run.out, "WARN discover: validate_request failed: ");
   ASSERT_EQ(warned.size(), 1u) << run.out;
