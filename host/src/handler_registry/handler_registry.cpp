@@ -383,8 +383,16 @@ struct SessionEntry {
   bool shared;                  // the handler's default sharing
   WriterPreferringMutex mutex;  // reports hold it shared; state changes exclusively
   SessionState state = SessionState::running;
-  bool failed = false;  // report_error was called
+  bool failed = false;        // report_error was called
+  bool start_failed = false;  // stopped because start_discovery failed
 };
+
+// A call on a stopped session (rule T4), for the sink to tell.
+void tell_late_call(const SessionEntry& entry, const char* what) {
+  entry.sink->on_late_call(std::string(what) + (entry.start_failed
+                                                    ? " after start_discovery failed"
+                                                    : " after stop_discovery returned"));
+}
 
 HandleTable<HandlerLogSink>& log_table() {
   static auto* table = new HandleTable<HandlerLogSink>();  // outlives late handler threads
@@ -473,7 +481,7 @@ void with_unstopped_session(dowser_session_host* session, const char* what, Deli
   if (!entry) return;
   std::shared_lock lock(entry->mutex);
   if (entry->state == SessionState::stopped) {
-    entry->sink->on_late_call(what);
+    tell_late_call(*entry, what);
     return;
   }
   deliver(*entry);
@@ -550,7 +558,7 @@ dowser_status host_report_error(dowser_session_host* session, dowser_status code
   // whether the session failed.
   std::unique_lock lock(entry->mutex);
   if (entry->state == SessionState::stopped) {
-    entry->sink->on_late_call("report_error");
+    tell_late_call(*entry, "report_error");
     return DOWSER_ERR_STOPPED;
   }
   if (entry->state == SessionState::stopping || entry->failed) return DOWSER_ERR_STOPPED;
@@ -829,8 +837,7 @@ class LateCallTeller {
       const std::lock_guard lock(mutex_);
       if (!told_.emplace(what).second) return;
     }
-    problem_(std::string(what) +
-             " after stop_discovery returned (rule T4): dropped, and so are later ones");
+    problem_(std::string(what) + " (rule T4): dropped, and so are later ones");
   }
 
  private:
@@ -1068,6 +1075,7 @@ std::unique_ptr<DiscoverySession> HandlerInstance::start(const DiscoverRequest& 
   });
   if (status != DOWSER_OK) throw err.failure("start_discovery", status);
   session->stopped_ = false;
+  session->started_ = true;
   warn_of_overrun(err, "start_discovery");
   return session;
 }
@@ -1088,6 +1096,7 @@ DiscoverySession::~DiscoverySession() {
   }
   auto tombstone = std::make_shared<SessionEntry>(std::move(late), entry->shared);
   tombstone->state = SessionState::stopped;
+  tombstone->start_failed = !started_;
   session_table().retire(id_, std::move(tombstone));
 }
 

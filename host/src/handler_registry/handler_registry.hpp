@@ -254,8 +254,10 @@ class SessionSink {
   // A line the handler logged about this session (log_session), as for
   // HandlerLogSink: level is one of DOWSER_LOG_*.
   virtual void on_log(int32_t level, std::string_view message) = 0;
-  // A report, error or log line that arrived after stop_discovery returned
-  // (rule T4), named by its host function ("report_devices", ...).
+  // A report, error or log line that arrived after its session ended (rule
+  // T4), named by its host function and how the session ended:
+  // "report_devices after stop_discovery returned", "log_session after
+  // start_discovery failed" (a thread the failed start left running).
   virtual void on_late_call(std::string_view what) { (void)what; }
   // A report the host refused (malformed arrays, unknown sharing value).
   virtual void on_bad_report(const std::string& reason) { (void)reason; }
@@ -397,6 +399,7 @@ class DiscoverySession {
   uint64_t log_id_;  // its handler instance's log sink
   dowser_session* session_ = nullptr;
   bool stopped_ = false;
+  bool started_ = false;  // start_discovery succeeded
 };
 
 // The host function table dowserd and the test kit pass to handlers.

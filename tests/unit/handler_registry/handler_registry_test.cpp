@@ -996,6 +996,25 @@ TEST(HostTable, RefusedReportsAndReportsAfterTheSessionEndedAreTold) {
                                                 "report_error" + later, "log_session" + later}));
 }
 
+// A start that failed may leave a thread running (against T4): its calls are
+// told as coming after the failed start, not after a stop that never came.
+TEST(HostTable, CallsAfterAFailedStartAreToldAsSuch) {
+  std::vector<std::string> problems;  // told on this thread: report() runs here
+  auto sink = std::make_shared<CoalescingSink>(
+      [] {}, [&](const std::string& problem) { problems.push_back(problem); });
+  auto api = probe_api(0);
+  api.start_discovery = [](dowser_handler*, const dowser_discover_request*,
+                           dowser_session_host* session, dowser_session**, char*, size_t) {
+    probe_session = session;  // as a thread it started would keep it
+    return DOWSER_ERR_GENERIC;
+  };
+  HandlerInstance instance(adopt_handler("probe", &api), ignore_log);
+  EXPECT_THROW(instance.start({}, sink), HandlerCallError);
+  EXPECT_EQ(report({device("a")}), DOWSER_ERR_STOPPED);
+  EXPECT_EQ(problems, std::vector<std::string>{"report_devices after start_discovery failed "
+                                               "(rule T4): dropped, and so are later ones"});
+}
+
 // The device rules (device_rules.hpp): a device that breaks them is left
 // out, the rest of the report is taken.
 TEST(HostTable, LeavesOutADeviceThatBreaksTheDeviceRulesAndTakesTheRest) {
