@@ -136,6 +136,7 @@ class ConfigurationSource {
  public:
   struct Events {
     std::function<void(const Configuration&)> upserted;  // new, or changed in any field
+    // Gone: one delivered, or reported unresolved (and maybe never delivered).
     std::function<void(const std::string& namespace_name, const std::string& name)> removed;
     std::function<void(const ConfigurationError&)> invalid;
     // The source (a file path, or "<namespace>/<name>" of an object) now
@@ -143,7 +144,7 @@ class ConfigurationSource {
     std::function<void(const std::string& source)> valid = {};
     // A Configuration that cannot run yet (a Secret or ConfigMap it needs is
     // missing), with why; its previous version, if any, keeps running, and
-    // upserted follows once it resolves.
+    // upserted follows once it resolves (also to the version running).
     std::function<void(const Configuration&, const std::string& reason)> unresolved = {};
     // Once, when the Configurations present at start have all been delivered:
     // anything still unknown then is gone for good.

@@ -282,8 +282,11 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
   auto parsed = parsed_.find(identity);
   if (parsed == parsed_.end()) {
     held_.erase(identity);
-    unresolved_.erase(identity);
-    if (delivered_.erase(identity) > 0) events.removed(identity.first, identity.second);
+    // One reported unresolved and never delivered is removed too: the
+    // daemon holds it as refused until told it is gone.
+    const bool was_unresolved = unresolved_.erase(identity) > 0;
+    if (delivered_.erase(identity) > 0 || was_unresolved)
+      events.removed(identity.first, identity.second);
     return;
   }
   const Configuration& configuration = parsed->second.configuration;
@@ -300,9 +303,12 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
         configuration, [this](ReferenceKind kind, const KeyReference& reference) {
           return lookup(kind, reference);
         });
-    unresolved_.erase(identity);
+    // Resolved again to the version delivered (a Secret re-created with
+    // the same value): delivered again all the same, so that the daemon
+    // no longer holds it as refused.
+    const bool was_unresolved = unresolved_.erase(identity) > 0;
     auto delivered = delivered_.find(identity);
-    if (delivered != delivered_.end() && delivered->second == resolved) return;
+    if (!was_unresolved && delivered != delivered_.end() && delivered->second == resolved) return;
     delivered_.insert_or_assign(identity, resolved);
     events.upserted(resolved);
   } catch (const ConfigurationError& problem) {

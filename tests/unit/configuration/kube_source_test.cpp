@@ -36,13 +36,16 @@ json configuration(const std::string& namespace_name, const std::string& name,
           {"spec", {{"discoveryHandler", handler}}}};
 }
 
-// The source's events as "upserted ns/name", "unresolved ns/name: reason", "synced".
+// The source's events as "upserted ns/name", "removed ns/name", "unresolved
+// ns/name: reason", "synced".
 ConfigurationSource::Events recording(test::Recorder& recorder) {
   ConfigurationSource::Events events;
   events.upserted = [&recorder](const Configuration& c) {
     recorder.add("upserted " + c.namespace_name + "/" + c.name);
   };
-  events.removed = [](const std::string&, const std::string&) {};
+  events.removed = [&recorder](const std::string& namespace_name, const std::string& name) {
+    recorder.add("removed " + namespace_name + "/" + name);
+  };
   events.invalid = [&recorder](const ConfigurationError& error) {
     recorder.add(std::string("invalid ") + error.what());
   };
@@ -154,6 +157,41 @@ TEST(KubeConfigurationSource, AReferenceOutsideTheWatchedNamespaceIsRefusedSayin
                        "edge); a reference without a namespace means \"default\", as in "
                        "Akri"))
       << reason;
+  source.stop();
+}
+
+// The daemon holds an unresolved Configuration as refused (the status API
+// and dowserctl show it) until the source says otherwise: when it is deleted
+// (though never delivered), and when it resolves again, also to the version
+// already running (its Secret deleted and re-created with the same value).
+TEST(KubeConfigurationSource, AnUnresolvedConfigurationThatGoesOrResolvesAgainIsTold) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  const json secret = {{"metadata", {{"name", "login"}}}, {"stringData", {{"user", "admin"}}}};
+  client.create(kSecrets, "default", secret);
+  client.create(kConfigurations, "default",
+                configuration("default", "from-secret",
+                              {{"secretKeyRef", {{"name", "login"}, {"key", "user"}}}}));
+  client.create(kConfigurations, "default",
+                configuration("default", "never",
+                              {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
+  source.start();
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/from-secret"))
+      << ::testing::PrintToString(recorder.entries());
+  ASSERT_FALSE(unresolved_reason(recorder, "default/never").empty());
+
+  client.remove(kConfigurations, "default", "never");
+  EXPECT_TRUE(recorder.wait_for_entry("removed default/never"))
+      << ::testing::PrintToString(recorder.entries());
+
+  client.remove(kSecrets, "default", "login");
+  ASSERT_FALSE(unresolved_reason(recorder, "default/from-secret").empty());
+  client.create(kSecrets, "default", secret);
+  EXPECT_TRUE(recorder.wait_for([](const std::vector<std::string>& entries) {
+    return std::count(entries.begin(), entries.end(), "upserted default/from-secret") == 2;
+  })) << ::testing::PrintToString(recorder.entries());
   source.stop();
 }
 
