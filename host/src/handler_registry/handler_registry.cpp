@@ -389,9 +389,10 @@ struct SessionEntry {
 
 // A call on a stopped session (rule T4), for the sink to tell.
 void tell_late_call(const SessionEntry& entry, const char* what) {
-  entry.sink->on_late_call(std::string(what) + (entry.start_failed
-                                                    ? " after start_discovery failed"
-                                                    : " after stop_discovery returned"));
+  if (entry.start_failed)
+    entry.sink->on_call_after_failed_start(what);
+  else
+    entry.sink->on_late_call(what);
 }
 
 HandleTable<HandlerLogSink>& log_table() {
@@ -832,13 +833,17 @@ class LateCallTeller {
  public:
   explicit LateCallTeller(std::function<void(const std::string&)> problem)
       : problem_(std::move(problem)) {}
-  void tell(std::string_view what) {
+  // what: the host function; ended: how the session ended.
+  void tell(std::string_view what, std::string_view ended = kStopReturned) {
+    std::string call = std::string(what) + " after " + std::string(ended);
     {
       const std::lock_guard lock(mutex_);
-      if (!told_.emplace(what).second) return;
+      if (!told_.insert(call).second) return;
     }
-    problem_(std::string(what) + " (rule T4): dropped, and so are later ones");
+    problem_(call + " (rule T4): dropped, and so are later ones");
   }
+  static constexpr std::string_view kStopReturned = "stop_discovery returned";
+  static constexpr std::string_view kStartFailed = "start_discovery failed";
 
  private:
   std::function<void(const std::string&)> problem_;
@@ -863,6 +868,9 @@ class LateCallSink final : public SessionSink {
   void on_error(dowser_status, std::string) override {}
   void on_log(int32_t, std::string_view) override {}
   void on_late_call(std::string_view what) override { teller_->tell(what); }
+  void on_call_after_failed_start(std::string_view what) override {
+    teller_->tell(what, LateCallTeller::kStartFailed);
+  }
 
  private:
   std::shared_ptr<LateCallTeller> teller_;

@@ -254,11 +254,12 @@ class SessionSink {
   // A line the handler logged about this session (log_session), as for
   // HandlerLogSink: level is one of DOWSER_LOG_*.
   virtual void on_log(int32_t level, std::string_view message) = 0;
-  // A report, error or log line that arrived after its session ended (rule
-  // T4), named by its host function and how the session ended:
-  // "report_devices after stop_discovery returned", "log_session after
-  // start_discovery failed" (a thread the failed start left running).
+  // A report, error or log line that arrived after stop_discovery returned
+  // (rule T4), named by its host function ("report_devices", ...).
   virtual void on_late_call(std::string_view what) { (void)what; }
+  // The same from a thread a start_discovery that failed left running (the
+  // session was never stopped); told as on_late_call unless overridden.
+  virtual void on_call_after_failed_start(std::string_view what) { on_late_call(what); }
   // A report the host refused (malformed arrays, unknown sharing value).
   virtual void on_bad_report(const std::string& reason) { (void)reason; }
   // stop_discovery failed (it let a C++ exception out, against rule T6),
