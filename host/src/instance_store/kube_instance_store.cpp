@@ -282,7 +282,8 @@ struct KubeInstanceStore::State {
   // may have learnt of Instances since (list(), get(), their own writes).
   // Those this process saw at the list's version or before and the list no
   // longer has were deleted meanwhile; the filter learns them so that their
-  // deleted events go out. Newer ones were written after the list was served.
+  // deleted events go out. Newer ones were written after the list was served,
+  // and ones out of the watched namespace were never listed.
   void remember_known_before_watching(const std::set<Key>& listed_keys,
                                       const std::string& version) {
     const std::optional<uint64_t> listed_at = parse_revision(version);
@@ -290,7 +291,9 @@ struct KubeInstanceStore::State {
     for (const json& object : cache.objects_up_to(*listed_at)) {
       StoredInstance known = stored_from_object(object);  // it parsed when cached
       const Key key{known.instance.namespace_name, known.instance.name};
-      if (listed_keys.count(key) == 0) filter.remember(known);
+      // Written by this process out of the watched namespace: not listed, not gone.
+      const bool watched = scope.empty() || key.first == scope;
+      if (watched && listed_keys.count(key) == 0) filter.remember(known);
     }
   }
 

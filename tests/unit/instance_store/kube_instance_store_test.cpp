@@ -210,9 +210,10 @@ TEST(KubeInstanceStoreLateListTest, AnInstanceDeletedBeforeALateFirstListIsRepor
   TestApiServer server({"--hold-lists-while", hold.string()});
   auto client = std::make_shared<kube::KubeClient>(server.access());
   create_namespaces(*client);
-  KubeInstanceStore store(client);
+  KubeInstanceStore store(client, "default");  // lists and watches "default" alone
   store.create(sample_instance("cam-000001"));
   store.create(sample_instance("cam-000002"));
+  store.create(sample_instance("cam-elsewhere", "other"));  // never listed, never deleted
   std::ofstream(hold).close();
   dowser::test::Recorder events;
   const auto subscription =
