@@ -65,6 +65,7 @@ struct NodeCleaner::State {
 
   void listed(const std::vector<nlohmann::json>& nodes);
   void changed(const std::string& type, const nlohmann::json& node);
+  void failed(const kube::ApiError& error);
   void run();
   void check_store(std::unique_lock<std::mutex>& lock);
   void keep_pending(const std::string& node, const char* because);
@@ -81,7 +82,11 @@ struct NodeCleaner::State {
   // Under mutex: when to check the Instances against the Node list, set
   // once a listing shows this node (so that it is the cluster's whole list).
   std::optional<Clock::time_point> store_check_at;
-  bool self_missing = false;      // under mutex: the last listing did not show this node
+  bool self_missing = false;  // under mutex: the last listing did not show this node
+  // Under mutex: the Node reflector's last request succeeded. While it fails
+  // a node that joined meanwhile is unknown here, so its Instances prove
+  // nothing: no store check runs.
+  bool nodes_current = false;
   std::set<std::string> pending;  // under mutex: due, not yet scrubbed
   std::unique_ptr<kube::Reflector> reflector;
   std::thread worker;
@@ -93,6 +98,7 @@ void NodeCleaner::State::listed(const std::vector<nlohmann::json>& nodes) {
   {
     std::lock_guard lock(mutex);
     tracker.listed(ready_by_node, Clock::now());
+    nodes_current = true;
     for (const auto& [name, ready] : ready_by_node)
       if (ready) keep_pending(name, "is Ready again");
     // Without its own Node in the list (RBAC, or a node not registered yet)
@@ -100,11 +106,14 @@ void NodeCleaner::State::listed(const std::vector<nlohmann::json>& nodes) {
     const bool was_missing = std::exchange(self_missing, ready_by_node.count(options.self) == 0);
     if (!self_missing) {
       store_check_at = Clock::now();
-    } else if (!was_missing) {
-      spdlog::warn(
-          "Kubernetes nodes: this node ({}) is not among the {} listed; nodes that Instances name "
-          "but that have no Node object are left alone until it shows",
-          options.self, ready_by_node.size());
+    } else {
+      store_check_at.reset();  // not even one already due
+      if (!was_missing) {
+        spdlog::warn(
+            "Kubernetes nodes: this node ({}) is not among the {} listed; nodes that Instances "
+            "name but that have no Node object are left alone until it shows",
+            options.self, ready_by_node.size());
+      }
     }
   }
   wake.notify_all();
@@ -114,6 +123,7 @@ void NodeCleaner::State::listed(const std::vector<nlohmann::json>& nodes) {
 // watched (or never registered). They get the NotReady grace from now.
 void NodeCleaner::State::check_store(std::unique_lock<std::mutex>& lock) {
   store_check_at.reset();
+  if (!nodes_current) return;  // listed() or changed() asks again
   std::set<std::string> named;
   lock.unlock();
   try {
@@ -126,6 +136,8 @@ void NodeCleaner::State::check_store(std::unique_lock<std::mutex>& lock) {
   }
   lock.lock();
   if (!store_check_at && !self_missing) store_check_at = Clock::now() + options.store_check;
+  // Named still because its scrub failed: not written back, nor new.
+  for (const auto& node : pending) named.erase(node);
   for (const auto& node : tracker.named_in_store(named, Clock::now())) {
     spdlog::info(
         "node {} is named in Instances but has no Node object: its claims are scrubbed in {} s "
@@ -140,6 +152,8 @@ void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& 
   {
     std::lock_guard lock(mutex);
     const std::string name = name_of(node);
+    // Back after failures: the Instances are checked again (below).
+    const bool was_current = std::exchange(nodes_current, true);
     if (type == "DELETED") {
       tracker.deleted(name, Clock::now());
     } else {
@@ -150,8 +164,17 @@ void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& 
         keep_pending(name, ready ? "is Ready again" : "was created again");
       if (name == options.self && std::exchange(self_missing, false)) store_check_at = Clock::now();
     }
+    if (!was_current && !self_missing && !store_check_at) store_check_at = Clock::now();
   }
   wake.notify_all();
+}
+
+void NodeCleaner::State::failed(const kube::ApiError& error) {
+  {
+    const std::lock_guard lock(mutex);
+    nodes_current = false;
+  }
+  spdlog::warn("Kubernetes nodes: {} (retrying)", error.what());
 }
 
 // A node whose scrub failed and is retried may come back meanwhile (a
@@ -223,9 +246,7 @@ void NodeCleaner::start() {
                                 [&state](const std::string& type, const nlohmann::json& node) {
                                   state.changed(type, node);
                                 },
-                                [](const kube::ApiError& error) {
-                                  spdlog::warn("Kubernetes nodes: {} (retrying)", error.what());
-                                }});
+                                [&state](const kube::ApiError& error) { state.failed(error); }});
   state.worker = std::thread([&state] {
     name_this_thread("node-cleaner");
     state.run();

@@ -164,8 +164,10 @@ TEST(NodeCleaner, ADeletedNodeWrittenBackIsScrubbedAgain) {
   StoreWithFailingWrites store(directory.path());
   store.failing = false;
   store.create(instance_held_by("cams-bbbbbb", "node-b"));
+  // Nodes without a Ready condition are NotReady: the grace outlasts the test
+  // up to node-b's deletion.
   NodeCleaner cleaner(client, store,
-                      {.self = "node-a", .grace = 200ms, .retry = 50ms, .store_check = 100ms});
+                      {.self = "node-a", .grace = 2s, .retry = 50ms, .store_check = 100ms});
   cleaner.start();
   ASSERT_TRUE(test::eventually([&] { return store.listings > 0; }));
   const auto scrubbed = [&] {
@@ -180,6 +182,34 @@ TEST(NodeCleaner, ADeletedNodeWrittenBackIsScrubbedAgain) {
   ASSERT_TRUE(test::eventually(scrubbed)) << "scrubbed once only: " << log.text();
   EXPECT_NE(log.text().find("node node-b is named in Instances but has no Node object"),
             std::string::npos)
+      << log.text();
+  cleaner.stop();
+}
+
+// While the Nodes cannot be read, a node that joined meanwhile is unknown
+// here: the Instances that name it must not get it scrubbed as gone.
+TEST(NodeCleaner, NoNodeIsJudgedByTheInstancesWhileTheNodesCannotBeRead) {
+  kube::testing::TestApiServer server({"--no-crds"});
+  kube::KubeClient client(server.access());
+  client.create(kube::resources::kNodes, "", node_named("node-a"));
+  test::LogCapture log;
+  const test::TempDir directory{"dowser-node-cleaner"};
+  StoreWithFailingWrites store(directory.path());
+  store.failing = false;
+  NodeCleaner cleaner(client, store,
+                      {.self = "node-a", .grace = 200ms, .retry = 50ms, .store_check = 50ms});
+  cleaner.start();
+  ASSERT_TRUE(test::eventually([&] { return store.listings > 0; }));
+
+  server.stop();
+  ASSERT_TRUE(test::eventually([&] {
+    return log.text().find("Kubernetes nodes: ") != std::string::npos;
+  })) << log.text();
+  store.create(instance_held_by("cams-nnnnnn", "node-new"));  // its node joined meanwhile
+  // A check every 50 ms and a grace of 200 ms: 1 s is time enough to scrub it.
+  EXPECT_FALSE(test::eventually(
+      [&] { return store.get("default", "cams-nnnnnn")->instance.nodes.count("node-new") == 0; },
+      1s))
       << log.text();
   cleaner.stop();
 }
