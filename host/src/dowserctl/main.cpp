@@ -115,7 +115,12 @@ int main(int argc, char** argv) {
   });
 
   auto* slots = app.add_subcommand("slots", "the slots of one Instance and who holds them");
-  slots->add_option("INSTANCE", instance_filter.name, "Instance name")->required();
+  // Checked here: the name goes into the request's path.
+  slots->add_option("INSTANCE", instance_filter.name, "Instance name")
+      ->required()
+      ->check(CLI::Validator(
+          [](const std::string& name) { return dowser::naming::instance_name_problem(name); },
+          "INSTANCE"));
   add_namespace_option(slots);
   slots->callback([&] {
     command = [&](const Output& output) { return show_slots(remote, output, instance_filter); };
@@ -202,5 +207,10 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   remote.timeout = std::chrono::milliseconds(timeout_ms);
   Output output{format == "json" ? Format::json : Format::table, use_colour(colour)};
-  return command(output);
+  try {
+    return command(output);
+  } catch (const std::exception& e) {  // said and exited, never an abort
+    spdlog::error("{}", e.what());
+    return kProblems;
+  }
 }

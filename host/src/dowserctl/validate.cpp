@@ -149,7 +149,8 @@ int validate(const HandlerSetup& setup, const ValidateOptions& options, const Ou
     std::cout << nlohmann::json{{"results", results},
                                 {"problems", problems},
                                 {"warnings", warnings}}
-                     .dump(2)
+                     // File names and handler messages may hold bytes that are not UTF-8.
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
   } else {
     for (const auto& f : validator.findings()) {

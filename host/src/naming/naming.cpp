@@ -161,6 +161,10 @@ std::string extended_resource_name_problem(std::string_view name) {
   return qualified_name_part_problem(name.substr(slash + 1));
 }
 
+std::string instance_name_problem(std::string_view name) {
+  return dns_subdomain_problem(name, "an Instance name");
+}
+
 std::string node_name_problem(std::string_view node) {
   return dns_subdomain_problem(node, "a node name");
 }

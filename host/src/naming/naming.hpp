@@ -77,6 +77,10 @@ std::string resource_name(std::string_view domain, std::string_view name);
 // Empty when name is a valid extended resource name, else the reason.
 std::string extended_resource_name_problem(std::string_view name);
 
+// Empty when name may name an Instance (a DNS-1123 subdomain, as for every
+// Kubernetes object of its kind), else the reason.
+std::string instance_name_problem(std::string_view name);
+
 // Empty when node is a valid Kubernetes node name (a DNS-1123 subdomain),
 // else the reason. Claims name their node: one with a ':' could not be read
 // back, so the daemon refuses such a name at start.

@@ -183,6 +183,13 @@ TEST_F(DowserctlTest, ANamespaceNarrowsInstancesAndSlots) {
   auto bad = remote({"slots", "-n", "Lab_1", name});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("must be a DNS-1123 label"));
+  // The name goes into the request's path: one that is no name is refused
+  // before it could break the request or add to its query.
+  for (const std::string& odd : std::vector<std::string>{"cams 6e5f3a", name + "?namespace=lab"}) {
+    auto refused = remote({"slots", odd});
+    EXPECT_EQ(refused.exit_code, 2) << odd << ": " << refused.out << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr("an Instance name must be a DNS subdomain")) << odd;
+  }
 }
 
 TEST_F(DowserctlTest, RefusedManifestsShowUntilFixed) {
@@ -521,6 +528,21 @@ TEST_F(DowserctlTest, ValidateReportsWhatTheHandlerWarnsOf) {
   auto verbose = ctl({"validate", "-v", handlers, lookalike});
   EXPECT_THAT(verbose.err, HasSubstr("reads like a regular expression"));
   EXPECT_THAT(verbose.out, HasSubstr("warn   " + lookalike));
+}
+
+// File names (and handler messages) may hold bytes that are not UTF-8: the
+// JSON result says them with U+FFFD rather than dowserctl aborting.
+TEST_F(DowserctlTest, ValidateAsJsonTakesAFileNameThatIsNotUtf8) {
+  auto latin1 = manifest("cam\xe9ra.yaml",
+                         "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: good}\n"
+                         "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: "
+                         "'descriptions: [g0]'}\n");
+  auto json = ctl({"validate", "--handler-dir=" + handler_dir_.string(), "-o", "json", latin1});
+  EXPECT_EQ(json.exit_code, 0) << json.out << json.err;
+  const auto parsed = nlohmann::json::parse(json.out);
+  ASSERT_EQ(parsed["results"].size(), 1u) << json.out;
+  EXPECT_THAT(parsed["results"][0]["file"].get<std::string>(), HasSubstr("cam\xef\xbf\xbdra.yaml"));
+  EXPECT_TRUE(parsed["results"][0]["ok"].get<bool>());
 }
 
 // A directory is read as dowserd reads --config-dir; an empty file defines
