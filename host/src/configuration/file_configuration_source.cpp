@@ -273,9 +273,13 @@ struct FileConfigurationSource::Watcher {
 
 // ---- state -------------------------------------------------------------------
 
+// What is there, and every file said something of before: one gone since
+// (a broken one deleted in the same batch as a ConfigMap's data swap) is
+// read as gone, so that what was said of it no longer holds.
 void FileConfigurationSource::Watcher::refresh_all(const std::set<std::string>& present_names) {
   std::set<std::string> names = present_names;
   for (const auto& [name, configurations] : defined_by_file) names.insert(name);
+  names.insert(unreadable.begin(), unreadable.end());
   refresh(in_reading_order(names));
 }
 

@@ -423,6 +423,20 @@ TEST_F(FileSourceTest, DeletingAnInvalidFileRemovesItsLastGoodConfigurations) {
   ASSERT_TRUE(log_.wait_for_event(mark, valid_from(path("cam.yaml"))));
 }
 
+// A full rescan (kubelet swapping a ConfigMap's ..data) that comes with a
+// broken manifest's deletion still says the file is no longer wrong: the
+// daemon holds orphaned Instances while any manifest is refused.
+TEST_F(FileSourceTest, ABrokenFileDeletedAsTheDataIsSwappedIsNoLongerReported) {
+  write("a.yaml", manifest("a"));
+  write("bad.yaml", "apiVersion: akri.sh/v0\nkind: [\n");
+  start();
+  ASSERT_EQ(count(log_.since(0), invalid_from(path("bad.yaml"))), 1u);
+  const std::size_t mark = log_.size();
+  fs::remove(directory_ / "bad.yaml");
+  fs::create_symlink("a.yaml", directory_ / "..data");  // one batch with the deletion
+  EXPECT_TRUE(log_.wait_for_event(mark, valid_from(path("bad.yaml"))));
+}
+
 TEST_F(FileSourceTest, SameConfigurationInTwoFilesKeepsTheFirstAndNamesBoth) {
   write("a.yaml", manifest("cam", "from-a"));
   start();
