@@ -4,12 +4,14 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 
@@ -42,8 +44,16 @@ std::optional<std::string> write_whole(const std::filesystem::path& path, std::s
   const auto failed = [&](const char* action) {
     return std::string(action) + " " + path.string() + ": " + std::strerror(errno);
   };
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Owner only: a digest of a request that holds a Secret's value is as
+  // good as that value to whoever can guess it (fchmod: a temporary file
+  // left by a crash keeps its old mode through O_TRUNC).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return failed("open");
+  if (::fchmod(fd, 0600) != 0) {
+    auto failure = failed("chmod");
+    ::close(fd);
+    return failure;
+  }
   while (!text.empty()) {
     const ssize_t written = ::write(fd, text.data(), text.size());
     if (written < 0 && errno == EINTR) continue;
@@ -76,6 +86,37 @@ void sync_directory(const std::filesystem::path& directory) {
   if (fd >= 0) ::close(fd);
 }
 
+// The file's text; "" when there is none. Any other failure throws: saving
+// over a file that could not be read would lose every other record.
+std::string read_records(const std::filesystem::path& path) {
+  const auto unreadable = [&] {
+    return std::runtime_error(
+        "cannot read " + path.string() + ": " + std::strerror(errno) +
+        "; it records the discovery requests handlers accepted (so that a handler refusing one "
+        "later is not taken at its word): make it readable, or remove it to start afresh");
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return "";
+    throw unreadable();
+  }
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      auto error = unreadable();
+      ::close(fd);
+      throw error;
+    }
+    if (got == 0) break;
+    text.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return text;
+}
+
 }  // namespace
 
 std::string request_digest(const std::string& handler_name, const DiscoverRequest& request) {
@@ -97,7 +138,7 @@ AcceptedRequests::AcceptedRequests(std::optional<std::filesystem::path> file,
                                    boost::asio::io_context& core, RetryDelays retry)
     : file_(std::move(file)), retry_(retry), retry_delay_(retry.first), retry_timer_(core) {
   if (!file_) return;
-  std::ifstream in(*file_);
+  std::istringstream in(read_records(*file_));
   for (std::string line; std::getline(in, line);)
     if (auto entry = parse_line(line)) digests_.insert_or_assign(entry->first, entry->second);
 }

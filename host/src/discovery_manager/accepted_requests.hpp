@@ -39,9 +39,10 @@ class AcceptedRequests {
  public:
   using Configuration = std::pair<std::string, std::string>;  // namespace, name
 
-  // Reads the file, if given (a missing one is empty); without a file, what
-  // is accepted is remembered for this process only. Retries run on core,
-  // the thread that calls accept().
+  // Reads the file, if given (a missing one is empty; one that cannot be
+  // read throws std::runtime_error naming it); without a file, what is
+  // accepted is remembered for this process only. The file is written
+  // owner-only (0600). Retries run on core, the thread that calls accept().
   AcceptedRequests(std::optional<std::filesystem::path> file, boost::asio::io_context& core,
                    RetryDelays retry = {});
 

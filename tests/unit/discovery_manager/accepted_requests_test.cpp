@@ -87,6 +87,37 @@ TEST(AcceptedRequests, ADeletedConfigurationsLineGoes) {
   EXPECT_TRUE(AcceptedRequests(file, io).accepted(other, digest));
 }
 
+// A digest of a request with a Secret's value is worth guessing against:
+// the file is the owner's alone, also when a crash left its temporary file.
+TEST(AcceptedRequests, TheFileIsTheOwnersAlone) {
+  const dowser::test::TempDir dir{"dowser-accepted"};
+  const auto file = dir.path() / "accepted-requests";
+  std::ofstream(file.string() + ".tmp") << "left by a crash\n";
+  std::filesystem::permissions(file.string() + ".tmp", std::filesystem::perms::all);
+  boost::asio::io_context io;
+  AcceptedRequests accepted(file, io);
+  accepted.accept({"default", "cams"}, request_digest("onvif", request("", {{"PASS", "s3cret"}})));
+  EXPECT_EQ(std::filesystem::status(file).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+// One that exists and cannot be read stops the daemon, naming it: saving
+// over it would lose every other Configuration's record.
+TEST(AcceptedRequests, AFileThatCannotBeReadIsAnErrorNotAnEmptyFile) {
+  const dowser::test::TempDir dir{"dowser-accepted"};
+  const auto file = dir.path() / "accepted-requests";
+  std::filesystem::create_directories(file);  // read() fails: EISDIR
+  boost::asio::io_context io;
+  try {
+    AcceptedRequests accepted(file, io);
+    ADD_FAILURE() << "read as empty";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot read " + file.string() + ": Is a directory"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 size_t count_of(const std::string& text, const std::string& part) {
   size_t count = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
