@@ -90,8 +90,10 @@ bool dropped_by_announcement(const Announcement& camera, const Settings& setting
          filter_drops(settings.scopes, camera.scopes, exact);
 }
 
-Evaluation evaluate_camera(const Announcement& camera, const Settings& settings,
-                           const CredentialStore& credentials, CameraApi& api) {
+namespace {
+
+Evaluation evaluate_with_calls(const Announcement& camera, const Settings& settings,
+                               const CredentialStore& credentials, CameraApi& api) {
   Evaluation evaluation;
   if (dropped_by_announcement(camera, settings)) {
     evaluation.problem = "left out by the uuids or scopes filter";
@@ -130,6 +132,17 @@ Evaluation evaluate_camera(const Announcement& camera, const Settings& settings,
     add_streams(device.properties, *streams);
   evaluation.device = std::move(device);
   return evaluation;
+}
+
+}  // namespace
+
+Evaluation evaluate_camera(const Announcement& camera, const Settings& settings,
+                           const CredentialStore& credentials, CameraApi& api) {
+  try {
+    return evaluate_with_calls(camera, settings, credentials, api);
+  } catch (const std::exception& e) {  // not a failed call: out of memory, no random bytes
+    return Evaluation{std::nullopt, false, std::string("checking it failed: ") + e.what()};
+  }
 }
 
 }  // namespace onvif

@@ -15,12 +15,13 @@ constexpr size_t kMaxParallelChecks = 16;
 }  // namespace
 
 DiscoverySession::DiscoverySession(Settings settings, CredentialStore credentials, ApiFactory api,
-                                   Report report, Log log)
+                                   Report report, Log log, Fail fail)
     : settings_(std::move(settings)),
       credentials_(std::move(credentials)),
       api_(std::move(api)),
       report_(std::move(report)),
       log_(std::move(log)),
+      fail_(std::move(fail)),
       cancel_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (cancel_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   try {
@@ -61,8 +62,8 @@ void DiscoverySession::run() {
       run_pass_checks();
       if (!wait_until(pass_start + settings_.discovery_interval)) return;
     }
-  } catch (const std::exception& e) {  // out of memory, or a report that threw
-    log_(dowser::LogLevel::error, std::string("discovery stopped: ") + e.what());
+  } catch (const std::exception& e) {                      // out of memory, or a report that threw
+    fail_(std::string("discovery stopped: ") + e.what());  // not left looking as if it ran
   }
 }
 
@@ -103,12 +104,18 @@ void DiscoverySession::check_announced() {
 }
 
 std::vector<Evaluation> DiscoverySession::check_all(const std::vector<Announcement>& cameras) {
-  std::vector<Evaluation> verdicts(cameras.size());
+  // A camera no checker got to (they stopped) is checked again next pass.
+  std::vector<Evaluation> verdicts(cameras.size(),
+                                   Evaluation{std::nullopt, false, "not checked: no checker left"});
   std::atomic<size_t> next{0};
   auto work = [&] {
-    auto api = api_(cancelled_);
-    for (size_t i; !cancelled_ && (i = next++) < cameras.size();)
-      verdicts[i] = check(cameras[i], *api);
+    try {
+      auto api = api_(cancelled_);
+      for (size_t i; !cancelled_ && (i = next++) < cameras.size();)
+        verdicts[i] = check(cameras[i], *api);
+    } catch (const std::exception& e) {  // no client (out of memory): the others go on
+      log_(dowser::LogLevel::warn, std::string("a camera checker stopped: ") + e.what());
+    }
   };
   std::vector<std::jthread> workers;  // joined before what they use goes
   size_t count = std::min(kMaxParallelChecks, cameras.size());

@@ -28,13 +28,14 @@ class DiscoverySession final : private WsddEvents {
  public:
   using Report = std::function<bool(const std::vector<dowser::Device>&)>;  // false: stopping
   using Log = std::function<void(dowser::LogLevel, const std::string&)>;
+  using Fail = std::function<void(const std::string&)>;  // the session cannot go on
   // stopping: set once the session stops; the API starts no call after it.
   using ApiFactory = std::function<std::unique_ptr<CameraApi>(const std::atomic<bool>& stopping)>;
 
   // Opens the sockets (throws std::runtime_error when it cannot), then starts
   // the thread; the first probe goes out at once.
   DiscoverySession(Settings settings, CredentialStore credentials, ApiFactory api, Report report,
-                   Log log);
+                   Log log, Fail fail);
   // Stops listening at once; a camera call in progress ends within the
   // request timeout.
   ~DiscoverySession();
@@ -66,6 +67,7 @@ class DiscoverySession final : private WsddEvents {
   ApiFactory api_;
   Report report_;
   Log log_;
+  Fail fail_;
   int cancel_fd_ = -1;
   std::atomic<bool> cancelled_{false};
   std::unique_ptr<WsDiscovery> discovery_;

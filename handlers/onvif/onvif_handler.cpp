@@ -27,7 +27,8 @@ class OnvifSession final : public dowser::Session {
             },
             [reporter](dowser::LogLevel level, const std::string& line) {
               reporter.log(level, line);
-            }) {}
+            },
+            [reporter](const std::string& why) { reporter.fail(DOWSER_ERR_GENERIC, why); }) {}
 
  private:
   DiscoverySession session_;

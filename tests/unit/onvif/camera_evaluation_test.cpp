@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 namespace onvif {
 namespace {
 
@@ -13,6 +15,7 @@ class ScriptedCamera final : public CameraApi {
  public:
   bool reachable = true;
   bool interfaces_fail = false;
+  bool information_throws = false;  // not a failed call: what a client out of memory does
   DeviceInformation information{"Acme", "Eye", "1.0", "S1", "hw"};
   NetworkIdentity identity{"mock.ip", "MocK:Mac"};
   std::optional<Credential> credential_seen;
@@ -31,6 +34,7 @@ class ScriptedCamera final : public CameraApi {
   }
   DeviceInformation get_device_information(const std::string&,
                                            const std::optional<Credential>&) override {
+    if (information_throws) throw std::runtime_error("no random bytes for a nonce");
     return information;
   }
   std::vector<MediaStream> get_streams(const std::string&,
@@ -104,6 +108,18 @@ TEST(OnvifEvaluation, IpMatchesExactlyMacIgnoresCase) {
   auto kept = evaluate_camera(kCamera, settings, {}, api);
   EXPECT_TRUE(kept.device);
   EXPECT_TRUE(kept.settled);
+}
+
+// Any other exception is this camera's problem too: on a checker thread it
+// would end the whole daemon (std::terminate).
+TEST(OnvifEvaluation, AnExceptionThatIsNotAFailedCallIsTheCamerasProblem) {
+  ScriptedCamera api;
+  api.information_throws = true;
+  Evaluation evaluation;
+  EXPECT_NO_THROW(evaluation = evaluate_camera(kCamera, {}, {}, api));
+  EXPECT_FALSE(evaluation.device);
+  EXPECT_FALSE(evaluation.settled) << "checked again next pass";
+  EXPECT_EQ(evaluation.problem, "checking it failed: no random bytes for a nonce");
 }
 
 TEST(OnvifEvaluation, UnreachableCameraIsNotReportedAndRechecked) {
