@@ -38,22 +38,25 @@ std::optional<std::pair<AcceptedRequests::Configuration, std::string>> parse_lin
                    line.substr(space + 1)};
 }
 
+// Owner only: a digest of a request that holds a Secret's value is as good
+// as that value to whoever can guess it. A file system that keeps no modes
+// (some FUSE, CIFS, 9p mounts) refuses: it is no reason not to save.
+void restrict_to_owner(int fd, const std::filesystem::path& path) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || (info.st_mode & 077) == 0) return;
+  if (::fchmod(fd, 0600) != 0)
+    spdlog::debug("cannot make {} owner-only: {}", path.string(), std::strerror(errno));
+}
+
 // Writes text as the whole file and makes it durable; what went wrong
 // ("write PATH: REASON"), if anything.
 std::optional<std::string> write_whole(const std::filesystem::path& path, std::string_view text) {
   const auto failed = [&](const char* action) {
     return std::string(action) + " " + path.string() + ": " + std::strerror(errno);
   };
-  // Owner only: a digest of a request that holds a Secret's value is as
-  // good as that value to whoever can guess it (fchmod: a temporary file
-  // left by a crash keeps its old mode through O_TRUNC).
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return failed("open");
-  if (::fchmod(fd, 0600) != 0) {
-    auto failure = failed("chmod");
-    ::close(fd);
-    return failure;
-  }
+  restrict_to_owner(fd, path);  // a temporary file left by a crash keeps its mode through O_TRUNC
   while (!text.empty()) {
     const ssize_t written = ::write(fd, text.data(), text.size());
     if (written < 0 && errno == EINTR) continue;
@@ -100,6 +103,7 @@ std::string read_records(const std::filesystem::path& path) {
     if (errno == ENOENT) return "";
     throw unreadable();
   }
+  restrict_to_owner(fd, path);  // written by an older dowserd (0644), or by hand
   std::string text;
   char buffer[4096];
   for (;;) {

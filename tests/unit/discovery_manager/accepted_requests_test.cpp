@@ -92,13 +92,18 @@ TEST(AcceptedRequests, ADeletedConfigurationsLineGoes) {
 TEST(AcceptedRequests, TheFileIsTheOwnersAlone) {
   const dowser::test::TempDir dir{"dowser-accepted"};
   const auto file = dir.path() / "accepted-requests";
+  const auto owner_only = std::filesystem::perms::owner_read | std::filesystem::perms::owner_write;
+  const std::string digest = request_digest("onvif", request("", {{"PASS", "s3cret"}}));
+  std::ofstream(file) << "default/old " << digest << "\n";  // as an older dowserd left it
+  std::filesystem::permissions(file, std::filesystem::perms::all);
   std::ofstream(file.string() + ".tmp") << "left by a crash\n";
   std::filesystem::permissions(file.string() + ".tmp", std::filesystem::perms::all);
   boost::asio::io_context io;
   AcceptedRequests accepted(file, io);
-  accepted.accept({"default", "cams"}, request_digest("onvif", request("", {{"PASS", "s3cret"}})));
-  EXPECT_EQ(std::filesystem::status(file).permissions(),
-            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(std::filesystem::status(file).permissions(), owner_only) << "as soon as it is read";
+  accepted.accept({"default", "cams"}, digest);
+  EXPECT_EQ(std::filesystem::status(file).permissions(), owner_only) << "as written anew";
+  EXPECT_TRUE(AcceptedRequests(file, io).accepted({"default", "old"}, digest));
 }
 
 // One that exists and cannot be read stops the daemon, naming it: saving
