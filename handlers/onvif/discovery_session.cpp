@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <system_error>
+#include <utility>
 
 namespace onvif {
 namespace {
@@ -81,7 +82,7 @@ void DiscoverySession::run_pass_checks() {
   for (const auto& [uuid, camera] : answered_) cameras.push_back(camera);
   auto verdicts = check_all(cameras);
   if (cancelled_) return;
-  devices_.clear();
+  const auto before = std::exchange(devices_, {});
   // Cameras that did not answer this pass are gone: forget their verdicts
   // and problems (UUIDs come from the network: spoofed Hellos, cameras
   // replaced), so a camera back with the same problem is told again.
@@ -89,7 +90,13 @@ void DiscoverySession::run_pass_checks() {
   std::erase_if(problems_, [&](const auto& entry) {
     return entry.first != kProbeProblem && !answered_.contains(entry.first);
   });
-  for (size_t i = 0; i < cameras.size(); ++i) remember(cameras[i], verdicts[i]);
+  for (size_t i = 0; i < cameras.size(); ++i) {
+    if (verdicts[i]) {
+      remember(cameras[i], *verdicts[i]);
+    } else if (auto kept = before.find(device_uuid(cameras[i].endpoint)); kept != before.end()) {
+      devices_.insert(*kept);  // not checked: reported as it was
+    }
+  }
   publish();
 }
 
@@ -98,15 +105,16 @@ void DiscoverySession::check_announced() {
   for (const auto& [uuid, camera] : announced_) cameras.push_back(camera);
   auto verdicts = check_all(cameras);
   if (cancelled_) return;
-  for (size_t i = 0; i < cameras.size(); ++i) remember(cameras[i], verdicts[i]);
+  for (size_t i = 0; i < cameras.size(); ++i)
+    if (verdicts[i]) remember(cameras[i], *verdicts[i]);
   announced_.clear();
   publish();
 }
 
-std::vector<Evaluation> DiscoverySession::check_all(const std::vector<Announcement>& cameras) {
-  // A camera no checker got to (they stopped) is checked again next pass.
-  std::vector<Evaluation> verdicts(cameras.size(),
-                                   Evaluation{std::nullopt, false, "not checked: no checker left"});
+std::vector<std::optional<Evaluation>> DiscoverySession::check_all(
+    const std::vector<Announcement>& cameras) {
+  // nullopt: no checker got to it (they stopped); checked again next pass.
+  std::vector<std::optional<Evaluation>> verdicts(cameras.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     try {
@@ -141,7 +149,7 @@ Evaluation DiscoverySession::check(const Announcement& camera, CameraApi& api) c
     try {
       api.get_system_date_and_time(known.device->properties.at(kServiceUrlProperty).value_or(""));
       return known;
-    } catch (const CallFailed&) {  // evaluate afresh: maybe another address answers
+    } catch (const std::exception&) {  // evaluate afresh: maybe another address answers
     }
   }
   return evaluate_camera(camera, settings_, credentials_, api);

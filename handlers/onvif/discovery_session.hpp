@@ -52,7 +52,7 @@ class DiscoverySession final : private WsddEvents {
   bool wait_until(std::chrono::steady_clock::time_point deadline);
   void run_pass_checks();
   void check_announced();
-  std::vector<Evaluation> check_all(const std::vector<Announcement>& cameras);
+  std::vector<std::optional<Evaluation>> check_all(const std::vector<Announcement>& cameras);
   Evaluation check(const Announcement& camera, CameraApi& api) const;
   void remember(const Announcement& camera, const Evaluation& evaluation);
   void publish();
