@@ -329,6 +329,7 @@ void KubeConfigurationSource::State::evaluate_all(Reports& reports) {
   std::set<Identity> identities;
   for (const auto& [identity, parsed] : parsed_) identities.insert(identity);
   for (const auto& [identity, configuration] : delivered_) identities.insert(identity);
+  for (const auto& [identity, problem] : unresolved_) identities.insert(identity);  // gone too?
   for (const auto& identity : identities) evaluate(identity, reports);
   tell_synced_once_complete();
 }

@@ -135,7 +135,9 @@ void NodeCleaner::State::check_store(std::unique_lock<std::mutex>& lock) {
     return;
   }
   lock.lock();
-  if (!store_check_at && !self_missing) store_check_at = Clock::now() + options.store_check;
+  // The Nodes failed, or a listing without this node came, while it listed.
+  if (!nodes_current || self_missing) return;
+  if (!store_check_at) store_check_at = Clock::now() + options.store_check;
   // Named still because its scrub failed: not written back, nor new.
   for (const auto& node : pending) named.erase(node);
   for (const auto& node : tracker.named_in_store(named, Clock::now())) {
