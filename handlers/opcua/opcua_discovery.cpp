@@ -2,7 +2,6 @@
 
 #include "cancellation.hpp"
 #include "parallel.hpp"
-#include "tcp_stream.hpp"
 
 #include <algorithm>
 #include <map>
@@ -90,17 +89,8 @@ std::vector<ServerCandidate> select_servers(const std::vector<ua::ApplicationDes
       log.failed(subject, "skipped: discovery URL " + why);
       continue;
     }
-    std::string reachable;
-    try {
-      reachable = reachable_url(*url, *parsed, queried, resolves);
-    } catch (const LookupUnavailable& e) {
-      // Rewritten to the LDS's host now, it would be reported under another
-      // id, or as another server: it sits this scan out.
-      log.failed(subject, std::string("skipped this scan: ") + e.what());
-      continue;
-    }
     log.ok(subject);
-    selected.push_back({std::move(reachable), application});
+    selected.push_back({reachable_url(*url, *parsed, queried, resolves), application});
   }
   return selected;
 }

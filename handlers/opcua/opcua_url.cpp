@@ -107,8 +107,6 @@ bool is_loopback_host(std::string_view host) {
 bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& cancellation) {
   try {
     return look_up(host, "", cancellation) != nullptr;
-  } catch (const LookupUnavailable&) {
-    throw;                           // not known: the caller must not take it for "no such host"
   } catch (const TransportError&) {  // no such host
     return false;
   } catch (const Cancelled&) {  // the scan's result goes unreported anyway

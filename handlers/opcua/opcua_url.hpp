@@ -35,8 +35,7 @@ bool has_opc_tcp_scheme(std::string_view url);
 // localhost (and names under .localhost), 127.0.0.0/8 and ::1.
 bool is_loopback_host(std::string_view host);
 
-// Whether a host name resolves from this node; throws LookupUnavailable
-// when that cannot be known now.
+// Whether a host name resolves from this node.
 using HostResolves = std::function<bool(const std::string& host)>;
 // False too when cancelled first: a cancelled scan reports nothing.
 bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& cancellation);
@@ -46,7 +45,6 @@ bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& canc
 // advertised host does not resolve here, or is a loopback name while the
 // queried host is not (a remote LDS saying "localhost" means its own
 // machine), the host is replaced by the queried host; port and path stay.
-// Throws LookupUnavailable (from resolves) rather than guess.
 std::string reachable_url(const std::string& advertised_text, const OpcTcpUrl& advertised,
                           const OpcTcpUrl& queried, const HostResolves& resolves);
 

@@ -70,14 +70,6 @@ class FakeNetwork {
   }
   // Looking host up throws what no scan expects (as a thread that cannot be
   // started would): the scan itself fails.
-  // The resolver cannot answer for host now (EAI_AGAIN), or can again.
-  void resolver_unavailable_for(const std::string& host, bool unavailable) {
-    std::lock_guard lock(mutex_);
-    if (unavailable)
-      unavailable_.insert(host);
-    else
-      unavailable_.erase(host);
-  }
   void resolving_breaks(const std::string& host) {
     std::lock_guard lock(mutex_);
     breaking_.insert(host);
@@ -105,8 +97,6 @@ class FakeNetwork {
     services.resolves = [this](const std::string& host) {
       std::lock_guard lock(mutex_);
       if (breaking_.contains(host)) throw std::runtime_error("resolver broke on " + host);
-      if (unavailable_.contains(host))
-        throw LookupUnavailable("cannot resolve '" + host + "' now: no DNS server answered");
       return resolvable_.contains(host);
     };
     return services;
@@ -162,7 +152,6 @@ class FakeNetwork {
   std::map<std::string, int> release_fds_;  // per URL ever hung: written by release()
   std::set<std::string> resolvable_;
   std::set<std::string> breaking_;
-  std::set<std::string> unavailable_;
   std::atomic<size_t> find_servers_calls_{0};
   std::atomic<size_t> hanging_calls_{0};
 };

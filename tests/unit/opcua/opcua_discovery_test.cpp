@@ -88,23 +88,6 @@ TEST_F(OpcuaScan, UrlsThisNodeCannotUseAreRewrittenToTheLdsHost) {
                                       "opc.tcp://10.0.0.7:4843"}));
 }
 
-// A DNS server that does not answer says nothing of whether the name
-// resolves: the server is left out of that scan, not reported under the
-// LDS's host, which may well serve another server on that port.
-TEST_F(OpcuaScan, AServerWhoseNameCannotBeLookedUpNowSitsTheScanOut) {
-  network_.resolvable("plc1.factory");
-  add_server("Plc", ApplicationType::server, "opc.tcp://plc1.factory:4841/");
-  network_.set_endpoints("opc.tcp://10.0.0.5:4841/", {});  // something else on the LDS's host
-  EXPECT_EQ(scanned_ids(), std::vector<std::string>{"opc.tcp://plc1.factory:4841/"});
-
-  network_.resolver_unavailable_for("plc1.factory", true);
-  EXPECT_TRUE(scanned_ids().empty());
-  EXPECT_EQ(recorder_.count(LogLevel::warn, "skipped this scan: cannot resolve 'plc1.factory' now"),
-            1u);
-  network_.resolver_unavailable_for("plc1.factory", false);
-  EXPECT_EQ(scanned_ids(), std::vector<std::string>{"opc.tcp://plc1.factory:4841/"});
-}
-
 TEST_F(OpcuaScan, DevicesCarryTheServersIdentityAndSecurity) {
   servers_.push_back(application("Pump", ApplicationType::server, {"opc.tcp://10.0.0.7:1"}));
   network_.set_find_servers(kLds, servers_);
