@@ -15,9 +15,9 @@ ServicesFactory network_services(const ClientOptions& options) {
     services.get_endpoints = [options, &cancellation](const std::string& url) {
       return get_endpoints(url, options, cancellation);
     };
-    services.resolves = [&cancellation](const std::string& host) {
+    services.resolves = remembering_last_answers([&cancellation](const std::string& host) {
       return resolves_with_getaddrinfo(host, cancellation);
-    };
+    });
     return services;
   };
 }

@@ -1,7 +1,5 @@
 #include "opcua_url.hpp"
 
-#include "tcp_stream.hpp"
-
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -9,6 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <map>
+#include <memory>
+#include <mutex>
 
 namespace opcua {
 namespace {
@@ -104,14 +105,38 @@ bool is_loopback_host(std::string_view host) {
   return false;
 }
 
-bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& cancellation) {
+std::optional<bool> resolves_with_getaddrinfo(const std::string& host,
+                                              const Cancellation& cancellation,
+                                              const Resolver& resolver) {
   try {
-    return look_up(host, "", cancellation) != nullptr;
+    return look_up(host, "", cancellation, resolver) != nullptr;
+  } catch (const LookupUnavailable&) {
+    return std::nullopt;
   } catch (const TransportError&) {  // no such host
     return false;
   } catch (const Cancelled&) {  // the scan's result goes unreported anyway
-    return false;
+    return std::nullopt;
   }
+}
+
+HostResolves remembering_last_answers(HostLookup lookup) {
+  struct Memory {
+    std::mutex mutex;
+    std::map<std::string, bool> answers;
+  };
+  return
+      [lookup = std::move(lookup), memory = std::make_shared<Memory>()](const std::string& host) {
+        const std::optional<bool> answer = lookup(host);
+        std::lock_guard lock(memory->mutex);
+        if (!answer) {
+          const auto remembered = memory->answers.find(host);
+          return remembered != memory->answers.end() && remembered->second;
+        }
+        if (memory->answers.size() >= kRememberedHosts && !memory->answers.contains(host))
+          memory->answers.clear();  // names an LDS made up must not grow this without end
+        memory->answers[host] = *answer;
+        return *answer;
+      };
 }
 
 std::string reachable_url(const std::string& advertised_text, const OpcTcpUrl& advertised,

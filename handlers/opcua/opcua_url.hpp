@@ -4,6 +4,7 @@
 #define DOWSER_HANDLERS_OPCUA_OPCUA_URL_HPP
 
 #include "cancellation.hpp"
+#include "tcp_stream.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -37,8 +38,21 @@ bool is_loopback_host(std::string_view host);
 
 // Whether a host name resolves from this node.
 using HostResolves = std::function<bool(const std::string& host)>;
-// False too when cancelled first: a cancelled scan reports nothing.
-bool resolves_with_getaddrinfo(const std::string& host, const Cancellation& cancellation);
+
+// The same question, where nullopt means the resolver cannot say now
+// (EAI_AGAIN: no DNS server answered), or the scan was cancelled.
+using HostLookup = std::function<std::optional<bool>(const std::string& host)>;
+std::optional<bool> resolves_with_getaddrinfo(const std::string& host,
+                                              const Cancellation& cancellation,
+                                              const Resolver& resolver = ::getaddrinfo);
+
+// Answers from lookup; where it cannot say, the last answer it gave for that
+// host, so that a DNS blip does not move a server to the LDS's host (and to
+// another id). A host it never answered for is taken as not resolving, as on
+// a node without DNS, where every lookup fails that way. Safe to call from
+// several threads; remembers at most kRememberedHosts names.
+HostResolves remembering_last_answers(HostLookup lookup);
+inline constexpr size_t kRememberedHosts = 4096;
 
 // The URL to report for a server that a FindServers on `queried` listed as
 // `advertised` (a parsed opc.tcp URL, `advertised_text` as sent). When the

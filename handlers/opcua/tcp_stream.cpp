@@ -125,8 +125,10 @@ AddressList look_up(const std::string& host, const std::string& service,
   wait_ready(pending->done_fd, POLLIN, Clock::time_point::max(), cancellation,
              "resolving '" + host + "'");
   std::lock_guard lock(pending->mutex);
-  if (pending->status != 0)
-    throw TransportError("cannot resolve '" + host + "': " + ::gai_strerror(pending->status));
+  const int status = pending->status;
+  if (status == EAI_AGAIN || status == EAI_MEMORY || status == EAI_SYSTEM)
+    throw LookupUnavailable("cannot resolve '" + host + "' now: " + ::gai_strerror(status));
+  if (status != 0) throw TransportError("cannot resolve '" + host + "': " + ::gai_strerror(status));
   return AddressList(std::exchange(pending->found, nullptr), &::freeaddrinfo);
 }
 

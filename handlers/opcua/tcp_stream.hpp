@@ -24,6 +24,13 @@ class TransportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The resolver could not answer now (EAI_AGAIN: no DNS server answered):
+// whether the name resolves is not known.
+class LookupUnavailable : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
 using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
 // What resolves names: ::getaddrinfo, or a stand-in in tests. It runs on a
 // thread that may outlive the caller: it must own what it uses, and not throw.
@@ -36,8 +43,9 @@ using Resolver = std::function<int(const char*, const char*, const addrinfo*, ad
 // returns: the caller stops waiting on cancellation. The resolver's own
 // timeouts bound the wait otherwise: a name that takes a retry of the
 // resolver (5 s by default) still resolves. An address literal is read
-// without a thread. Throws TransportError (the name does not resolve),
-// Cancelled, or std::system_error (no thread or eventfd to be had).
+// without a thread. Throws TransportError (the name does not resolve;
+// LookupUnavailable when the resolver could not say), Cancelled, or
+// std::system_error (no thread or eventfd to be had).
 AddressList look_up(const std::string& host, const std::string& service,
                     const Cancellation& cancellation, const Resolver& resolver = ::getaddrinfo);
 

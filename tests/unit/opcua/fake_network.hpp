@@ -68,6 +68,14 @@ class FakeNetwork {
     std::lock_guard lock(mutex_);
     resolvable_.insert(host);
   }
+  // The resolver cannot answer for host now (EAI_AGAIN), or can again.
+  void resolver_unavailable_for(const std::string& host, bool unavailable) {
+    std::lock_guard lock(mutex_);
+    if (unavailable)
+      unavailable_.insert(host);
+    else
+      unavailable_.erase(host);
+  }
   // Looking host up throws what no scan expects (as a thread that cannot be
   // started would): the scan itself fails.
   void resolving_breaks(const std::string& host) {
@@ -94,11 +102,14 @@ class FakeNetwork {
       return find_servers(url, cancellation);
     };
     services.get_endpoints = [this](const std::string& url) { return endpoints(url); };
-    services.resolves = [this](const std::string& host) {
+    // Remembering as the network's services do, for as long as these
+    // services live (a discovery session).
+    services.resolves = remembering_last_answers([this](const std::string& host) {
       std::lock_guard lock(mutex_);
       if (breaking_.contains(host)) throw std::runtime_error("resolver broke on " + host);
-      return resolvable_.contains(host);
-    };
+      if (unavailable_.contains(host)) return std::optional<bool>();
+      return std::optional<bool>(resolvable_.contains(host));
+    });
     return services;
   }
 
@@ -152,6 +163,7 @@ class FakeNetwork {
   std::map<std::string, int> release_fds_;  // per URL ever hung: written by release()
   std::set<std::string> resolvable_;
   std::set<std::string> breaking_;
+  std::set<std::string> unavailable_;
   std::atomic<size_t> find_servers_calls_{0};
   std::atomic<size_t> hanging_calls_{0};
 };

@@ -29,14 +29,14 @@ class OpcuaScan : public ::testing::Test {
 
   std::vector<std::string> scanned_ids() {
     std::vector<std::string> ids;
-    for (const auto& device : scan_url(kLds, settings_, network_.services(cancellation_), log_))
-      ids.push_back(device.id);
+    for (const auto& device : scan_url(kLds, settings_, services_, log_)) ids.push_back(device.id);
     return ids;
   }
 
   Settings settings_;
   FakeNetwork network_;
   Cancellation cancellation_;
+  DiscoveryServices services_ = network_.services(cancellation_);  // one session's
   LogRecorder recorder_;
   StateLog log_;
   std::vector<ua::ApplicationDescription> servers_;
@@ -88,6 +88,34 @@ TEST_F(OpcuaScan, UrlsThisNodeCannotUseAreRewrittenToTheLdsHost) {
                                       "opc.tcp://10.0.0.7:4843"}));
 }
 
+// A DNS server that does not answer says nothing of whether a name resolves:
+// a server keeps the URL of its last definite answer, not the LDS's host
+// (which may well serve another server on that port). A name never answered
+// is rewritten, as on a node with no DNS server to ask.
+TEST_F(OpcuaScan, ANameTheResolverCannotLookUpNowKeepsItsLastAnswer) {
+  network_.resolvable("plc1.factory");
+  add_server("Plc", ApplicationType::server, "opc.tcp://plc1.factory:4841/");
+  add_server("Box", ApplicationType::server, "opc.tcp://box.factory:4842");
+  network_.set_endpoints("opc.tcp://10.0.0.5:4841/", {});  // something else on the LDS's host
+  network_.set_endpoints("opc.tcp://10.0.0.5:4842", {});
+  const std::vector<std::string> resolved{"opc.tcp://10.0.0.5:4842",
+                                          "opc.tcp://plc1.factory:4841/"};
+  EXPECT_EQ(scanned_ids(), resolved);
+
+  network_.resolver_unavailable_for("plc1.factory", true);
+  network_.resolver_unavailable_for("box.factory", true);
+  EXPECT_EQ(scanned_ids(), resolved);
+  network_.resolver_unavailable_for("plc1.factory", false);
+  EXPECT_EQ(scanned_ids(), resolved);
+
+  add_server("New", ApplicationType::server, "opc.tcp://new.factory:4843");
+  network_.set_endpoints("opc.tcp://10.0.0.5:4843", {});
+  network_.resolver_unavailable_for("new.factory", true);
+  EXPECT_EQ(scanned_ids(),
+            (std::vector<std::string>{"opc.tcp://10.0.0.5:4842", "opc.tcp://10.0.0.5:4843",
+                                      "opc.tcp://plc1.factory:4841/"}));
+}
+
 TEST_F(OpcuaScan, DevicesCarryTheServersIdentityAndSecurity) {
   servers_.push_back(application("Pump", ApplicationType::server, {"opc.tcp://10.0.0.7:1"}));
   network_.set_find_servers(kLds, servers_);
@@ -97,7 +125,7 @@ TEST_F(OpcuaScan, DevicesCarryTheServersIdentityAndSecurity) {
                      {MessageSecurityMode::sign, "Basic256Sha256"},
                      {MessageSecurityMode::sign, "Aes128_Sha256_RsaOaep"},
                      {MessageSecurityMode::sign_and_encrypt, "Basic256Sha256"}}));
-  auto devices = scan_url(kLds, settings_, network_.services(cancellation_), log_);
+  auto devices = scan_url(kLds, settings_, services_, log_);
   ASSERT_EQ(devices.size(), 1u);
   EXPECT_EQ(devices[0].id, "opc.tcp://10.0.0.7:1");
   EXPECT_EQ(devices[0].sharing, dowser::Sharing::shared);

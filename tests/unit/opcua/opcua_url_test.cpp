@@ -1,8 +1,11 @@
 // opc.tcp URL parsing and the rewriting rule for advertised URLs.
 #include "opcua_url.hpp"
 
+#include <netdb.h>
+
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 namespace opcua {
@@ -45,12 +48,53 @@ TEST(OpcuaUrl, KnowsLoopbackHosts) {
     EXPECT_FALSE(is_loopback_host(host)) << host;
 }
 
-TEST(OpcuaUrl, ResolvesNumericAddressesAndNotInvalidNames) {
+// A resolver that answers every name with status (nothing here asks DNS).
+Resolver answering(int status) {
+  return [status](const char*, const char*, const addrinfo*, addrinfo**) { return status; };
+}
+
+TEST(OpcuaUrl, ResolvesNumericAddressesAndSaysWhenItCannotKnow) {
   Cancellation cancellation;
-  EXPECT_TRUE(resolves_with_getaddrinfo("127.0.0.1", cancellation));
-  EXPECT_FALSE(resolves_with_getaddrinfo("no-such-host.invalid", cancellation));
+  EXPECT_EQ(resolves_with_getaddrinfo("127.0.0.1", cancellation), std::optional(true));
+  EXPECT_EQ(resolves_with_getaddrinfo("plc1.factory", cancellation, answering(EAI_NONAME)),
+            std::optional(false));
+  EXPECT_EQ(resolves_with_getaddrinfo("plc1.factory", cancellation, answering(EAI_AGAIN)),
+            std::nullopt);
   cancellation.cancel();
-  EXPECT_FALSE(resolves_with_getaddrinfo("127.0.0.1", cancellation)) << "a cancelled scan";
+  EXPECT_EQ(resolves_with_getaddrinfo("127.0.0.1", cancellation), std::nullopt)
+      << "a cancelled scan knows nothing";
+}
+
+TEST(OpcuaUrl, AResolverThatCannotSayGivesTheLastAnswerForThatName) {
+  std::map<std::string, std::optional<bool>> answers;
+  auto resolves =
+      remembering_last_answers([&answers](const std::string& host) { return answers.at(host); });
+  answers = {{"up", true}, {"gone", false}, {"never", std::nullopt}};
+  EXPECT_TRUE(resolves("up"));
+  EXPECT_FALSE(resolves("gone"));
+  EXPECT_FALSE(resolves("never")) << "no answer yet: as on a node without DNS";
+
+  answers = {{"up", std::nullopt}, {"gone", std::nullopt}, {"never", std::nullopt}};
+  EXPECT_TRUE(resolves("up"));
+  EXPECT_FALSE(resolves("gone"));
+  EXPECT_FALSE(resolves("never"));
+
+  answers = {{"up", false}, {"gone", true}};  // definite answers win
+  EXPECT_FALSE(resolves("up"));
+  EXPECT_TRUE(resolves("gone"));
+  answers = {{"up", std::nullopt}, {"gone", std::nullopt}};
+  EXPECT_FALSE(resolves("up"));
+  EXPECT_TRUE(resolves("gone"));
+}
+
+TEST(OpcuaUrl, RememberedNamesAreBounded) {
+  bool answering = true;
+  auto resolves = remembering_last_answers(
+      [&answering](const std::string&) { return answering ? std::optional(true) : std::nullopt; });
+  for (size_t i = 0; i <= kRememberedHosts; ++i) resolves("host" + std::to_string(i));
+  answering = false;
+  EXPECT_TRUE(resolves("host" + std::to_string(kRememberedHosts))) << "the newest is kept";
+  EXPECT_FALSE(resolves("host0")) << "the memory was emptied when full";
 }
 
 // Resolves only the names given; nothing here touches DNS.

@@ -71,6 +71,24 @@ class HangingLookup {
   std::future<AddressList> lookup_;
 };
 
+// EAI_AGAIN (no DNS server answered) is not "no such host".
+TEST(LookUp, AResolverThatCannotAnswerNowIsToldFromAnUnknownName) {
+  const Cancellation cancellation;
+  const auto answering = [](int status) {
+    return [status](const char*, const char*, const addrinfo*, addrinfo**) { return status; };
+  };
+  EXPECT_THROW(look_up("plc1.factory", "4840", cancellation, answering(EAI_AGAIN)),
+               LookupUnavailable);
+  try {
+    look_up("plc1.factory", "4840", cancellation, answering(EAI_NONAME));
+    ADD_FAILURE() << "resolved";
+  } catch (const LookupUnavailable&) {
+    ADD_FAILURE() << "an unknown name taken for a resolver that could not answer";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resolve 'plc1.factory'"), std::string::npos);
+  }
+}
+
 TEST(LookUp, AnswersWithTheAddressesOrSaysWhyNot) {
   const Cancellation cancellation;
   for (const char* host : {"127.0.0.1", "::1", "localhost"}) {  // literals, and a name
