@@ -562,27 +562,28 @@ void KubeConfigurationSource::start() {
     state.reflectors.push_back(std::make_unique<kube::Reflector>(
         state.client, type, state.namespace_name, std::move(handlers)));
   };
-  add(kConfigurations, {[&state](const std::vector<json>& objects, const std::string& /*version*/) {
-                          state.configurations_listed(objects);
+  add(kConfigurations, {[&state](const kube::Reflector::Listing& listing) {
+                          state.configurations_listed(listing.objects);
                         },
                         [&state](const std::string& type, const json& object) {
                           state.configuration_changed(type, object);
                         },
-                        failed(kConfigurations.plural)});
-  add(kSecrets, {[&state](const std::vector<json>& objects, const std::string& /*version*/) {
-                   state.references_listed(state.secrets_, objects, secret_values);
+                        failed(kConfigurations.plural), /*current=*/{}});
+  add(kSecrets, {[&state](const kube::Reflector::Listing& listing) {
+                   state.references_listed(state.secrets_, listing.objects, secret_values);
                  },
                  [&state](const std::string& type, const json& object) {
                    state.reference_changed(state.secrets_, type, object, secret_values);
                  },
-                 reference_failed(state.secrets_)});
-  add(kConfigMaps, {[&state](const std::vector<json>& objects, const std::string& /*version*/) {
-                      state.references_listed(state.config_maps_, objects, config_map_values);
+                 reference_failed(state.secrets_), /*current=*/{}});
+  add(kConfigMaps, {[&state](const kube::Reflector::Listing& listing) {
+                      state.references_listed(state.config_maps_, listing.objects,
+                                              config_map_values);
                     },
                     [&state](const std::string& type, const json& object) {
                       state.reference_changed(state.config_maps_, type, object, config_map_values);
                     },
-                    reference_failed(state.config_maps_)});
+                    reference_failed(state.config_maps_), /*current=*/{}});
   state.poster = std::thread([&state] {
     name_this_thread("kube-events");
     state.run_poster();

@@ -326,8 +326,8 @@ struct KubeInstanceStore::State {
 
   void start_watching() {
     kube::Reflector::Handlers handlers;
-    handlers.listed = [this](const std::vector<json>& objects, const std::string& version) {
-      listed(objects, version);
+    handlers.listed = [this](const kube::Reflector::Listing& listing) {
+      listed(listing.objects, listing.resource_version);
     };
     handlers.changed = [this](const std::string& type, const json& object) {
       changed(type, object);

@@ -187,18 +187,25 @@ struct Backoff {
 // thread, in order; they must not throw and must not call stop().
 class Reflector {
  public:
+  // The complete current set (after the first list and every re-list), as of
+  // the list's resourceVersion.
+  struct Listing {
+    const std::vector<nlohmann::json>& objects;
+    const std::string& resource_version;
+  };
   struct Handlers {
-    // The complete current set (after the first list and every re-list), as
-    // of the list's resourceVersion.
-    std::function<void(const std::vector<nlohmann::json>& objects,
-                       const std::string& resource_version)>
-        listed;
+    std::function<void(const Listing& listing)> listed;
     // One change after the last list: "ADDED", "MODIFIED" or "DELETED".
     std::function<void(const std::string& type, const nlohmann::json& object)> changed;
     // A failed request (logged by the caller); the reflector retries by itself.
     // Not called for 410 Gone or a version too large, which a re-list answers.
-    // Any handler may be empty.
     std::function<void(const ApiError& error)> failed;
+    // The view is current as of now: after every list, every watch event
+    // (bookmarks included, so a quiet resource still tells) and every watch
+    // that ended normally. After a failed request the reflector watches on
+    // from where it was, without a list: this is what says it is back.
+    // Any handler may be empty.
+    std::function<void()> current;
   };
 
   Reflector(KubeClient& client, ResourceType type, std::string namespace_name, Handlers handlers,

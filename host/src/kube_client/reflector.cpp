@@ -59,8 +59,9 @@ struct Reflector::State {
     }
     std::vector<json> objects;
     if (items != list.end() && items->is_array()) objects.assign(items->begin(), items->end());
-    if (handlers.listed) handlers.listed(objects, version);
+    if (handlers.listed) handlers.listed(Listing{objects, version});
     synced = true;
+    tell_current();
     return version;
   }
 
@@ -76,6 +77,7 @@ struct Reflector::State {
           const bool change =
               event.type == "ADDED" || event.type == "MODIFIED" || event.type == "DELETED";
           if (change && handlers.changed) handlers.changed(event.type, event.object);
+          tell_current();
         },
         stopping);
   }
@@ -100,8 +102,10 @@ struct Reflector::State {
         progressed = true;
       }
       watch_from(version, progressed);
-      if (progressed || std::chrono::steady_clock::now() - started >= kShortestHealthyWatch)
+      if (progressed || std::chrono::steady_clock::now() - started >= kShortestHealthyWatch) {
+        tell_current();
         return 0;
+      }
     } catch (const ApiError& error) {
       // 410: the version is too old for the server's history; too large: the
       // server will not reach it (restored from a backup). Either way, only
@@ -115,6 +119,10 @@ struct Reflector::State {
       report(ApiError(0, "", type.plural + ": " + error.what()));
     }
     return progressed ? 1 : failures + 1;
+  }
+
+  void tell_current() const {
+    if (handlers.current) handlers.current();
   }
 
   void report(const ApiError& error) const {

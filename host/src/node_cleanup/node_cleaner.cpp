@@ -66,6 +66,7 @@ struct NodeCleaner::State {
   void listed(const std::vector<nlohmann::json>& nodes);
   void changed(const std::string& type, const nlohmann::json& node);
   void failed(const kube::ApiError& error);
+  void current();
   void run();
   void check_store(std::unique_lock<std::mutex>& lock);
   void keep_pending(const std::string& node, const char* because);
@@ -123,7 +124,7 @@ void NodeCleaner::State::listed(const std::vector<nlohmann::json>& nodes) {
 // watched (or never registered). They get the NotReady grace from now.
 void NodeCleaner::State::check_store(std::unique_lock<std::mutex>& lock) {
   store_check_at.reset();
-  if (!nodes_current) return;  // listed() or changed() asks again
+  if (!nodes_current) return;  // listed() or current() asks again
   std::set<std::string> named;
   lock.unlock();
   try {
@@ -154,8 +155,6 @@ void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& 
   {
     std::lock_guard lock(mutex);
     const std::string name = name_of(node);
-    // Back after failures: the Instances are checked again (below).
-    const bool was_current = std::exchange(nodes_current, true);
     if (type == "DELETED") {
       tracker.deleted(name, Clock::now());
     } else {
@@ -166,7 +165,17 @@ void NodeCleaner::State::changed(const std::string& type, const nlohmann::json& 
         keep_pending(name, ready ? "is Ready again" : "was created again");
       if (name == options.self && std::exchange(self_missing, false)) store_check_at = Clock::now();
     }
-    if (!was_current && !self_missing && !store_check_at) store_check_at = Clock::now();
+  }
+  wake.notify_all();
+}
+
+// Back after failures (the reflector watches on without a new list, and on
+// a quiet cluster only bookmarks come): the Instances are checked again.
+void NodeCleaner::State::current() {
+  {
+    std::lock_guard lock(mutex);
+    if (std::exchange(nodes_current, true) || self_missing || store_check_at) return;
+    store_check_at = Clock::now();
   }
   wake.notify_all();
 }
@@ -243,12 +252,13 @@ void NodeCleaner::start() {
   if (state.reflector) throw std::logic_error("NodeCleaner already started");
   state.reflector = std::make_unique<kube::Reflector>(
       state.client, kNodes, "",
-      kube::Reflector::Handlers{[&state](const std::vector<nlohmann::json>& nodes,
-                                         const std::string& /*version*/) { state.listed(nodes); },
-                                [&state](const std::string& type, const nlohmann::json& node) {
-                                  state.changed(type, node);
-                                },
-                                [&state](const kube::ApiError& error) { state.failed(error); }});
+      kube::Reflector::Handlers{
+          [&state](const kube::Reflector::Listing& listing) { state.listed(listing.objects); },
+          [&state](const std::string& type, const nlohmann::json& node) {
+            state.changed(type, node);
+          },
+          [&state](const kube::ApiError& error) { state.failed(error); },
+          [&state] { state.current(); }});
   state.worker = std::thread([&state] {
     name_this_thread("node-cleaner");
     state.run();

@@ -296,9 +296,9 @@ TEST_F(WatchTest, AVersionOlderThanTheHistoryIsGone) {
 // Reflector handlers that record "listed a,b", "ADDED x", "failed <status>".
 Reflector::Handlers recording(Recorder& recorder) {
   Reflector::Handlers handlers;
-  handlers.listed = [&recorder](const std::vector<json>& objects, const std::string& /*version*/) {
+  handlers.listed = [&recorder](const Reflector::Listing& listing) {
     std::string names;
-    for (const json& object : objects)
+    for (const json& object : listing.objects)
       names += (names.empty() ? "" : ",") + object["metadata"]["name"].get<std::string>();
     recorder.add("listed " + names);
   };
@@ -405,6 +405,25 @@ size_t finished_watches(const TestApiServer& server) {
 bool any_failed(const std::vector<std::string>& entries) {
   return std::any_of(entries.begin(), entries.end(),
                      [](const std::string& entry) { return entry.rfind("failed", 0) == 0; });
+}
+
+// On a quiet resource only bookmarks come, and each says the view is current:
+// that is how a caller learns a reflector is back after failed requests
+// (it watches on from where it was, with no list).
+TEST(ReflectorBookmarkTest, BookmarksTellThatTheViewIsCurrent) {
+  TestApiServer server({"--bookmark-interval-ms", "100"});
+  KubeClient client(server.access());  // watches last 300 s: none ends here
+  Recorder recorder;
+  std::atomic<int> current{0};
+  Reflector::Handlers handlers = recording(recorder);
+  handlers.current = [&current] { ++current; };
+  Reflector reflector(client, kConfigMaps, "default", std::move(handlers));
+  reflector.start();
+  ASSERT_TRUE(recorder.wait_for_entry("listed "));
+  EXPECT_TRUE(dowser::test::eventually([&] { return current >= 4; }, Recorder::kDeadline))
+      << "the list and then bookmarks every 100 ms; told " << current << " times";
+  reflector.stop();
+  EXPECT_EQ(recorder.entries(), std::vector<std::string>{"listed "}) << "nothing changed";
 }
 
 // This server sends bookmarks once a minute only, like servers that send

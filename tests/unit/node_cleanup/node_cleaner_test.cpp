@@ -214,5 +214,38 @@ TEST(NodeCleaner, NoNodeIsJudgedByTheInstancesWhileTheNodesCannotBeRead) {
   cleaner.stop();
 }
 
+// After a failed Node request the reflector watches on from where it was,
+// without a list, and a quiet cluster sends only bookmarks: they must resume
+// the checks of the Instances (only a Node change did), or a node that went
+// meanwhile keeps its claims until some Node changes.
+TEST(NodeCleaner, ChecksResumeOnceTheNodesCanBeReadAgainWithoutANodeChange) {
+  kube::testing::TestApiServer server({"--no-crds", "--bookmark-interval-ms", "100"});
+  kube::Timeouts timeouts;
+  timeouts.watch_duration = 1s;  // the next watch meets the token changed below
+  kube::KubeClient client(server.access(), timeouts);
+  client.create(kube::resources::kNodes, "", node_named("node-a"));
+  test::LogCapture log;
+  const test::TempDir directory{"dowser-node-cleaner"};
+  StoreWithFailingWrites store(directory.path());
+  store.failing = false;
+  NodeCleaner cleaner(client, store,
+                      {.self = "node-a", .grace = 200ms, .retry = 50ms, .store_check = 50ms});
+  cleaner.start();
+  ASSERT_TRUE(test::eventually([&] { return store.listings > 0; }));
+
+  const std::string token = kube::testing::read_text(server.token_file());
+  kube::testing::write_text(server.token_file(), "not-the-token");  // every request is 401
+  ASSERT_TRUE(test::eventually([&] {
+    return log.text().find("Kubernetes nodes: ") != std::string::npos;
+  })) << log.text();
+  store.create(instance_held_by("cams-gggggg", "node-gone"));  // no Node: gone while unread
+  kube::testing::write_text(server.token_file(), token);
+  EXPECT_TRUE(test::eventually(
+      [&] { return store.get("default", "cams-gggggg")->instance.nodes.count("node-gone") == 0; },
+      10s))
+      << log.text();
+  cleaner.stop();
+}
+
 }  // namespace
 }  // namespace dowser::node_cleanup
