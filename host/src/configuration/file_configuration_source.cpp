@@ -1,5 +1,6 @@
 // FileConfigurationSource: a directory of manifests, followed with inotify.
 #include "configuration.hpp"
+#include "state_files.hpp"
 #include "thread_names.hpp"
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 namespace dowser::configuration {
@@ -296,9 +298,17 @@ std::vector<std::string> FileConfigurationSource::Watcher::in_reading_order(
 }
 
 // One line per contested name: "<namespace>/<name>" TAB file name.
+// A file that cannot be read is no reason not to start: only which file
+// holds a name several define may change.
 void FileConfigurationSource::Watcher::load_owners() {
   if (owners_file.empty()) return;
-  std::ifstream in(owners_file);
+  std::optional<std::string> text;
+  try {
+    text = state_files::read_whole(owners_file, state_files::Access::everyone);
+  } catch (const state_files::ReadError& error) {
+    spdlog::warn("{}; which file holds a name several define may change", error.what());
+  }
+  std::istringstream in(text.value_or(""));
   for (std::string line; std::getline(in, line);) {
     const size_t slash = line.find('/');
     const size_t tab = line.find('\t');
@@ -320,24 +330,16 @@ void FileConfigurationSource::Watcher::save_owners() {
   for (const auto& [identity, name] : owner)
     if (definitions[identity] > 1) contested.emplace(identity, name);
   if (contested == owners_saved) return;
-  const fs::path temporary = owners_file.string() + ".new";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    for (const auto& [identity, name] : contested)
-      if (name.find('\n') == std::string::npos)
-        out << identity.first << '/' << identity.second << '\t' << name << '\n';
-    if (!out.flush()) {
-      spdlog::warn(
-          "cannot write {}: which file holds a name several define may change at the "
-          "next start",
-          temporary.string());
-      return;
-    }
-  }
-  std::error_code error;
-  fs::rename(temporary, owners_file, error);
-  if (error) {
-    spdlog::warn("cannot write {}: {}", owners_file.string(), error.message());
+  std::string text;
+  for (const auto& [identity, name] : contested)
+    if (name.find('\n') == std::string::npos)
+      text += identity.first + '/' + identity.second + '\t' + name + '\n';
+  if (auto failed =
+          state_files::replace_durably(owners_file, text, state_files::Access::everyone)) {
+    spdlog::warn(
+        "cannot save which file holds a name several define ({}): it may change at the "
+        "next start",
+        *failed);
     return;
   }
   owners_saved = std::move(contested);

@@ -1,4 +1,5 @@
 #include "configuration.hpp"
+#include "log_capture.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -502,6 +503,24 @@ TEST_F(FileSourceTest, TheFileHoldingANameSeveralDefineKeepsItAcrossARestart) {
   EXPECT_EQ(
       std::find_if(events.begin(), events.end(), upserted("cam"))->configuration.discovery_details,
       "from-a");
+}
+
+// An owners file that cannot be read costs only which file holds a name
+// several define: the source starts, and the warning names the file.
+TEST_F(FileSourceTest, AnOwnersFileThatCannotBeReadIsToldAndTheSourceStarts) {
+  const test::TempDir state_dir{"dowser-state"};
+  const fs::path owners = state_dir.path() / "configuration-owners";
+  fs::create_directories(owners);
+  const test::LogCapture captured;
+  write("a.yaml", manifest("cam", "from-a"));
+  source_ = std::make_unique<FileConfigurationSource>(directory_, log_.callbacks(), owners);
+  source_->start();
+  const std::vector<Event> events = log_.since(0);
+  EXPECT_EQ(count(events, upserted("cam")), 1u);
+  EXPECT_NE(captured.text().find("cannot read " + owners.string() +
+                                 ": Is a directory; which file holds a name several define"),
+            std::string::npos)
+      << captured.text();
 }
 
 TEST_F(FileSourceTest, HiddenAndTemporaryFilesAreIgnored) {
