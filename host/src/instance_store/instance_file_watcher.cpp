@@ -15,7 +15,9 @@
 namespace dowser::store::detail {
 namespace {
 
-constexpr uint32_t kRootEvents = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR;
+// A namespace directory moved out (IN_MOVED_FROM) takes its Instances along;
+// one removed with rm -r loses its files one by one first (IN_DELETE).
+constexpr uint32_t kRootEvents = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_ONLYDIR;
 // The store rewrites Instance files in place under its lock (IN_CLOSE_WRITE);
 // IN_MOVED_TO catches files renamed into place (by hand, or by tools that
 // replace files that way).
@@ -96,9 +98,11 @@ void InstanceFileWatcher::handle(const inotify_event& event) {
   if (event.len == 0) return;
   const std::string file_name(event.name);  // NUL-padded by the kernel
   if (event.wd == root_watch_) {
-    if ((event.mask & IN_ISDIR) != 0 && InstanceFiles::is_valid_name(file_name)) {
+    if ((event.mask & IN_ISDIR) == 0 || !InstanceFiles::is_valid_name(file_name)) return;
+    if ((event.mask & IN_MOVED_FROM) != 0)
+      forget_namespace(file_name);
+    else
       watch_namespace(file_name, /*report_existing=*/true);
-    }
     return;
   }
   const auto namespace_name = namespace_by_watch_.find(event.wd);
@@ -122,6 +126,20 @@ void InstanceFileWatcher::watch_namespace(const std::string& namespace_name, boo
       handlers_.changed(namespace_name, name);
     }
   }
+}
+
+// Its watch goes at once: files written into the moved directory later are
+// not the store's. The Instances known there are then found gone.
+void InstanceFileWatcher::forget_namespace(const std::string& namespace_name) {
+  for (auto watch = namespace_by_watch_.begin(); watch != namespace_by_watch_.end();) {
+    if (watch->second != namespace_name) {
+      ++watch;
+      continue;
+    }
+    ::inotify_rm_watch(inotify_.get(), watch->first);
+    watch = namespace_by_watch_.erase(watch);
+  }
+  handlers_.rescan();
 }
 
 void InstanceFileWatcher::recover_from_overflow() {

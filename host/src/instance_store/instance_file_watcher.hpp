@@ -1,6 +1,6 @@
 // One inotify thread over a file store directory: reports which Instance
-// files may have changed. Namespace directories created later are watched
-// as they appear.
+// files may have changed. Namespace directories created (or moved in) later
+// are watched as they appear, and forgotten when moved out.
 #pragma once
 
 #include <functional>
@@ -20,8 +20,9 @@ class InstanceFileWatcher {
   struct Handlers {
     // The file of this Instance was written or removed: re-read it.
     std::function<void(const std::string& namespace_name, const std::string& name)> changed;
-    // Events were lost (the kernel queue overflowed): every file present has
-    // been reported through changed; check the ones known before for removal.
+    // Events were lost (the kernel queue overflowed; every file present has
+    // been reported through changed), or a namespace directory was moved out
+    // of the store: check the ones known before for removal.
     std::function<void()> rescan;
   };
 
@@ -41,6 +42,7 @@ class InstanceFileWatcher {
   void read_events();
   void handle(const ::inotify_event& event);
   void watch_namespace(const std::string& namespace_name, bool report_existing);
+  void forget_namespace(const std::string& namespace_name);
   void recover_from_overflow();
 
   InstanceFiles files_;

@@ -345,6 +345,27 @@ TEST_F(FileInstanceStoreTest, WatchSeesAFileEditedInPlace) {
   EXPECT_EQ(recorder.events().back().object.instance.capacity, 8u);
 }
 
+// A namespace's directory moved out of the store (by hand) takes its
+// Instances along: they are reported deleted (they used to stay until a
+// restart). Moved back, they are there again.
+TEST_F(FileInstanceStoreTest, WatchSeesANamespaceDirectoryMovedOutAndBack) {
+  Instance instance = sample_instance("cam-000001");
+  instance.namespace_name = "cams";
+  const uint64_t revision = store_.create(instance);
+  EventRecorder recorder;
+  const auto subscription = store_.watch(recorder.callback());
+  const auto away = temporary_.path() / "away";
+  std::filesystem::rename(store_directory() / "cams", away);
+  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::deleted, "cam-000001", revision));
+
+  std::filesystem::rename(away, store_directory() / "cams");
+  EXPECT_TRUE(recorder.wait_until([](const std::vector<WatchEvent>& events) {
+    return !events.empty() && events.back().type == WatchEvent::Type::upserted &&
+           events.back().object.instance.name == "cam-000001";
+  })) << "back after its deletion";
+  EXPECT_TRUE(store_.get("cams", "cam-000001").has_value());
+}
+
 // Runs in a forked child: increments COUNT and writes each value it wrote to
 // out_fd. Returns the exit status.
 int increment_in_child(const std::filesystem::path& directory, int increments, int out_fd) {
