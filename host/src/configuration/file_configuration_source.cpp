@@ -33,6 +33,10 @@ using Identity = std::pair<std::string, std::string>;  // (namespace, name)
 // burst to settle, so a save is one change rather than a removal and a re-add.
 constexpr auto kQuietPeriod = std::chrono::milliseconds(100);
 constexpr auto kMaxDelay = std::chrono::milliseconds(400);
+// A new file is read once its writer closes it, not half written; one that
+// stays open this long (or was made without a write: a hard link) is read
+// as it is.
+constexpr auto kLongestWrite = std::chrono::seconds(5);
 // Kubernetes objects are limited to about 1.5 MiB; anything far larger is a mistake.
 constexpr std::uintmax_t kMaxManifestBytes = std::uintmax_t{4} << 20;  // 4 MiB
 // Kubernetes ConfigMap volumes publish an update by renaming this symlink.
@@ -242,7 +246,11 @@ struct FileConfigurationSource::Watcher {
   bool path_still_leads_here();  // false once it leads elsewhere or nowhere
   void watch_parent();
   void process_pending();
-  std::chrono::milliseconds time_until_due() const;
+  void note_change(std::string name, uint32_t mask, Clock::time_point now);
+  void add_pending(std::string name, Clock::time_point now);
+  void take_overdue_writes();
+  std::optional<Clock::time_point> next_due() const;
+  int poll_timeout() const;  // milliseconds until next_due(); -1 for none
 
   const fs::path directory;
   const Events events;
@@ -271,6 +279,8 @@ struct FileConfigurationSource::Watcher {
   bool rescan_pending = false;
   Clock::time_point first_pending{};
   Clock::time_point last_pending{};
+  // New regular files not yet closed by their writer, and when each came.
+  std::map<std::string, Clock::time_point> being_written;
 };
 
 // ---- state -------------------------------------------------------------------
@@ -554,16 +564,57 @@ void FileConfigurationSource::Watcher::stop() {
 
 // ---- the thread --------------------------------------------------------------------
 
-std::chrono::milliseconds FileConfigurationSource::Watcher::time_until_due() const {
-  Clock::time_point due = std::min(last_pending + kQuietPeriod, first_pending + kMaxDelay);
-  auto remaining = std::chrono::ceil<std::chrono::milliseconds>(due - Clock::now());
-  return std::max(remaining, std::chrono::milliseconds(0));
+// When the pending changes are due, or a file being written is overdue.
+std::optional<Clock::time_point> FileConfigurationSource::Watcher::next_due() const {
+  std::optional<Clock::time_point> due;
+  if (!pending.empty() || rescan_pending)
+    due = std::min(last_pending + kQuietPeriod, first_pending + kMaxDelay);
+  for (const auto& [name, created] : being_written)
+    due = std::min(due.value_or(Clock::time_point::max()), created + kLongestWrite);
+  return due;
+}
+
+int FileConfigurationSource::Watcher::poll_timeout() const {
+  const std::optional<Clock::time_point> due = next_due();
+  if (!due) return -1;
+  const auto remaining = std::chrono::ceil<std::chrono::milliseconds>(*due - Clock::now());
+  return static_cast<int>(std::max(remaining, std::chrono::milliseconds(0)).count());
+}
+
+void FileConfigurationSource::Watcher::add_pending(std::string name, Clock::time_point now) {
+  being_written.erase(name);
+  pending.insert(std::move(name));
+  last_pending = now;
+  if (first_pending == Clock::time_point{}) first_pending = now;
+}
+
+// A new regular file waits for its writer to close it (a chmod on the way
+// does not end the write); a symbolic link (a ConfigMap's key) is whole when
+// it is made.
+void FileConfigurationSource::Watcher::note_change(std::string name, uint32_t mask,
+                                                   Clock::time_point now) {
+  std::error_code error;
+  if ((mask & IN_CREATE) != 0 && fs::is_regular_file(fs::symlink_status(directory / name, error))) {
+    pending.erase(name);
+    being_written.try_emplace(std::move(name), now);
+  } else if ((mask & IN_ATTRIB) == 0 || !being_written.contains(name)) {
+    add_pending(std::move(name), now);
+  }
+}
+
+void FileConfigurationSource::Watcher::take_overdue_writes() {
+  const Clock::time_point now = Clock::now();
+  for (auto file = being_written.begin(); file != being_written.end();) {
+    const auto next = std::next(file);
+    if (now >= file->second + kLongestWrite) add_pending(file->first, now);  // erases it
+    file = next;
+  }
 }
 
 bool FileConfigurationSource::Watcher::read_inotify() {
   alignas(inotify_event) char buffer[16 * 1024];
   bool watching = true;
-  bool relevant = false;
+  const Clock::time_point now = Clock::now();
   ssize_t length = 0;
   while ((length = ::read(inotify.get(), buffer, sizeof buffer)) > 0) {
     for (const char* at = buffer; at < buffer + length;) {
@@ -578,16 +629,13 @@ bool FileConfigurationSource::Watcher::read_inotify() {
       if (event->wd != watch && (event->mask & IN_Q_OVERFLOW) == 0) continue;
       if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) watching = false;
       if ((event->mask & IN_Q_OVERFLOW) != 0 || name == kConfigMapDataLink) {
-        rescan_pending = relevant = true;
+        rescan_pending = true;
+        last_pending = now;
+        if (first_pending == Clock::time_point{}) first_pending = now;
       } else if (is_manifest_name(name)) {
-        pending.insert(std::move(name));
-        relevant = true;
+        note_change(std::move(name), event->mask, now);
       }
     }
-  }
-  if (relevant) {
-    last_pending = Clock::now();
-    if (first_pending == Clock::time_point{}) first_pending = last_pending;
   }
   return watching;
 }
@@ -634,9 +682,7 @@ void FileConfigurationSource::Watcher::run() {
 bool FileConfigurationSource::Watcher::follow() {
   pollfd fds[2] = {{wakeup.get(), POLLIN, 0}, {inotify.get(), POLLIN, 0}};
   while (true) {
-    const bool waiting = !pending.empty() || rescan_pending;
-    const int timeout = waiting ? static_cast<int>(time_until_due().count()) : -1;
-    if (::poll(fds, 2, timeout) < 0) {
+    if (::poll(fds, 2, poll_timeout()) < 0) {
       const int error = errno;
       if (error == EINTR) continue;
       events.invalid(ConfigurationError(directory.string(), "(directory)",
@@ -649,7 +695,9 @@ bool FileConfigurationSource::Watcher::follow() {
       unwatch_directory();
       return true;
     }
-    if ((!pending.empty() || rescan_pending) && time_until_due().count() == 0) process_pending();
+    take_overdue_writes();
+    const std::optional<Clock::time_point> due = next_due();
+    if ((!pending.empty() || rescan_pending) && due && *due <= Clock::now()) process_pending();
   }
 }
 
@@ -691,6 +739,7 @@ void FileConfigurationSource::Watcher::watch_parent() {
 void FileConfigurationSource::Watcher::unwatch_directory() {
   ::inotify_rm_watch(inotify.get(), watch);
   watch = -1;
+  being_written.clear();  // the directory is read again once back
 }
 
 // ---- public face ---------------------------------------------------------------------

@@ -523,6 +523,29 @@ TEST_F(FileSourceTest, AnOwnersFileThatCannotBeReadIsToldAndTheSourceStarts) {
       << captured.text();
 }
 
+// A new manifest is read once its writer closes it: read half written, it
+// may be a valid Configuration with the rest missing (here its details).
+TEST_F(FileSourceTest, ANewFileIsReadOnceItsWriterClosesIt) {
+  start();
+  const std::string whole = manifest("cam", "all-of-it");
+  const std::string half = whole.substr(0, whole.find("    discoveryDetails"));
+  const std::size_t mark = log_.size();
+  {
+    std::ofstream writing(directory_ / "cam.yaml");
+    writing << half << std::flush;
+    // Past the 400 ms within which a change is read, while the file is open.
+    EXPECT_FALSE(log_.wait_for_event(mark, upserted("cam"), std::chrono::seconds(1)))
+        << "read while still being written";
+    writing << whole.substr(half.size());
+  }
+  ASSERT_TRUE(log_.wait_for_event(mark, upserted("cam")));
+  const std::vector<Event> events = log_.since(mark);
+  ASSERT_EQ(count(events, upserted("cam")), 1u);
+  EXPECT_EQ(
+      std::find_if(events.begin(), events.end(), upserted("cam"))->configuration.discovery_details,
+      "all-of-it");
+}
+
 TEST_F(FileSourceTest, HiddenAndTemporaryFilesAreIgnored) {
   write(".hidden.yaml", manifest("hidden"));
   start();
