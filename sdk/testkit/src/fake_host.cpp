@@ -102,6 +102,18 @@ class RecordingSink final : public host::SessionSink {
     recorder_->update(session_, [&](SessionRecord& record) { note_late(record, what); });
   }
 
+  void on_call_after_failed_start(std::string_view what) override {
+    recorder_->update(session_, [&](SessionRecord& record) {
+      note_late(record, what, "after start_discovery failed (rule T4)");
+    });
+  }
+
+  // Late calls are still told once the session object is gone: a thread
+  // that a failed start left running reports only then.
+  std::shared_ptr<host::SessionSink> late_call_sink() const override {
+    return std::make_shared<RecordingSink>(recorder_, session_);
+  }
+
   void on_stop_failed(const std::string& reason) override {
     recorder_->update(session_, [&](SessionRecord& record) {
       recorder_->add_violation(session_, reason);
@@ -117,8 +129,9 @@ class RecordingSink final : public host::SessionSink {
   }
 
  private:
-  void note_late(SessionRecord& record, std::string_view what) {
-    recorder_->add_violation(session_, std::string(what) + " after stop_discovery returned");
+  void note_late(SessionRecord& record, std::string_view what,
+                 std::string_view when = "after stop_discovery returned") {
+    recorder_->add_violation(session_, std::string(what) + " " + std::string(when));
     record.late_calls.emplace_back(what);
   }
 

@@ -370,6 +370,24 @@ TEST(FakeHostWithLinkedInHandler, AReportAfterStopIsALoudViolation) {
   EXPECT_TRUE(host.wait_for_violation(0ms));
 }
 
+// A thread that a failed start_discovery left running must not report: the
+// fake host tells it as a violation (it used to drop it without a word).
+TEST(FakeHostWithLinkedInHandler, AReportAfterAFailedStartIsAViolation) {
+  dowser_handler_api failing = probe::api;
+  failing.start_discovery = [](dowser_handler*, const dowser_discover_request*,
+                               dowser_session_host* session, dowser_session**, char*, size_t) {
+    probe::calls.last_session = session;  // as a thread it started would keep it
+    return DOWSER_ERR_GENERIC;
+  };
+  FakeHost host(&failing, quiet());
+  EXPECT_ANY_THROW(host.start({}));
+  EXPECT_EQ(probe::report(probe::calls.last_session.load(), {}), DOWSER_ERR_STOPPED);
+  ASSERT_EQ(host.violations().size(), 1u);
+  EXPECT_NE(host.violations()[0].find("report_devices after start_discovery failed (rule T4)"),
+            std::string::npos)
+      << host.violations()[0];
+}
+
 TEST(FakeHostWithLinkedInHandler, AMalformedReportIsAViolation) {
   FakeHost host(&probe::api, quiet());
   auto session = host.start({});

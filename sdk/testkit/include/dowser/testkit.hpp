@@ -67,7 +67,9 @@ struct SessionRecord {
   // For each snapshot that left devices out (they break the device rules,
   // host/src/device_rules), those devices and why, in arrival order.
   std::vector<std::vector<host::InvalidDevice>> left_out;
-  std::vector<std::string> late_calls;  // calls after stop_discovery returned (log_session too)
+  // Calls after stop_discovery returned (log_session too), or from a thread
+  // a failed start_discovery left running (then only in violations()).
+  std::vector<std::string> late_calls;
   // Why stop_discovery failed (it threw across the C ABI), if it did.
   std::optional<std::string> stop_failure;
   bool stopped = false;  // stop() has returned
