@@ -7,6 +7,7 @@
 #include "configuration.hpp"
 #include "eventually.hpp"
 #include "kube_client.hpp"
+#include "log_capture.hpp"
 #include "recorder.hpp"
 
 #include <algorithm>
@@ -192,6 +193,40 @@ TEST(KubeConfigurationSource, AnUnresolvedConfigurationThatGoesOrResolvesAgainIs
   EXPECT_TRUE(recorder.wait_for([](const std::vector<std::string>& entries) {
     return std::count(entries.begin(), entries.end(), "upserted default/from-secret") == 2;
   })) << ::testing::PrintToString(recorder.entries());
+  source.stop();
+}
+
+// One deleted while the source could not watch is found gone by the re-list
+// that follows (its version left the server's history), also when it was
+// never delivered: its refusal must not stay reported.
+TEST(KubeConfigurationSource, AnUnresolvedConfigurationDeletedWhileNotWatchingIsToldOnTheReList) {
+  TestApiServer server({"--history", "3"});
+  kube::Timeouts timeouts;
+  timeouts.watch_duration = std::chrono::seconds(1);  // the next watch meets the token change
+  kube::KubeClient client(server.access(), timeouts);
+  kube::KubeClient admin(server.access("dowser-test-client-certificate"));  // no token
+  admin.create(kConfigurations, "default",
+               configuration("default", "never",
+                             {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
+  test::Recorder recorder;
+  const test::LogCapture log;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
+  source.start();
+  ASSERT_FALSE(unresolved_reason(recorder, "default/never").empty());
+
+  const std::string token = kube::testing::read_text(server.token_file());
+  kube::testing::write_text(server.token_file(), "not-the-token");
+  ASSERT_TRUE(test::eventually([&] { return contains(log.text(), "Kubernetes configurations: "); }))
+      << log.text();
+  admin.remove(kConfigurations, "default", "never");
+  for (int i = 0; i < 4; ++i)  // past the history of 3
+    admin.create(kConfigurations, "default",
+                 configuration("default", "filler-" + std::to_string(i)));
+  kube::testing::write_text(server.token_file(), token);
+  EXPECT_TRUE(recorder.wait_for_entry("upserted default/filler-3"))
+      << ::testing::PrintToString(recorder.entries());
+  EXPECT_TRUE(recorder.wait_for_entry("removed default/never"))
+      << ::testing::PrintToString(recorder.entries());
   source.stop();
 }
 
