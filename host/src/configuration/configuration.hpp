@@ -227,8 +227,12 @@ Configuration resolve_references(const Configuration& configuration, const Refer
 // start() returns at once; `synced` follows the first complete listing.
 class KubeConfigurationSource : public ConfigurationSource {
  public:
+  // Warning Events of problems that stand (an invalid object, a property
+  // that does not resolve) are posted again every event_refresh once the API
+  // server has dropped them (Events live an hour by default: --event-ttl).
   KubeConfigurationSource(kube::KubeClient& client, std::string namespace_name,
-                          std::string reporting_node, Events events);
+                          std::string reporting_node, Events events,
+                          std::chrono::milliseconds event_refresh = std::chrono::minutes(10));
   ~KubeConfigurationSource() override;  // stops
   KubeConfigurationSource(const KubeConfigurationSource&) = delete;
   KubeConfigurationSource& operator=(const KubeConfigurationSource&) = delete;

@@ -124,11 +124,12 @@ bool terminating(const json& object) {
 
 struct KubeConfigurationSource::State {
   State(kube::KubeClient& client_in, std::string namespace_in, std::string node_in,
-        Events events_in)
+        Events events_in, std::chrono::milliseconds event_refresh_in)
       : client(client_in),
         namespace_name(std::move(namespace_in)),
         reporting_node(std::move(node_in)),
-        events(with_defaults(std::move(events_in))) {}
+        events(with_defaults(std::move(events_in))),
+        event_refresh(event_refresh_in) {}
 
   static Events with_defaults(Events events) {
     if (!events.upserted) events.upserted = [](const Configuration&) {};
@@ -177,16 +178,22 @@ struct KubeConfigurationSource::State {
   void report_problem(const Configuration& configuration, const std::string& reason,
                       const std::string& message);
   void run_poster();
+  Reports standing_warnings();
   void stop_poster();
 
   kube::KubeClient& client;
   const std::string namespace_name;  // empty: all
   const std::string reporting_node;
   const Events events;
+  const std::chrono::milliseconds event_refresh;
 
   std::mutex mutex;
-  std::map<Identity, Parsed> parsed_;                 // last good version of each object
-  std::map<Identity, std::string> reported_invalid_;  // resourceVersion reported bad
+  std::map<Identity, Parsed> parsed_;  // last good version of each object
+  struct ReportedInvalid {
+    std::string version;  // the resourceVersion reported bad
+    json warning;         // its Event
+  };
+  std::map<Identity, ReportedInvalid> reported_invalid_;
   ReferencedObjects secrets_{kSecrets.plural}, config_maps_{kConfigMaps.plural};
   // They reference a kind not listed yet (waiting, or refused): no synced.
   std::set<Identity> held_;
@@ -220,12 +227,12 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
     events.valid(source);
   } catch (const ConfigurationError& error) {
     // A re-list brings the same bad version again: report it once.
-    auto [reported, fresh] = reported_invalid_.try_emplace(identity, version);
-    if (!fresh && reported->second == version) return;
-    reported->second = version;
+    auto reported = reported_invalid_.find(identity);
+    if (reported != reported_invalid_.end() && reported->second.version == version) return;
     events.invalid(ConfigurationError(error).about(identity.first, identity.second));
     Parsed named{{}, text_at(object, "/metadata/uid"_json_pointer), version};
     reports.push_back(warning(identity, &named, "InvalidConfiguration", error.what()));
+    reported_invalid_.insert_or_assign(identity, ReportedInvalid{version, reports.back()});
   }
 }
 
@@ -512,14 +519,40 @@ void KubeConfigurationSource::State::report_problem(const Configuration& configu
   poster_wake.notify_one();
 }
 
+// The Events of the problems that stand now, stamped now: posted again, each
+// is created anew if the API server dropped it, and left alone if not (its
+// name is the problem's).
+KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing_warnings() {
+  std::lock_guard lock(mutex);
+  Reports reports;
+  const std::string now = rfc3339_now();
+  for (const auto& [identity, reported] : reported_invalid_) {
+    json event = reported.warning;
+    event["firstTimestamp"] = event["lastTimestamp"] = now;
+    reports.push_back(std::move(event));
+  }
+  for (const auto& [identity, problem] : unresolved_) {
+    const auto parsed = parsed_.find(identity);
+    if (parsed != parsed_.end())
+      reports.push_back(warning(identity, &parsed->second, "UnresolvedProperty", problem));
+  }
+  return reports;
+}
+
 void KubeConfigurationSource::State::run_poster() {
   std::unique_lock lock(poster_mutex);
+  auto refresh_at = std::chrono::steady_clock::now() + event_refresh;
   while (true) {
-    poster_wake.wait(lock, [this] { return poster_stopping || !poster_queue.empty(); });
+    const bool woken = poster_wake.wait_until(
+        lock, refresh_at, [this] { return poster_stopping || !poster_queue.empty(); });
     if (poster_stopping) return;
     Reports reports(poster_queue.begin(), poster_queue.end());
     poster_queue.clear();
     lock.unlock();
+    if (!woken) {
+      refresh_at = std::chrono::steady_clock::now() + event_refresh;
+      for (auto& standing : standing_warnings()) reports.push_back(std::move(standing));
+    }
     post(reports);
     lock.lock();
   }
@@ -538,9 +571,10 @@ void KubeConfigurationSource::State::stop_poster() {
 
 KubeConfigurationSource::KubeConfigurationSource(kube::KubeClient& client,
                                                  std::string namespace_name,
-                                                 std::string reporting_node, Events events)
+                                                 std::string reporting_node, Events events,
+                                                 std::chrono::milliseconds event_refresh)
     : state_(std::make_unique<State>(client, std::move(namespace_name), std::move(reporting_node),
-                                     std::move(events))) {}
+                                     std::move(events), event_refresh)) {}
 
 KubeConfigurationSource::~KubeConfigurationSource() { stop(); }
 

@@ -230,5 +230,49 @@ TEST(KubeConfigurationSource, AnUnresolvedConfigurationDeletedWhileNotWatchingIs
   source.stop();
 }
 
+// The names of the Events on a Configuration with this reason.
+std::vector<std::string> event_names(kube::KubeClient& client, const std::string& configuration,
+                                     const std::string& reason) {
+  std::vector<std::string> names;
+  const json events = client.list(kEvents, "default");
+  for (const json& event : events.at("items"))
+    if (event.value("reason", "") == reason &&
+        event["involvedObject"].value("name", "") == configuration)
+      names.push_back(event["metadata"]["name"].get<std::string>());
+  return names;
+}
+
+// Events live an hour in the API server (--event-ttl): a problem that stands
+// longer is posted again once its Event is gone, or kubectl describe stops
+// saying why the Configuration does not run.
+TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServerDroppedIt) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  client.create(kConfigurations, "default",
+                configuration("default", "never",
+                              {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
+  client.create(kConfigurations, "default",  // a secretKeyRef needs a key
+                configuration("default", "broken", {{"secretKeyRef", {{"name", "s"}}}}));
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder),
+                                 std::chrono::milliseconds(100));
+  source.start();
+  ASSERT_FALSE(unresolved_reason(recorder, "default/never").empty());
+  std::vector<std::string> unresolved, refused;
+  ASSERT_TRUE(test::eventually([&] {
+    unresolved = event_names(client, "never", "UnresolvedProperty");
+    refused = event_names(client, "broken", "InvalidConfiguration");
+    return unresolved.size() == 1 && refused.size() == 1;
+  })) << client.list(kEvents, "default").dump();
+
+  client.remove(kEvents, "default", unresolved[0]);  // as the TTL does
+  client.remove(kEvents, "default", refused[0]);
+  EXPECT_TRUE(test::eventually([&] {
+    return event_names(client, "never", "UnresolvedProperty") == unresolved &&
+           event_names(client, "broken", "InvalidConfiguration") == refused;
+  })) << client.list(kEvents, "default").dump();
+  source.stop();
+}
+
 }  // namespace
 }  // namespace dowser::configuration
