@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 namespace opcua {
 namespace {
@@ -120,23 +120,26 @@ std::optional<bool> resolves_with_getaddrinfo(const std::string& host,
 }
 
 HostResolves remembering_last_answers(HostLookup lookup) {
+  // Only names that resolved: "not known" and "does not resolve" answer
+  // alike, and names an LDS makes up (each a definite no) take no room.
   struct Memory {
     std::mutex mutex;
-    std::map<std::string, bool> answers;
+    std::set<std::string> resolved;
   };
-  return
-      [lookup = std::move(lookup), memory = std::make_shared<Memory>()](const std::string& host) {
-        const std::optional<bool> answer = lookup(host);
-        std::lock_guard lock(memory->mutex);
-        if (!answer) {
-          const auto remembered = memory->answers.find(host);
-          return remembered != memory->answers.end() && remembered->second;
-        }
-        if (memory->answers.size() >= kRememberedHosts && !memory->answers.contains(host))
-          memory->answers.clear();  // names an LDS made up must not grow this without end
-        memory->answers[host] = *answer;
-        return *answer;
-      };
+  auto memory = std::make_shared<Memory>();
+  return [lookup = std::move(lookup), memory](const std::string& host) {
+    const std::optional<bool> answer = lookup(host);
+    std::lock_guard lock(memory->mutex);
+    auto& resolved = memory->resolved;
+    if (!answer) return resolved.contains(host);
+    if (!*answer) {
+      resolved.erase(host);
+    } else if (!resolved.contains(host)) {
+      if (resolved.size() >= kRememberedHosts) resolved.erase(resolved.begin());
+      resolved.insert(host);
+    }
+    return *answer;
+  };
 }
 
 std::string reachable_url(const std::string& advertised_text, const OpcTcpUrl& advertised,

@@ -50,7 +50,7 @@ std::optional<bool> resolves_with_getaddrinfo(const std::string& host,
 // host, so that a DNS blip does not move a server to the LDS's host (and to
 // another id). A host it never answered for is taken as not resolving, as on
 // a node without DNS, where every lookup fails that way. Safe to call from
-// several threads; remembers at most kRememberedHosts names.
+// several threads; remembers at most kRememberedHosts names that resolved.
 HostResolves remembering_last_answers(HostLookup lookup);
 inline constexpr size_t kRememberedHosts = 4096;
 

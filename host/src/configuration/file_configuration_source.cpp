@@ -316,7 +316,9 @@ void FileConfigurationSource::Watcher::load_owners() {
   try {
     text = state_files::read_whole(owners_file, state_files::Access::everyone);
   } catch (const state_files::ReadError& error) {
-    spdlog::warn("{}; which file holds a name several define may change", error.what());
+    spdlog::warn("{}; which file holds a name several define may change, and the file is "
+                 "replaced at the next change of one",
+                 error.what());
   }
   std::istringstream in(text.value_or(""));
   for (std::string line; std::getline(in, line);) {

@@ -188,7 +188,8 @@ struct Backoff {
 class Reflector {
  public:
   // The complete current set (after the first list and every re-list), as of
-  // the list's resourceVersion.
+  // the list's resourceVersion; it refers to the reflector's data, valid
+  // during the handler's call only.
   struct Listing {
     const std::vector<nlohmann::json>& objects;
     const std::string& resource_version;
@@ -202,7 +203,8 @@ class Reflector {
     std::function<void(const ApiError& error)> failed;
     // The view is current as of now: after every list, every watch event
     // (bookmarks included, so a quiet resource still tells) and every watch
-    // that ended normally. After a failed request the reflector watches on
+    // that ended normally (not one that ended at once with nothing, which
+    // counts as a failure). After a failed request the reflector watches on
     // from where it was, without a list: this is what says it is back.
     // Any handler may be empty.
     std::function<void()> current;

@@ -120,8 +120,12 @@ std::optional<std::string> replace_durably(const std::filesystem::path& path, st
     return failed;
   }
   std::filesystem::rename(temporary, path, error);
-  if (error)
-    return "rename " + temporary.string() + " to " + path.string() + ": " + error.message();
+  if (error) {
+    std::string failed =
+        "rename " + temporary.string() + " to " + path.string() + ": " + error.message();
+    std::filesystem::remove(temporary, error);
+    return failed;
+  }
   sync_directory(directory);
   return std::nullopt;
 }

@@ -87,14 +87,25 @@ TEST(OpcuaUrl, AResolverThatCannotSayGivesTheLastAnswerForThatName) {
   EXPECT_TRUE(resolves("gone"));
 }
 
+// Names that do not resolve (an LDS may list any number) take no room; of
+// those that do, at most kRememberedHosts are kept, the newest among them.
 TEST(OpcuaUrl, RememberedNamesAreBounded) {
-  bool answering = true;
-  auto resolves = remembering_last_answers(
-      [&answering](const std::string&) { return answering ? std::optional(true) : std::nullopt; });
-  for (size_t i = 0; i <= kRememberedHosts; ++i) resolves("host" + std::to_string(i));
-  answering = false;
-  EXPECT_TRUE(resolves("host" + std::to_string(kRememberedHosts))) << "the newest is kept";
-  EXPECT_FALSE(resolves("host0")) << "the memory was emptied when full";
+  std::optional<bool> answer = true;
+  auto resolves = remembering_last_answers([&answer](const std::string&) { return answer; });
+  const auto name = [](size_t i) { return "host" + std::to_string(i); };
+  resolves("real");
+  answer = false;
+  for (size_t i = 0; i < 2 * kRememberedHosts; ++i) resolves(name(i));
+  answer = std::nullopt;
+  EXPECT_TRUE(resolves("real")) << "crowded out by names that do not resolve";
+
+  answer = true;
+  for (size_t i = 0; i <= kRememberedHosts; ++i) resolves(name(i));
+  answer = std::nullopt;
+  size_t kept = resolves("real") ? 1 : 0;
+  for (size_t i = 0; i <= kRememberedHosts; ++i) kept += resolves(name(i)) ? 1 : 0;
+  EXPECT_EQ(kept, kRememberedHosts);
+  EXPECT_TRUE(resolves(name(kRememberedHosts))) << "the newest is kept";
 }
 
 // Resolves only the names given; nothing here touches DNS.
