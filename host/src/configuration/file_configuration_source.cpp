@@ -246,8 +246,11 @@ struct FileConfigurationSource::Watcher {
   bool path_still_leads_here();  // false once it leads elsewhere or nowhere
   void watch_parent();
   void process_pending();
-  void note_change(std::string name, uint32_t mask, Clock::time_point now);
+  bool is_other_than_a_file(const std::string& name) const;
+  void note_change(std::string name, const inotify_event& event, Clock::time_point now);
   void add_pending(std::string name, Clock::time_point now);
+  void mark_pending(Clock::time_point now);
+  void start_write(std::string name, Clock::time_point since);
   void take_overdue_writes();
   std::optional<Clock::time_point> next_due() const;
   int poll_timeout() const;  // milliseconds until next_due(); -1 for none
@@ -281,6 +284,9 @@ struct FileConfigurationSource::Watcher {
   Clock::time_point last_pending{};
   // New regular files not yet closed by their writer, and when each came.
   std::map<std::string, Clock::time_point> being_written;
+  // Of the files being written that were renamed in this batch of events:
+  // by the rename's cookie, when their write began.
+  std::map<uint32_t, Clock::time_point> moved_while_written;
 };
 
 // ---- state -------------------------------------------------------------------
@@ -316,9 +322,10 @@ void FileConfigurationSource::Watcher::load_owners() {
   try {
     text = state_files::read_whole(owners_file, state_files::Access::everyone);
   } catch (const state_files::ReadError& error) {
-    spdlog::warn("{}; which file holds a name several define may change, and the file is "
-                 "replaced at the next change of one",
-                 error.what());
+    spdlog::warn(
+        "{}; which file holds a name several define may change, and the file is "
+        "replaced at the next change of one",
+        error.what());
   }
   std::istringstream in(text.value_or(""));
   for (std::string line; std::getline(in, line);) {
@@ -586,20 +593,46 @@ int FileConfigurationSource::Watcher::poll_timeout() const {
 void FileConfigurationSource::Watcher::add_pending(std::string name, Clock::time_point now) {
   being_written.erase(name);
   pending.insert(std::move(name));
+  mark_pending(now);
+}
+
+void FileConfigurationSource::Watcher::mark_pending(Clock::time_point now) {
   last_pending = now;
   if (first_pending == Clock::time_point{}) first_pending = now;
 }
 
-// A new regular file waits for its writer to close it (a chmod on the way
-// does not end the write); a symbolic link (a ConfigMap's key) is whole when
-// it is made.
-void FileConfigurationSource::Watcher::note_change(std::string name, uint32_t mask,
-                                                   Clock::time_point now) {
+void FileConfigurationSource::Watcher::start_write(std::string name, Clock::time_point since) {
+  pending.erase(name);
+  if (pending.empty() && !rescan_pending) first_pending = Clock::time_point{};
+  being_written.try_emplace(std::move(name), since);
+}
+
+// Whether the name is something other than a regular file now (a symbolic
+// link, a FIFO); not when it is gone already (a file renamed or deleted
+// before its creation was seen: what came next tells).
+bool FileConfigurationSource::Watcher::is_other_than_a_file(const std::string& name) const {
   std::error_code error;
-  if ((mask & IN_CREATE) != 0 && fs::is_regular_file(fs::symlink_status(directory / name, error))) {
-    pending.erase(name);
-    being_written.try_emplace(std::move(name), now);
-  } else if ((mask & IN_ATTRIB) == 0 || !being_written.contains(name)) {
+  const fs::file_status status = fs::symlink_status(directory / name, error);
+  return fs::exists(status) && !fs::is_regular_file(status);
+}
+
+// A new file waits for its writer to close it (a chmod on the way does not
+// end the write, a rename carries it to the new name); a symbolic link (a
+// ConfigMap's key) is whole when it is made, and a FIFO is refused as read.
+void FileConfigurationSource::Watcher::note_change(std::string name, const inotify_event& event,
+                                                   Clock::time_point now) {
+  const auto written = being_written.find(name);
+  if ((event.mask & IN_CREATE) != 0 && (event.mask & IN_ISDIR) == 0 &&
+      !is_other_than_a_file(name)) {
+    start_write(std::move(name), now);
+  } else if ((event.mask & IN_MOVED_FROM) != 0 && written != being_written.end()) {
+    moved_while_written[event.cookie] = written->second;  // renamed before its writer closed it
+    add_pending(std::move(name), now);
+  } else if (const auto moved = moved_while_written.find(event.cookie);
+             (event.mask & IN_MOVED_TO) != 0 && moved != moved_while_written.end()) {
+    start_write(std::move(name), moved->second);
+    moved_while_written.erase(moved);
+  } else if ((event.mask & IN_ATTRIB) == 0 || written == being_written.end()) {
     add_pending(std::move(name), now);
   }
 }
@@ -632,13 +665,13 @@ bool FileConfigurationSource::Watcher::read_inotify() {
       if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) watching = false;
       if ((event->mask & IN_Q_OVERFLOW) != 0 || name == kConfigMapDataLink) {
         rescan_pending = true;
-        last_pending = now;
-        if (first_pending == Clock::time_point{}) first_pending = now;
+        mark_pending(now);
       } else if (is_manifest_name(name)) {
-        note_change(std::move(name), event->mask, now);
+        note_change(std::move(name), *event, now);
       }
     }
   }
+  moved_while_written.clear();  // moved out of the directory, or the rest comes later
   return watching;
 }
 
@@ -646,6 +679,7 @@ void FileConfigurationSource::Watcher::process_pending() {
   if (rescan_pending) {
     std::error_code error;
     std::set<std::string> names = list_manifest_names(directory, error);
+    for (const auto& [name, since] : being_written) names.erase(name);  // read once closed
     if (error) {
       events.invalid(ConfigurationError(directory.string(), "(directory)", error.message()));
     } else {

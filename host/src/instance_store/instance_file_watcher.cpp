@@ -131,20 +131,24 @@ void InstanceFileWatcher::watch_namespace(const std::string& namespace_name, boo
 // Its watch goes at once: files written into the moved directory later are
 // not the store's. The Instances known there are then found gone.
 void InstanceFileWatcher::forget_namespace(const std::string& namespace_name) {
-  for (auto watch = namespace_by_watch_.begin(); watch != namespace_by_watch_.end();) {
-    if (watch->second != namespace_name) {
-      ++watch;
-      continue;
-    }
-    ::inotify_rm_watch(inotify_.get(), watch->first);
-    watch = namespace_by_watch_.erase(watch);
-  }
+  unwatch_namespaces([&](const std::string& name) { return name == namespace_name; });
   handlers_.rescan();
 }
 
+void InstanceFileWatcher::unwatch_namespaces(const std::function<bool(const std::string&)>& which) {
+  std::erase_if(namespace_by_watch_, [&](const auto& watch) {
+    if (!which(watch.second)) return false;
+    ::inotify_rm_watch(inotify_.get(), watch.first);
+    return true;
+  });
+}
+
+// Every watch is made anew: a namespace directory moved out among the lost
+// events must not keep its watch (nor its name, if another took its place).
 void InstanceFileWatcher::recover_from_overflow() {
   spdlog::warn("instance store: inotify queue overflowed for {}; rescanning",
                files_.root().string());
+  unwatch_namespaces([](const std::string&) { return true; });
   for (const std::string& namespace_name : files_.namespaces()) {
     watch_namespace(namespace_name, /*report_existing=*/true);
   }

@@ -43,6 +43,7 @@ class InstanceFileWatcher {
   void handle(const ::inotify_event& event);
   void watch_namespace(const std::string& namespace_name, bool report_existing);
   void forget_namespace(const std::string& namespace_name);
+  void unwatch_namespaces(const std::function<bool(const std::string& namespace_name)>& which);
   void recover_from_overflow();
 
   InstanceFiles files_;

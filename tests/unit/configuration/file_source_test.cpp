@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -150,6 +151,8 @@ class FileSourceTest : public ::testing::Test {
     write(name + ".yaml", manifest(name));
     ASSERT_TRUE(log_.wait_for_event(mark, upserted(name)));
   }
+
+  void expect_read_once_closed(const std::string& file, const std::function<void()>& meanwhile);
 
   // directory_ is what is followed now; `old`, where it led before, is not.
   void expect_followed_here_not_in(const fs::path& old) {
@@ -523,16 +526,19 @@ TEST_F(FileSourceTest, AnOwnersFileThatCannotBeReadIsToldAndTheSourceStarts) {
       << captured.text();
 }
 
-// A new manifest is read once its writer closes it: read half written, it
-// may be a valid Configuration with the rest missing (here its details).
-TEST_F(FileSourceTest, ANewFileIsReadOnceItsWriterClosesIt) {
-  start();
+// Writes half of a manifest of "cam" to `file` and, with it still open, does
+// `meanwhile`; then writes the rest and closes it. Read half written, it
+// would be a valid Configuration with the rest missing (its details): it
+// must be read once, whole, once closed (as `read_as`, if it was renamed).
+void FileSourceTest::expect_read_once_closed(const std::string& file,
+                                             const std::function<void()>& meanwhile) {
   const std::string whole = manifest("cam", "all-of-it");
   const std::string half = whole.substr(0, whole.find("    discoveryDetails"));
   const std::size_t mark = log_.size();
   {
-    std::ofstream writing(directory_ / "cam.yaml");
+    std::ofstream writing(directory_ / file);
     writing << half << std::flush;
+    meanwhile();
     // Past the 400 ms within which a change is read, while the file is open.
     EXPECT_FALSE(log_.wait_for_event(mark, upserted("cam"), std::chrono::seconds(1)))
         << "read while still being written";
@@ -544,6 +550,25 @@ TEST_F(FileSourceTest, ANewFileIsReadOnceItsWriterClosesIt) {
   EXPECT_EQ(
       std::find_if(events.begin(), events.end(), upserted("cam"))->configuration.discovery_details,
       "all-of-it");
+}
+
+TEST_F(FileSourceTest, ANewFileIsReadOnceItsWriterClosesIt) {
+  start();
+  expect_read_once_closed("cam.yaml", [] {});
+}
+
+// Renamed while still open, it is still being written.
+TEST_F(FileSourceTest, ANewFileRenamedBeforeItsWriterClosesItIsReadOnceClosed) {
+  start();
+  expect_read_once_closed("a.yaml",
+                          [&] { fs::rename(directory_ / "a.yaml", directory_ / "b.yaml"); });
+}
+
+// A full rescan (here a ConfigMap's ..data link swapped) leaves it out too.
+TEST_F(FileSourceTest, ARescanLeavesOutAFileStillBeingWritten) {
+  start();
+  expect_read_once_closed("cam.yaml",
+                          [&] { fs::create_directory_symlink(".", directory_ / "..data"); });
 }
 
 TEST_F(FileSourceTest, HiddenAndTemporaryFilesAreIgnored) {
