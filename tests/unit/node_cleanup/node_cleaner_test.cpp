@@ -186,20 +186,34 @@ TEST(NodeCleaner, ADeletedNodeWrittenBackIsScrubbedAgain) {
   cleaner.stop();
 }
 
+// node-a's cleaner with a grace of 200 ms and a check of the Instances every
+// 50 ms, over a file store whose writes succeed, started.
+struct QuickCleaner {
+  explicit QuickCleaner(kube::KubeClient& client)
+      : cleaner(client, store,
+                {.self = "node-a", .grace = 200ms, .retry = 50ms, .store_check = 50ms}) {
+    store.failing = false;
+    cleaner.start();
+  }
+  bool checked_once() const {
+    return test::eventually([&] { return store.listings > 0; });
+  }
+
+  test::LogCapture log;
+  const test::TempDir directory{"dowser-node-cleaner"};
+  StoreWithFailingWrites store{directory.path()};
+  NodeCleaner cleaner;
+};
+
 // While the Nodes cannot be read, a node that joined meanwhile is unknown
 // here: the Instances that name it must not get it scrubbed as gone.
 TEST(NodeCleaner, NoNodeIsJudgedByTheInstancesWhileTheNodesCannotBeRead) {
   kube::testing::TestApiServer server({"--no-crds"});
   kube::KubeClient client(server.access());
   client.create(kube::resources::kNodes, "", node_named("node-a"));
-  test::LogCapture log;
-  const test::TempDir directory{"dowser-node-cleaner"};
-  StoreWithFailingWrites store(directory.path());
-  store.failing = false;
-  NodeCleaner cleaner(client, store,
-                      {.self = "node-a", .grace = 200ms, .retry = 50ms, .store_check = 50ms});
-  cleaner.start();
-  ASSERT_TRUE(test::eventually([&] { return store.listings > 0; }));
+  QuickCleaner quick(client);
+  ASSERT_TRUE(quick.checked_once());
+  auto& [log, directory, store, cleaner] = quick;
 
   server.stop();
   ASSERT_TRUE(test::eventually([&] {
@@ -224,14 +238,9 @@ TEST(NodeCleaner, ChecksResumeOnceTheNodesCanBeReadAgainWithoutANodeChange) {
   timeouts.watch_duration = 1s;  // the next watch meets the token changed below
   kube::KubeClient client(server.access(), timeouts);
   client.create(kube::resources::kNodes, "", node_named("node-a"));
-  test::LogCapture log;
-  const test::TempDir directory{"dowser-node-cleaner"};
-  StoreWithFailingWrites store(directory.path());
-  store.failing = false;
-  NodeCleaner cleaner(client, store,
-                      {.self = "node-a", .grace = 200ms, .retry = 50ms, .store_check = 50ms});
-  cleaner.start();
-  ASSERT_TRUE(test::eventually([&] { return store.listings > 0; }));
+  QuickCleaner quick(client);
+  ASSERT_TRUE(quick.checked_once());
+  auto& [log, directory, store, cleaner] = quick;
 
   const std::string token = kube::testing::read_text(server.token_file());
   kube::testing::write_text(server.token_file(), "not-the-token");  // every request is 401
