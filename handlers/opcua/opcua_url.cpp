@@ -7,9 +7,10 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <list>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <unordered_map>
 
 namespace opcua {
 namespace {
@@ -122,22 +123,33 @@ std::optional<bool> resolves_with_getaddrinfo(const std::string& host,
 HostResolves remembering_last_answers(HostLookup lookup) {
   // Only names that resolved: "not known" and "does not resolve" answer
   // alike, and names an LDS makes up (each a definite no) take no room.
+  // At the limit the one that resolved longest ago goes.
   struct Memory {
     std::mutex mutex;
-    std::set<std::string> resolved;
+    std::list<std::string> oldest_first;
+    std::unordered_map<std::string, std::list<std::string>::iterator> resolved;
+
+    void forget(const std::string& host) {
+      const auto found = resolved.find(host);
+      if (found == resolved.end()) return;
+      oldest_first.erase(found->second);
+      resolved.erase(found);
+    }
+    void remember(const std::string& host) {
+      forget(host);
+      if (resolved.size() >= kRememberedHosts) forget(oldest_first.front());
+      resolved[host] = oldest_first.insert(oldest_first.end(), host);
+    }
   };
   auto memory = std::make_shared<Memory>();
   return [lookup = std::move(lookup), memory](const std::string& host) {
     const std::optional<bool> answer = lookup(host);
     std::lock_guard lock(memory->mutex);
-    auto& resolved = memory->resolved;
-    if (!answer) return resolved.contains(host);
-    if (!*answer) {
-      resolved.erase(host);
-    } else if (!resolved.contains(host)) {
-      if (resolved.size() >= kRememberedHosts) resolved.erase(resolved.begin());
-      resolved.insert(host);
-    }
+    if (!answer) return memory->resolved.contains(host);
+    if (*answer)
+      memory->remember(host);
+    else
+      memory->forget(host);
     return *answer;
   };
 }

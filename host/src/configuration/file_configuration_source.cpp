@@ -298,6 +298,7 @@ void FileConfigurationSource::Watcher::refresh_all(const std::set<std::string>& 
   std::set<std::string> names = present_names;
   for (const auto& [name, configurations] : defined_by_file) names.insert(name);
   names.insert(unreadable.begin(), unreadable.end());
+  for (const auto& [name, since] : being_written) names.erase(name);  // read once closed
   refresh(in_reading_order(names));
 }
 
@@ -679,7 +680,6 @@ void FileConfigurationSource::Watcher::process_pending() {
   if (rescan_pending) {
     std::error_code error;
     std::set<std::string> names = list_manifest_names(directory, error);
-    for (const auto& [name, since] : being_written) names.erase(name);  // read once closed
     if (error) {
       events.invalid(ConfigurationError(directory.string(), "(directory)", error.message()));
     } else {

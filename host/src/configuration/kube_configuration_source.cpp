@@ -129,7 +129,7 @@ struct KubeConfigurationSource::State {
         namespace_name(std::move(namespace_in)),
         reporting_node(std::move(node_in)),
         events(with_defaults(std::move(events_in))),
-        event_refresh(event_refresh_in) {}
+        event_refresh(std::max(event_refresh_in, std::chrono::milliseconds(10))) {}
 
   static Events with_defaults(Events events) {
     if (!events.upserted) events.upserted = [](const Configuration&) {};
@@ -553,7 +553,12 @@ void KubeConfigurationSource::State::run_poster() {
       refresh_at = std::chrono::steady_clock::now() + event_refresh;
       for (auto& standing : standing_warnings()) reports.push_back(std::move(standing));
     }
-    post(reports);
+    // One at a time: a stop must not wait for every post to a server that
+    // does not answer (each may take the request timeout).
+    for (const json& event : reports) {
+      post({event});
+      if (const std::lock_guard stopping(poster_mutex); poster_stopping) return;
+    }
     lock.lock();
   }
 }

@@ -150,7 +150,11 @@ void InstanceFileWatcher::recover_from_overflow() {
                files_.root().string());
   unwatch_namespaces([](const std::string&) { return true; });
   for (const std::string& namespace_name : files_.namespaces()) {
-    watch_namespace(namespace_name, /*report_existing=*/true);
+    try {  // one that cannot be watched (no watches left) must not stop the others
+      watch_namespace(namespace_name, /*report_existing=*/true);
+    } catch (const std::exception& error) {
+      spdlog::warn("instance store: while watching {}: {}", files_.root().string(), error.what());
+    }
   }
   handlers_.rescan();
 }

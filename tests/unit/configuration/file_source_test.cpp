@@ -529,7 +529,7 @@ TEST_F(FileSourceTest, AnOwnersFileThatCannotBeReadIsToldAndTheSourceStarts) {
 // Writes half of a manifest of "cam" to `file` and, with it still open, does
 // `meanwhile`; then writes the rest and closes it. Read half written, it
 // would be a valid Configuration with the rest missing (its details): it
-// must be read once, whole, once closed (as `read_as`, if it was renamed).
+// must be read once, whole, once closed.
 void FileSourceTest::expect_read_once_closed(const std::string& file,
                                              const std::function<void()>& meanwhile) {
   const std::string whole = manifest("cam", "all-of-it");
@@ -567,6 +567,16 @@ TEST_F(FileSourceTest, ANewFileRenamedBeforeItsWriterClosesItIsReadOnceClosed) {
 // A full rescan (here a ConfigMap's ..data link swapped) leaves it out too.
 TEST_F(FileSourceTest, ARescanLeavesOutAFileStillBeingWritten) {
   start();
+  expect_read_once_closed("cam.yaml",
+                          [&] { fs::create_directory_symlink(".", directory_ / "..data"); });
+}
+
+// Also one whose name held a definition before: deleted and created again
+// at once (well within the 100 ms a change waits), it is being written.
+TEST_F(FileSourceTest, ARescanLeavesOutAFileWrittenAnewUnderAKnownName) {
+  write("cam.yaml", manifest("cam", "before"));
+  start();
+  fs::remove(directory_ / "cam.yaml");
   expect_read_once_closed("cam.yaml",
                           [&] { fs::create_directory_symlink(".", directory_ / "..data"); });
 }

@@ -88,24 +88,28 @@ TEST(OpcuaUrl, AResolverThatCannotSayGivesTheLastAnswerForThatName) {
 }
 
 // Names that do not resolve (an LDS may list any number) take no room; of
-// those that do, at most kRememberedHosts are kept, the newest among them.
+// those that do, at most kRememberedHosts are kept: the one that resolved
+// longest ago goes first.
 TEST(OpcuaUrl, RememberedNamesAreBounded) {
   std::optional<bool> answer = true;
   auto resolves = remembering_last_answers([&answer](const std::string&) { return answer; });
   const auto name = [](size_t i) { return "host" + std::to_string(i); };
-  resolves("real");
+  resolves("zz-first");
   answer = false;
   for (size_t i = 0; i < 2 * kRememberedHosts; ++i) resolves(name(i));
   answer = std::nullopt;
-  EXPECT_TRUE(resolves("real")) << "crowded out by names that do not resolve";
+  EXPECT_TRUE(resolves("zz-first")) << "crowded out by names that do not resolve";
 
   answer = true;
-  for (size_t i = 0; i <= kRememberedHosts; ++i) resolves(name(i));
+  for (size_t i = 0; i < kRememberedHosts; ++i) resolves(name(i));  // one more than room
+  resolves("aa-last");
   answer = std::nullopt;
-  size_t kept = resolves("real") ? 1 : 0;
-  for (size_t i = 0; i <= kRememberedHosts; ++i) kept += resolves(name(i)) ? 1 : 0;
-  EXPECT_EQ(kept, kRememberedHosts);
-  EXPECT_TRUE(resolves(name(kRememberedHosts))) << "the newest is kept";
+  EXPECT_FALSE(resolves("zz-first")) << "the oldest goes, whatever its name";
+  EXPECT_TRUE(resolves("aa-last"));
+  size_t kept = 0;
+  for (size_t i = 0; i < kRememberedHosts; ++i) kept += resolves(name(i)) ? 1 : 0;
+  EXPECT_EQ(kept, kRememberedHosts - 1) << "host0 made room for aa-last";
+  EXPECT_FALSE(resolves(name(0)));
 }
 
 // Resolves only the names given; nothing here touches DNS.

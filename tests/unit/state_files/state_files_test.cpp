@@ -36,6 +36,9 @@ TEST(StateFiles, AMissingFileIsNoneAndAWrittenOneReadsBack) {
   EXPECT_EQ(replace_durably(file, "", Access::everyone), std::nullopt);
   EXPECT_EQ(read_whole(file, Access::everyone), std::optional<std::string>(""));
   EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+  const mode_t umask = ::umask(0);
+  ::umask(umask);
+  EXPECT_EQ(static_cast<mode_t>(fs::status(file).permissions()), 0644 & ~umask);
 }
 
 // Saving over a file that could not be read would lose what it held.
