@@ -94,6 +94,19 @@ TEST_F(PluginSocketsTest, SocketsArePrivateAndEachRegistrationHasAFreshOne) {
   EXPECT_TRUE(allocated.ok()) << allocated.status.error_message();
 }
 
+// Whether every thread of the process is stopped (state T): SIGSTOP takes
+// effect a moment after kill() returns, and a thread still running may read.
+bool all_threads_stopped(pid_t pid) {
+  const fs::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : fs::directory_iterator(tasks)) {
+    std::ifstream stat(task.path() / "stat");
+    const std::string text{std::istreambuf_iterator<char>(stat), std::istreambuf_iterator<char>()};
+    const size_t after_name = text.rfind(") ");  // the name may hold spaces and parentheses
+    if (after_name == std::string::npos || text.compare(after_name + 2, 1, "T") != 0) return false;
+  }
+  return true;
+}
+
 // More happens in the kubelet directory than the kernel queues for a reader
 // that cannot read (here dowserd, stopped): the events are dropped, and an
 // overflow is all dowserd hears. A plugin whose socket went meanwhile is
@@ -111,7 +124,9 @@ TEST_F(PluginSocketsTest, ASocketDeletedWhileTheDirectorysEventsWereLostIsServed
     // Continued however this block ends: a stopped dowserd would hang the test's end.
     const std::unique_ptr<Node, void (*)(Node*)> continued(
         &node, [](Node* stopped) { ::kill(stopped->pid(), SIGCONT); });
-    for (size_t i = 0; i < queue_size / 2 + 16; ++i) {  // two events each
+    // It once read a few events before it stopped, and the queue had room left.
+    ASSERT_TRUE(eventually([&] { return all_threads_stopped(node.pid()); }));
+    for (size_t i = 0; i < queue_size / 2 + 256; ++i) {  // two events each
       const auto flood = node.plugin_dir() / ("flood-" + std::to_string(i));
       std::ofstream{flood};
       fs::remove(flood);
