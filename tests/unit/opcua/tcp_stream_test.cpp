@@ -4,6 +4,7 @@
 // answer, set in /etc/resolv.conf); the answering cases use getaddrinfo.
 #include "tcp_stream.hpp"
 #include "eventually.hpp"
+#include "ua_test_peer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -99,10 +100,10 @@ TEST(LookUp, AnswersWithTheAddressesOrSaysWhyNot) {
     EXPECT_EQ(addresses->ai_socktype, SOCK_STREAM) << host;
   }
   try {
-    look_up("no-such-host.invalid", "4840", cancellation);
+    look_up(test::kNameNeverResolved, "4840", cancellation);
     ADD_FAILURE() << "an invalid name resolved";
   } catch (const TransportError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot resolve 'no-such-host.invalid'"),
+    EXPECT_NE(std::string(e.what()).find("cannot resolve '" + test::kNameNeverResolved + "'"),
               std::string::npos)
         << e.what();
   }

@@ -23,6 +23,11 @@
 
 namespace opcua::test {
 
+// A host name no resolver is asked about: glibc refuses a label longer than
+// 63 bytes before it sends a query, so tests of "cannot resolve" send
+// nothing past 127.0.0.0/8 (a `.invalid` name would reach the node's DNS).
+inline const std::string kNameNeverResolved = std::string(64, 'x') + ".invalid";
+
 // One accepted connection, as the peer sees it. Reads end (nullopt) when
 // the client closes or the peer is being destroyed.
 class PeerConnection {
