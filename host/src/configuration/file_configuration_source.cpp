@@ -2,6 +2,7 @@
 #include "configuration.hpp"
 #include "state_files.hpp"
 #include "thread_names.hpp"
+#include "unique_fd.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +16,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -65,22 +65,6 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 }
 
 std::string system_error_text(int error) { return std::strerror(error); }
-
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  ~FileDescriptor() { reset(-1); }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // Which directory a path leads to (through symlinks); nullopt if none.
 std::optional<std::pair<dev_t, ino_t>> directory_identity(const fs::path& path) {
@@ -170,7 +154,7 @@ std::string read_manifest(const fs::path& file, NonRegular non_regular) {
   if (stream && non_regular == NonRegular::refused) throw not_a_regular_file(file);
   // A stream's open waits for its writer. A file is opened O_NONBLOCK and
   // checked again once open: a FIFO swapped in since the stat would block.
-  FileDescriptor fd;
+  UniqueFd fd;
   fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC | (stream ? 0 : O_NONBLOCK)));
   if (fd.get() < 0) throw problem(system_error_text(errno));
   if (!stream) {
@@ -269,20 +253,22 @@ struct FileConfigurationSource::Watcher {
   std::set<std::string> unreadable;       // files whose last read failed (reported so)
   std::map<Identity, Configuration> active;
 
-  FileDescriptor inotify;
+  UniqueFd inotify;
   int watch = -1;  // the directory's watch descriptor; -1 while it is lost
   std::optional<std::pair<dev_t, ino_t>> watched;  // the directory watch follows
   int parent_watch = -1;                           // on the parent, for the name
   std::string name_in_parent;
   bool name_changed = false;  // the parent said something about the name
-  FileDescriptor wakeup;      // eventfd signalled by stop()
+  UniqueFd wakeup;            // eventfd signalled by stop()
   std::thread thread;
 
   std::set<std::string> pending;
   bool rescan_pending = false;
   Clock::time_point first_pending{};
   Clock::time_point last_pending{};
-  // New regular files not yet closed by their writer, and when each came.
+  // Names created (or renamed from such a name) whose writer has not closed
+  // them yet, with when the write began. A name gone meanwhile stays until
+  // an event on it comes, which takes it out.
   std::map<std::string, Clock::time_point> being_written;
   // Of the files being written that were renamed in this batch of events:
   // by the rename's cookie, when their write began.

@@ -12,6 +12,7 @@
 #include "kubernetes_backend.hpp"
 #include "slot_reclaimer.hpp"
 #include "status_api.hpp"
+#include "unique_fd.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -320,7 +321,6 @@ class DaemonLock {
   // wait for a dowserd that is still stopping (a rolling update). Throws
   // std::runtime_error naming what is guarded and the process holding it.
   DaemonLock(const Guarded& guarded, std::chrono::milliseconds wait);
-  ~DaemonLock();
   DaemonLock(const DaemonLock&) = delete;
   DaemonLock& operator=(const DaemonLock&) = delete;
   // Takes the lock again, without waiting, in its directory made anew (the
@@ -331,7 +331,7 @@ class DaemonLock {
   void lock(std::chrono::milliseconds wait) const;
 
   Guarded guarded_;
-  int fd_ = -1;
+  UniqueFd fd_;  // holds the lock while open
 };
 
 }  // namespace dowser::daemon

@@ -78,46 +78,36 @@ DaemonLock::Guarded DaemonLock::node(const std::filesystem::path& state_dir,
 
 DaemonLock::DaemonLock(const Guarded& guarded, std::chrono::milliseconds wait)
     : guarded_(guarded), fd_(open_lock_file(guarded)) {
-  try {
-    lock(wait);
-  } catch (...) {
-    ::close(fd_);
-    throw;
-  }
-  write_own_pid(fd_);
+  lock(wait);  // on a throw, fd_ closes with the half-made object
+  write_own_pid(fd_.get());
 }
 
 void DaemonLock::retake() {
-  const int old = std::exchange(fd_, open_lock_file(guarded_));
-  ::close(old);  // held a lock file nobody can find any more
+  fd_.reset(open_lock_file(guarded_));  // the old one locked a file nobody can find any more
   lock(std::chrono::milliseconds(0));
-  write_own_pid(fd_);
+  write_own_pid(fd_.get());
 }
 
 void DaemonLock::lock(std::chrono::milliseconds wait) const {
   const Guarded& guarded = guarded_;
   const auto deadline = std::chrono::steady_clock::now() + wait;
   bool told = false;
-  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  while (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) {
       throw std::runtime_error("cannot lock " + (guarded.dir / guarded.file_name).string() + ": " +
                                std::strerror(errno));
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw std::runtime_error("another dowserd (pid " + holder_of(fd_) + ") serves " +
+      throw std::runtime_error("another dowserd (pid " + holder_of(fd_.get()) + ") serves " +
                                guarded.what + "; " + guarded.remedy);
     }
     if (!told) {
       spdlog::warn("another dowserd (pid {}) serves {}; waiting up to {} ms for it to stop",
-                   holder_of(fd_), guarded.what, wait.count());
+                   holder_of(fd_.get()), guarded.what, wait.count());
       told = true;
     }
     std::this_thread::sleep_for(kRetryEvery);
   }
-}
-
-DaemonLock::~DaemonLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 }  // namespace dowser::daemon

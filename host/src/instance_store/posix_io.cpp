@@ -19,18 +19,6 @@ constexpr mode_t kDirectoryMode = 0755;
 
 }  // namespace
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 void throw_io_error(const std::string& action, const std::filesystem::path& path, int error) {
   throw StoreError(StoreError::Kind::io,
                    action + " " + path.string() + ": " + std::system_category().message(error));

@@ -2,32 +2,18 @@
 // StoreError(io) that name the file.
 #pragma once
 
+#include "unique_fd.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 
 namespace dowser::store::detail {
 
-// Owns a file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-  int get() const noexcept { return fd_; }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using dowser::UniqueFd;
 
 // Throws StoreError(io): "<action> <path>: <reason for error>".
 [[noreturn]] void throw_io_error(const std::string& action, const std::filesystem::path& path,

@@ -1,5 +1,7 @@
 #include "state_files.hpp"
 
+#include "unique_fd.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
@@ -10,29 +12,11 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
-#include <utility>
 
 namespace dowser::state_files {
 namespace {
 
 mode_t mode_for(Access access) { return access == Access::owner_only ? 0600 : 0644; }
-
-// Closes the descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  // close(2)'s own result: a failed write-back may show only there.
-  int close() { return ::close(std::exchange(fd_, -1)); }
-
- private:
-  int fd_;
-};
 
 std::string failure(std::string_view action, const std::filesystem::path& path) {
   return std::string(action) + " " + path.string() + ": " + std::strerror(errno);
@@ -61,7 +45,7 @@ std::optional<std::string> write_all(int fd, std::string_view text,
 // Writes text as the whole file and makes it durable.
 std::optional<std::string> write_durably(const std::filesystem::path& path, std::string_view text,
                                          Access access) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_for(access)));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_for(access)));
   if (fd.get() < 0) return failure("open", path);
   // A temporary file left by a crash keeps its mode through O_TRUNC.
   if (access == Access::owner_only) restrict_to_owner(fd.get(), path);
@@ -77,7 +61,7 @@ std::optional<std::string> write_durably(const std::filesystem::path& path, std:
 // debug level: a file system that cannot sync directories says so at every
 // save).
 void sync_directory(const std::filesystem::path& directory) {
-  const Fd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const UniqueFd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0 || ::fsync(fd.get()) != 0)
     spdlog::debug("cannot fsync {}: {}", directory.string(), std::strerror(errno));
 }
@@ -85,7 +69,8 @@ void sync_directory(const std::filesystem::path& directory) {
 }  // namespace
 
 std::optional<std::string> read_whole(const std::filesystem::path& path, Access access) {
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not hang
+  const UniqueFd fd(
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not hang
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
     throw ReadError(failure("cannot read", path));
