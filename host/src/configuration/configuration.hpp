@@ -228,8 +228,9 @@ Configuration resolve_references(const Configuration& configuration, const Refer
 class KubeConfigurationSource : public ConfigurationSource {
  public:
   // Warning Events of problems that stand (an invalid object, a property
-  // that does not resolve) are posted again every event_refresh once the API
-  // server has dropped them (Events live an hour by default: --event-ttl).
+  // that does not resolve) are posted again about every event_refresh (3/4
+  // to 5/4 of it, drawn each time, so that nodes spread their posts) once the
+  // API server has dropped them (Events live an hour by default: --event-ttl).
   KubeConfigurationSource(kube::KubeClient& client, std::string namespace_name,
                           std::string reporting_node, Events events,
                           std::chrono::milliseconds event_refresh = std::chrono::minutes(10));

@@ -18,6 +18,8 @@
 #include <ctime>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <set>
 #include <thread>
 #include <utility>
@@ -172,6 +174,9 @@ struct KubeConfigurationSource::State {
   std::optional<std::string> lookup(ReferenceKind kind, const KeyReference& reference) const;
   json warning(const Identity& identity, const Parsed* parsed, const std::string& reason,
                const std::string& message) const;
+  // What went wrong ("Event REASON on Configuration NS/NAME: WHAT"), nullopt
+  // once posted or told already.
+  std::optional<std::string> post_one(const json& event);
   void post(const Reports& reports);
 
   // ---- problems the daemon reports (core thread), and their poster ----
@@ -179,6 +184,7 @@ struct KubeConfigurationSource::State {
                       const std::string& message);
   void run_poster();
   Reports standing_warnings();
+  void post_standing_warnings();
   void stop_poster();
 
   kube::KubeClient& client;
@@ -211,6 +217,8 @@ struct KubeConfigurationSource::State {
   std::deque<json> poster_queue;
   bool poster_stopping = false;
   std::thread poster;
+  // The poster thread's own: whether the last refresh failed (told once).
+  bool refresh_failing = false;
 };
 
 // ---- objects into state ------------------------------------------------------------
@@ -472,25 +480,29 @@ json KubeConfigurationSource::State::warning(const Identity& identity, const Par
           {"reportingInstance", reporting_node}};
 }
 
+std::optional<std::string> KubeConfigurationSource::State::post_one(const json& event) {
+  try {
+    client.create(kEvents, event["metadata"]["namespace"].get<std::string>(), event);
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    // The same name is the same problem: told already (by another node,
+    // or by this one before a restart).
+    if (const auto* refused = dynamic_cast<const kube::ApiError*>(&e);
+        refused && refused->conflict())
+      return std::nullopt;
+    // Not only API errors: an object with no namespace (a CRD installed
+    // cluster-scoped) is refused by the client, and this runs on the
+    // poster's thread or the reflector's, which an exception would end.
+    return "Event " + event["reason"].get<std::string>() + " on Configuration " +
+           event["involvedObject"]["namespace"].get<std::string>() + "/" +
+           event["involvedObject"]["name"].get<std::string>() + ": " + e.what();
+  }
+}
+
+// The log line (from `invalid` / `unresolved`) already says what is wrong.
 void KubeConfigurationSource::State::post(const Reports& reports) {
   for (const auto& event : reports) {
-    try {
-      client.create(kEvents, event["metadata"]["namespace"].get<std::string>(), event);
-    } catch (const std::exception& e) {
-      // The same name is the same problem: told already (by another node,
-      // or by this one before a restart).
-      if (const auto* refused = dynamic_cast<const kube::ApiError*>(&e);
-          refused && refused->conflict())
-        continue;
-      // The log line (from `invalid` / `unresolved`) already says what is wrong.
-      // Not only API errors: an object with no namespace (a CRD installed
-      // cluster-scoped) is refused by the client, and this runs on the
-      // poster's thread or the reflector's, which an exception would end.
-      spdlog::warn("cannot post Event {} on Configuration {}/{}: {}",
-                   event["reason"].get<std::string>(),
-                   event["involvedObject"]["namespace"].get<std::string>(),
-                   event["involvedObject"]["name"].get<std::string>(), e.what());
-    }
+    if (auto failed = post_one(event)) spdlog::warn("cannot post {}", *failed);
   }
 }
 
@@ -539,28 +551,63 @@ KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing
   return reports;
 }
 
+namespace {
+
+// Nodes started together would refresh together: each waits 3/4 to 5/4 of
+// the period, drawn anew every time.
+std::chrono::steady_clock::time_point next_refresh(std::chrono::milliseconds period) {
+  thread_local std::mt19937 random{std::random_device{}()};
+  std::uniform_int_distribution<std::chrono::milliseconds::rep> spread(period.count() * 3 / 4,
+                                                                       period.count() * 5 / 4);
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(spread(random));
+}
+
+}  // namespace
+
+// One at a time: a stop must not wait for every post to a server that does
+// not answer (each may take the request timeout).
 void KubeConfigurationSource::State::run_poster() {
   std::unique_lock lock(poster_mutex);
-  auto refresh_at = std::chrono::steady_clock::now() + event_refresh;
+  auto refresh_at = next_refresh(event_refresh);
   while (true) {
     const bool woken = poster_wake.wait_until(
         lock, refresh_at, [this] { return poster_stopping || !poster_queue.empty(); });
     if (poster_stopping) return;
-    Reports reports(poster_queue.begin(), poster_queue.end());
+    const Reports reports(poster_queue.begin(), poster_queue.end());
     poster_queue.clear();
     lock.unlock();
-    if (!woken) {
-      refresh_at = std::chrono::steady_clock::now() + event_refresh;
-      for (auto& standing : standing_warnings()) reports.push_back(std::move(standing));
-    }
-    // One at a time: a stop must not wait for every post to a server that
-    // does not answer (each may take the request timeout).
     for (const json& event : reports) {
       post({event});
       if (const std::lock_guard stopping(poster_mutex); poster_stopping) return;
     }
+    if (!woken) {
+      refresh_at = next_refresh(event_refresh);
+      post_standing_warnings();
+    }
     lock.lock();
   }
+}
+
+// A refresh that fails (Events forbidden by RBAC, the server away) fails
+// alike for every problem and every period: told once, until one succeeds.
+void KubeConfigurationSource::State::post_standing_warnings() {
+  const Reports standing = standing_warnings();
+  size_t failures = 0;
+  std::string first_failure;
+  for (const json& event : standing) {
+    if (auto failed = post_one(event); failed && failures++ == 0) first_failure = *failed;
+    if (const std::lock_guard stopping(poster_mutex); poster_stopping) return;
+  }
+  if (failures == 0) {
+    refresh_failing = false;
+    return;
+  }
+  const auto level = refresh_failing ? spdlog::level::debug : spdlog::level::warn;
+  spdlog::log(level,
+              "cannot refresh {} of {} Events of standing problems (said once until a refresh "
+              "works); the first: cannot post {}",
+              failures, standing.size(), first_failure);
+  refresh_failing = true;
 }
 
 void KubeConfigurationSource::State::stop_poster() {

@@ -245,14 +245,20 @@ std::vector<std::string> event_names(kube::KubeClient& client, const std::string
 // Events live an hour in the API server (--event-ttl): a problem that stands
 // longer is posted again once its Event is gone, or kubectl describe stops
 // saying why the Configuration does not run.
-TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServerDroppedIt) {
-  TestApiServer server;
-  kube::KubeClient client(server.access());
+// Two problems that stand: "never" needs a Secret that is not there, and
+// "broken" is invalid.
+void create_standing_problems(kube::KubeClient& client) {
   client.create(kConfigurations, "default",
                 configuration("default", "never",
                               {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
   client.create(kConfigurations, "default",  // a secretKeyRef needs a key
                 configuration("default", "broken", {{"secretKeyRef", {{"name", "s"}}}}));
+}
+
+TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServerDroppedIt) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  create_standing_problems(client);
   test::Recorder recorder;
   KubeConfigurationSource source(client, "", "node-a", recording(recorder),
                                  std::chrono::milliseconds(100));
@@ -272,6 +278,34 @@ TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServ
            event_names(client, "broken", "InvalidConfiguration") == refused;
   })) << client.list(kEvents, "default").dump();
   source.stop();
+}
+
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+// With Events forbidden (RBAC), every refresh fails alike for every problem:
+// one warning says so, not one per problem and period.
+TEST(KubeConfigurationSource, RefreshesThatCannotPostEventsAreToldOnce) {
+  TestApiServer server({"--forbid", "events"});
+  kube::KubeClient client(server.access());
+  create_standing_problems(client);
+  test::Recorder recorder;
+  const test::LogCapture log;
+  spdlog::default_logger()->set_level(spdlog::level::debug);  // the capture's own logger
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder),
+                                 std::chrono::milliseconds(100));
+  source.start();
+  const std::string refresh_failed = "Events of standing problems";
+  ASSERT_TRUE(test::eventually([&] { return occurrences(log.text(), refresh_failed) >= 3; }))
+      << log.text();
+  source.stop();
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "[warning] cannot post Event"), 2u) << text;  // the first posts
+  EXPECT_EQ(occurrences(text, "[warning] cannot refresh"), 1u) << text;
+  EXPECT_NE(text.find("events is forbidden"), std::string::npos) << text;
 }
 
 }  // namespace
