@@ -195,16 +195,18 @@ struct KubeConfigurationSource::State {
 
   std::mutex mutex;
   std::map<Identity, Parsed> parsed_;  // last good version of each object
-  struct ReportedInvalid {
-    std::string version;  // the resourceVersion reported bad
-    json warning;         // its Event
+  // A problem that stands, and its Event (posted again under its first
+  // name while the problem stands, also after edits that keep it).
+  struct Reported {
+    std::string what;  // invalid: the resourceVersion reported bad; unresolved: the problem
+    json warning;
   };
-  std::map<Identity, ReportedInvalid> reported_invalid_;
+  std::map<Identity, Reported> reported_invalid_;
   ReferencedObjects secrets_{kSecrets.plural}, config_maps_{kConfigMaps.plural};
   // They reference a kind not listed yet (waiting, or refused): no synced.
   std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
-  std::map<Identity, std::string> unresolved_;   // the problem last reported
+  std::map<Identity, Reported> unresolved_;
   // The daemon's problems posted for each object's current resourceVersion.
   std::map<Identity, std::pair<std::string, std::set<std::string>>> problems_posted_;
   bool configurations_listed_ = false;
@@ -236,11 +238,11 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
   } catch (const ConfigurationError& error) {
     // A re-list brings the same bad version again: report it once.
     auto reported = reported_invalid_.find(identity);
-    if (reported != reported_invalid_.end() && reported->second.version == version) return;
+    if (reported != reported_invalid_.end() && reported->second.what == version) return;
     events.invalid(ConfigurationError(error).about(identity.first, identity.second));
     Parsed named{{}, text_at(object, "/metadata/uid"_json_pointer), version};
     reports.push_back(warning(identity, &named, "InvalidConfiguration", error.what()));
-    reported_invalid_.insert_or_assign(identity, ReportedInvalid{version, reports.back()});
+    reported_invalid_.insert_or_assign(identity, Reported{version, reports.back()});
   }
 }
 
@@ -327,12 +329,13 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     delivered_.insert_or_assign(identity, resolved);
     events.upserted(resolved);
   } catch (const ConfigurationError& problem) {
-    std::string& last = unresolved_[identity];
-    if (last == problem.what()) return;
-    last = problem.what();
+    Reported& last = unresolved_[identity];
+    if (last.what == problem.what()) return;
+    last.what = problem.what();
     // The daemon names the Configuration itself; the Event stands alone.
     events.unresolved(configuration, problem.field_path() + ": " + problem.reason());
-    reports.push_back(warning(identity, &parsed->second, "UnresolvedProperty", last));
+    reports.push_back(warning(identity, &parsed->second, "UnresolvedProperty", last.what));
+    last.warning = reports.back();
   }
 }
 
@@ -538,15 +541,12 @@ KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing
   std::lock_guard lock(mutex);
   Reports reports;
   const std::string now = rfc3339_now();
-  for (const auto& [identity, reported] : reported_invalid_) {
-    json event = reported.warning;
-    event["firstTimestamp"] = event["lastTimestamp"] = now;
-    reports.push_back(std::move(event));
-  }
-  for (const auto& [identity, problem] : unresolved_) {
-    const auto parsed = parsed_.find(identity);
-    if (parsed != parsed_.end())
-      reports.push_back(warning(identity, &parsed->second, "UnresolvedProperty", problem));
+  for (const auto* problems : {&reported_invalid_, &unresolved_}) {
+    for (const auto& [identity, reported] : *problems) {
+      json event = reported.warning;
+      event["firstTimestamp"] = event["lastTimestamp"] = now;
+      reports.push_back(std::move(event));
+    }
   }
   return reports;
 }

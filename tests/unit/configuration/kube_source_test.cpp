@@ -280,6 +280,36 @@ TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServ
   source.stop();
 }
 
+// An edit that keeps a problem keeps its one Event: the refresh posts the one
+// first told, not a second named after the new version.
+TEST(KubeConfigurationSource, AnEditThatKeepsAProblemKeepsItsOneEvent) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  create_standing_problems(client);
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder),
+                                 std::chrono::milliseconds(100));
+  source.start();
+  std::vector<std::string> first;
+  ASSERT_TRUE(test::eventually([&] {
+    first = event_names(client, "never", "UnresolvedProperty");
+    return first.size() == 1;
+  })) << client.list(kEvents, "default").dump();
+
+  json edited = client.get(kConfigurations, "default", "never");
+  edited["spec"]["capacity"] = 3;  // the Secret is still missing
+  client.replace(kConfigurations, "default", edited);
+  // Watch events come in order: once this one is seen, so was the edit.
+  client.create(kConfigurations, "default", configuration("default", "after-the-edit"));
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/after-the-edit"))
+      << ::testing::PrintToString(recorder.entries());
+  client.remove(kEvents, "default", first[0]);  // as the TTL does
+  EXPECT_TRUE(test::eventually([&] {
+    return event_names(client, "never", "UnresolvedProperty") == first;
+  })) << client.list(kEvents, "default").dump();
+  source.stop();
+}
+
 size_t occurrences(const std::string& text, const std::string& part) {
   size_t count = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
