@@ -21,7 +21,9 @@ class FileWatchService::Session {
         watcher_(files_, {[this](const std::string& namespace_name, const std::string& name) {
                             changed(namespace_name, name);
                           },
-                          [this] { check_known_for_removal(); }}) {
+                          [this](const std::optional<std::string>& namespace_name) {
+                            check_known_for_removal(namespace_name);
+                          }}) {
     // The watches are in place, so a change from here on is either in this
     // baseline or reported later; the filter drops what is reported twice.
     for (const StoredInstance& stored : files_.read_all_settled()) filter_.remember(stored);
@@ -63,8 +65,10 @@ class FileWatchService::Session {
     return files_.parse(namespace_name, name, *text);
   }
 
-  void check_known_for_removal() {
-    for (const auto& [namespace_name, name] : filter_.present_keys()) changed(namespace_name, name);
+  // Those of one namespace, or all (nullopt).
+  void check_known_for_removal(const std::optional<std::string>& only) {
+    for (const auto& [namespace_name, name] : filter_.present_keys())
+      if (!only || namespace_name == *only) changed(namespace_name, name);
   }
 
   InstanceFiles files_;

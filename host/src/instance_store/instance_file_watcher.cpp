@@ -132,7 +132,7 @@ void InstanceFileWatcher::watch_namespace(const std::string& namespace_name, boo
 // not the store's. The Instances known there are then found gone.
 void InstanceFileWatcher::forget_namespace(const std::string& namespace_name) {
   unwatch_namespaces([&](const std::string& name) { return name == namespace_name; });
-  handlers_.rescan();
+  handlers_.rescan(namespace_name);
 }
 
 void InstanceFileWatcher::unwatch_namespaces(const std::function<bool(const std::string&)>& which) {
@@ -156,7 +156,7 @@ void InstanceFileWatcher::recover_from_overflow() {
       spdlog::warn("instance store: while watching {}: {}", files_.root().string(), error.what());
     }
   }
-  handlers_.rescan();
+  handlers_.rescan(std::nullopt);
 }
 
 }  // namespace dowser::store::detail

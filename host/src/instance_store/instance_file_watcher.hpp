@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,10 +21,10 @@ class InstanceFileWatcher {
   struct Handlers {
     // The file of this Instance was written or removed: re-read it.
     std::function<void(const std::string& namespace_name, const std::string& name)> changed;
-    // Events were lost (the kernel queue overflowed; every file present has
-    // been reported through changed), or a namespace directory was moved out
-    // of the store: check the ones known before for removal.
-    std::function<void()> rescan;
+    // Check the Instances known before for removal: those of one namespace
+    // (its directory was moved out of the store), or all (nullopt: events
+    // were lost, and every file present has been reported through changed).
+    std::function<void(const std::optional<std::string>& namespace_name)> rescan;
   };
 
   // The watches are in place when the constructor returns, so no change

@@ -366,6 +366,30 @@ TEST_F(FileInstanceStoreTest, WatchSeesANamespaceDirectoryMovedOutAndBack) {
   EXPECT_TRUE(store_.get("cams", "cam-000001").has_value());
 }
 
+// A namespace moved out is checked alone: the Instances of the others are
+// not read again (with thousands of Instances, each read costs).
+TEST_F(FileInstanceStoreTest, ANamespaceMovedOutRereadsOnlyItsOwnInstances) {
+  constexpr int kElsewhere = 20;
+  FileInstanceStore other(store_directory());  // not this store's writes: the watch reads them
+  Instance moved = sample_instance("cam-000001");
+  moved.namespace_name = "cams";
+  const uint64_t revision = other.create(moved);
+  for (int i = 0; i < kElsewhere; ++i) other.create(sample_instance("mic-" + std::to_string(i)));
+  EventRecorder recorder;
+  const auto subscription = store_.watch(recorder.callback());
+  const uint64_t reads_before = store_.watch_file_reads();
+
+  std::filesystem::rename(store_directory() / "cams", temporary_.path() / "away");
+  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::deleted, "cam-000001", revision));
+  // The watch's thread handles one change after another: once the marker is
+  // seen, the check that followed the move is over.
+  const uint64_t marker = other.create(sample_instance("marker-000001"));
+  ASSERT_TRUE(recorder.wait_for(WatchEvent::Type::upserted, "marker-000001", marker));
+  const uint64_t reads = store_.watch_file_reads() - reads_before;
+  EXPECT_GE(reads, 2u) << "the moved Instance, and the marker";
+  EXPECT_LT(reads, uint64_t{kElsewhere}) << "the other namespace's Instances were read again";
+}
+
 // Runs in a forked child: increments COUNT and writes each value it wrote to
 // out_fd. Returns the exit status.
 int increment_in_child(const std::filesystem::path& directory, int increments, int out_fd) {
