@@ -172,8 +172,13 @@ struct KubeConfigurationSource::State {
   // refused counts only when counting_refused.
   bool references_unlisted(const Configuration& configuration, bool counting_refused) const;
   std::optional<std::string> lookup(ReferenceKind kind, const KeyReference& reference) const;
+  // What an Event's name tells apart besides the object, reason and message:
+  // each version (an invalid version, a refusal, is a problem of its own), or
+  // not (a property that does not resolve is one problem across the edits
+  // that keep it, and every node, started before or after them, names it alike).
+  enum class NamedFor { each_version, the_object };
   json warning(const Identity& identity, const Parsed* parsed, const std::string& reason,
-               const std::string& message) const;
+               const std::string& message, NamedFor named_for = NamedFor::each_version) const;
   // What went wrong ("Event REASON on Configuration NS/NAME: WHAT"), nullopt
   // once posted or told already.
   std::optional<std::string> post_one(const json& event);
@@ -195,18 +200,16 @@ struct KubeConfigurationSource::State {
 
   std::mutex mutex;
   std::map<Identity, Parsed> parsed_;  // last good version of each object
-  // A problem that stands, and its Event (posted again under its first
-  // name while the problem stands, also after edits that keep it).
-  struct Reported {
-    std::string what;  // invalid: the resourceVersion reported bad; unresolved: the problem
-    json warning;
+  struct ReportedInvalid {
+    std::string version;  // the resourceVersion reported bad
+    json warning;         // its Event
   };
-  std::map<Identity, Reported> reported_invalid_;
+  std::map<Identity, ReportedInvalid> reported_invalid_;
   ReferencedObjects secrets_{kSecrets.plural}, config_maps_{kConfigMaps.plural};
   // They reference a kind not listed yet (waiting, or refused): no synced.
   std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
-  std::map<Identity, Reported> unresolved_;
+  std::map<Identity, std::string> unresolved_;   // the problem last reported
   // The daemon's problems posted for each object's current resourceVersion.
   std::map<Identity, std::pair<std::string, std::set<std::string>>> problems_posted_;
   bool configurations_listed_ = false;
@@ -214,13 +217,13 @@ struct KubeConfigurationSource::State {
 
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
 
+  // The poster thread's own: whether the last refresh failed (told once).
+  bool refresh_failing = false;
   std::mutex poster_mutex;  // guards what follows
   std::condition_variable poster_wake;
   std::deque<json> poster_queue;
   bool poster_stopping = false;
   std::thread poster;
-  // The poster thread's own: whether the last refresh failed (told once).
-  bool refresh_failing = false;
 };
 
 // ---- objects into state ------------------------------------------------------------
@@ -238,11 +241,11 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
   } catch (const ConfigurationError& error) {
     // A re-list brings the same bad version again: report it once.
     auto reported = reported_invalid_.find(identity);
-    if (reported != reported_invalid_.end() && reported->second.what == version) return;
+    if (reported != reported_invalid_.end() && reported->second.version == version) return;
     events.invalid(ConfigurationError(error).about(identity.first, identity.second));
     Parsed named{{}, text_at(object, "/metadata/uid"_json_pointer), version};
     reports.push_back(warning(identity, &named, "InvalidConfiguration", error.what()));
-    reported_invalid_.insert_or_assign(identity, Reported{version, reports.back()});
+    reported_invalid_.insert_or_assign(identity, ReportedInvalid{version, reports.back()});
   }
 }
 
@@ -329,13 +332,13 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     delivered_.insert_or_assign(identity, resolved);
     events.upserted(resolved);
   } catch (const ConfigurationError& problem) {
-    Reported& last = unresolved_[identity];
-    if (last.what == problem.what()) return;
-    last.what = problem.what();
+    std::string& last = unresolved_[identity];
+    if (last == problem.what()) return;
+    last = problem.what();
     // The daemon names the Configuration itself; the Event stands alone.
     events.unresolved(configuration, problem.field_path() + ": " + problem.reason());
-    reports.push_back(warning(identity, &parsed->second, "UnresolvedProperty", last.what));
-    last.warning = reports.back();
+    reports.push_back(
+        warning(identity, &parsed->second, "UnresolvedProperty", last, NamedFor::the_object));
   }
 }
 
@@ -456,8 +459,8 @@ void KubeConfigurationSource::State::references_failed(ReferencedObjects& kind,
 // ---- Kubernetes Events -------------------------------------------------------------
 
 json KubeConfigurationSource::State::warning(const Identity& identity, const Parsed* parsed,
-                                             const std::string& reason,
-                                             const std::string& message) const {
+                                             const std::string& reason, const std::string& message,
+                                             NamedFor named_for) const {
   const std::string now = rfc3339_now();
   json involved = {{"apiVersion", "akri.sh/v0"},
                    {"kind", "Configuration"},
@@ -466,7 +469,9 @@ json KubeConfigurationSource::State::warning(const Identity& identity, const Par
   if (parsed != nullptr && !parsed->uid.empty()) involved["uid"] = parsed->uid;
   if (parsed != nullptr && !parsed->resource_version.empty())
     involved["resourceVersion"] = parsed->resource_version;
-  const std::string problem = involved.dump() + "\n" + reason + "\n" + message;
+  json named = involved;
+  if (named_for == NamedFor::the_object) named.erase("resourceVersion");
+  const std::string problem = named.dump() + "\n" + reason + "\n" + message;
   return {{"apiVersion", "v1"},
           {"kind", "Event"},
           {"metadata",
@@ -536,17 +541,23 @@ void KubeConfigurationSource::State::report_problem(const Configuration& configu
 
 // The Events of the problems that stand now, stamped now: posted again, each
 // is created anew if the API server dropped it, and left alone if not (its
-// name is the problem's).
+// name is the problem's). An invalid object's Event is the one kept (no
+// parsed version to build it from); an unresolved one's is built anew, so
+// that it names the version now running.
 KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing_warnings() {
   std::lock_guard lock(mutex);
   Reports reports;
   const std::string now = rfc3339_now();
-  for (const auto* problems : {&reported_invalid_, &unresolved_}) {
-    for (const auto& [identity, reported] : *problems) {
-      json event = reported.warning;
-      event["firstTimestamp"] = event["lastTimestamp"] = now;
-      reports.push_back(std::move(event));
-    }
+  for (const auto& [identity, reported] : reported_invalid_) {
+    json event = reported.warning;
+    event["firstTimestamp"] = event["lastTimestamp"] = now;
+    reports.push_back(std::move(event));
+  }
+  for (const auto& [identity, problem] : unresolved_) {
+    const auto parsed = parsed_.find(identity);
+    if (parsed != parsed_.end())
+      reports.push_back(
+          warning(identity, &parsed->second, "UnresolvedProperty", problem, NamedFor::the_object));
   }
   return reports;
 }

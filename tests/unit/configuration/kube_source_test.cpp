@@ -242,9 +242,6 @@ std::vector<std::string> event_names(kube::KubeClient& client, const std::string
   return names;
 }
 
-// Events live an hour in the API server (--event-ttl): a problem that stands
-// longer is posted again once its Event is gone, or kubectl describe stops
-// saying why the Configuration does not run.
 // Two problems that stand: "never" needs a Secret that is not there, and
 // "broken" is invalid.
 void create_standing_problems(kube::KubeClient& client) {
@@ -255,6 +252,9 @@ void create_standing_problems(kube::KubeClient& client) {
                 configuration("default", "broken", {{"secretKeyRef", {{"name", "s"}}}}));
 }
 
+// Events live an hour in the API server (--event-ttl): a problem that stands
+// longer is posted again once its Event is gone, or kubectl describe stops
+// saying why the Configuration does not run.
 TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServerDroppedIt) {
   TestApiServer server;
   kube::KubeClient client(server.access());
@@ -280,8 +280,10 @@ TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServ
   source.stop();
 }
 
-// An edit that keeps a problem keeps its one Event: the refresh posts the one
-// first told, not a second named after the new version.
+// An edit that keeps a problem keeps its one Event: the refresh posts it
+// under the name first told, and so does a node started after the edit (a
+// name per version would give each node its own Event until the TTL, and
+// after it for good).
 TEST(KubeConfigurationSource, AnEditThatKeepsAProblemKeepsItsOneEvent) {
   TestApiServer server;
   kube::KubeClient client(server.access());
@@ -303,10 +305,23 @@ TEST(KubeConfigurationSource, AnEditThatKeepsAProblemKeepsItsOneEvent) {
   client.create(kConfigurations, "default", configuration("default", "after-the-edit"));
   ASSERT_TRUE(recorder.wait_for_entry("upserted default/after-the-edit"))
       << ::testing::PrintToString(recorder.entries());
+  test::Recorder later_recorder;
+  KubeConfigurationSource later(client, "", "node-b", recording(later_recorder));
+  later.start();
+  ASSERT_FALSE(unresolved_reason(later_recorder, "default/never").empty());
+  // node-b posts in order too: once its Event on this is there, its Event on
+  // "never" was posted before.
+  client.create(kConfigurations, "default",
+                configuration("default", "after-node-b", {{"secretKeyRef", {{"name", "s"}}}}));
+  ASSERT_TRUE(test::eventually(
+      [&] { return !event_names(client, "after-node-b", "InvalidConfiguration").empty(); }));
+  EXPECT_EQ(event_names(client, "never", "UnresolvedProperty"), first);
+
   client.remove(kEvents, "default", first[0]);  // as the TTL does
   EXPECT_TRUE(test::eventually([&] {
     return event_names(client, "never", "UnresolvedProperty") == first;
   })) << client.list(kEvents, "default").dump();
+  later.stop();
   source.stop();
 }
 
