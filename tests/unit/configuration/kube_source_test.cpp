@@ -242,26 +242,32 @@ std::vector<std::string> event_names(kube::KubeClient& client, const std::string
   return names;
 }
 
-// Two problems that stand: "never" needs a Secret that is not there, and
+// A source on node-a that refreshes its Events every 100 ms, not started,
+// and two problems that stand: "never" needs a Secret that is not there, and
 // "broken" is invalid.
-void create_standing_problems(kube::KubeClient& client) {
-  client.create(kConfigurations, "default",
-                configuration("default", "never",
-                              {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
-  client.create(kConfigurations, "default",  // a secretKeyRef needs a key
-                configuration("default", "broken", {{"secretKeyRef", {{"name", "s"}}}}));
-}
+struct StandingProblems {
+  explicit StandingProblems(std::vector<std::string> server_options = {})
+      : server(std::move(server_options)), client(server.access()) {
+    client.create(kConfigurations, "default",
+                  configuration("default", "never",
+                                {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
+    client.create(kConfigurations, "default",  // a secretKeyRef needs a key
+                  configuration("default", "broken", {{"secretKeyRef", {{"name", "s"}}}}));
+  }
+
+  TestApiServer server;
+  kube::KubeClient client;
+  test::Recorder recorder;
+  KubeConfigurationSource source{client, "", "node-a", recording(recorder),
+                                 std::chrono::milliseconds(100)};
+};
 
 // Events live an hour in the API server (--event-ttl): a problem that stands
 // longer is posted again once its Event is gone, or kubectl describe stops
 // saying why the Configuration does not run.
 TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServerDroppedIt) {
-  TestApiServer server;
-  kube::KubeClient client(server.access());
-  create_standing_problems(client);
-  test::Recorder recorder;
-  KubeConfigurationSource source(client, "", "node-a", recording(recorder),
-                                 std::chrono::milliseconds(100));
+  StandingProblems standing;
+  auto& [server, client, recorder, source] = standing;
   source.start();
   ASSERT_FALSE(unresolved_reason(recorder, "default/never").empty());
   std::vector<std::string> unresolved, refused;
@@ -285,12 +291,8 @@ TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServ
 // name per version would give each node its own Event until the TTL, and
 // after it for good).
 TEST(KubeConfigurationSource, AnEditThatKeepsAProblemKeepsItsOneEvent) {
-  TestApiServer server;
-  kube::KubeClient client(server.access());
-  create_standing_problems(client);
-  test::Recorder recorder;
-  KubeConfigurationSource source(client, "", "node-a", recording(recorder),
-                                 std::chrono::milliseconds(100));
+  StandingProblems standing;
+  auto& [server, client, recorder, source] = standing;
   source.start();
   std::vector<std::string> first;
   ASSERT_TRUE(test::eventually([&] {
@@ -334,19 +336,14 @@ size_t occurrences(const std::string& text, const std::string& part) {
 // With Events forbidden (RBAC), every refresh fails alike for every problem:
 // one warning says so, not one per problem and period.
 TEST(KubeConfigurationSource, RefreshesThatCannotPostEventsAreToldOnce) {
-  TestApiServer server({"--forbid", "events"});
-  kube::KubeClient client(server.access());
-  create_standing_problems(client);
-  test::Recorder recorder;
+  StandingProblems standing({"--forbid", "events"});
   const test::LogCapture log;
   spdlog::default_logger()->set_level(spdlog::level::debug);  // the capture's own logger
-  KubeConfigurationSource source(client, "", "node-a", recording(recorder),
-                                 std::chrono::milliseconds(100));
-  source.start();
+  standing.source.start();
   const std::string refresh_failed = "Events of standing problems";
   ASSERT_TRUE(test::eventually([&] { return occurrences(log.text(), refresh_failed) >= 3; }))
       << log.text();
-  source.stop();
+  standing.source.stop();
   const std::string text = log.text();
   EXPECT_EQ(occurrences(text, "[warning] cannot post Event"), 2u) << text;  // the first posts
   EXPECT_EQ(occurrences(text, "[warning] cannot refresh"), 1u) << text;
