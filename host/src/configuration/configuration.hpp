@@ -166,6 +166,10 @@ class ConfigurationSource {
   // and message. Called on the daemon's core thread: does not block.
   virtual void report_problem(const Configuration& /*configuration*/, const std::string& /*reason*/,
                               const std::string& /*message*/) {}
+  // The daemon runs this version now, and its handler took it: the problems
+  // reported on it no longer stand (the Kubernetes source stops posting
+  // their Events again). Called on the core thread: does not block.
+  virtual void problems_resolved(const Configuration& /*configuration*/) {}
 };
 
 // Watches a directory of manifests (*.yaml, *.yml, *.json; other files and
@@ -242,6 +246,7 @@ class KubeConfigurationSource : public ConfigurationSource {
   void stop() override;
   void report_problem(const Configuration& configuration, const std::string& reason,
                       const std::string& message) override;
+  void problems_resolved(const Configuration& configuration) override;
 
  private:
   struct State;

@@ -187,6 +187,7 @@ struct KubeConfigurationSource::State {
   // ---- problems the daemon reports (core thread), and their poster ----
   void report_problem(const Configuration& configuration, const std::string& reason,
                       const std::string& message);
+  void problems_resolved(const Configuration& configuration);
   void run_poster();
   Reports standing_warnings();
   void post_standing_warnings();
@@ -210,8 +211,13 @@ struct KubeConfigurationSource::State {
   std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
   std::map<Identity, std::string> unresolved_;   // the problem last reported
-  // The daemon's problems posted for each object's current resourceVersion.
-  std::map<Identity, std::pair<std::string, std::set<std::string>>> problems_posted_;
+  // The daemon's problems posted for each object's current resourceVersion
+  // (message to reason), posted again while they stand.
+  struct DaemonProblems {
+    std::string version;
+    std::map<std::string, std::string> reasons;
+  };
+  std::map<Identity, DaemonProblems> problems_posted_;
   bool configurations_listed_ = false;
   bool synced_ = false;
 
@@ -528,7 +534,7 @@ void KubeConfigurationSource::State::report_problem(const Configuration& configu
       version = parsed->second.resource_version;
       posted.clear();
     }
-    if (!posted.insert(message).second) return;
+    if (!posted.emplace(message, reason).second) return;
     event = warning(identity, &parsed->second, reason, message);
   }
   {
@@ -539,11 +545,24 @@ void KubeConfigurationSource::State::report_problem(const Configuration& configu
   poster_wake.notify_one();
 }
 
+// Only for the version delivered last: the daemon may run an older one (its
+// handler refused the change), whose start resolves nothing of this one.
+void KubeConfigurationSource::State::problems_resolved(const Configuration& configuration) {
+  const Identity identity{configuration.namespace_name, configuration.name};
+  std::lock_guard lock(mutex);
+  const auto delivered = delivered_.find(identity);
+  if (delivered == delivered_.end() || !(delivered->second == configuration)) return;
+  if (auto posted = problems_posted_.find(identity); posted != problems_posted_.end())
+    posted->second.reasons.clear();
+}
+
 // The Events of the problems that stand now, stamped now: posted again, each
 // is created anew if the API server dropped it, and left alone if not (its
 // name is the problem's). An invalid object's Event is the one kept (no
 // parsed version to build it from); an unresolved one's is built anew, so
-// that it names the version now running.
+// that it names the version now running. The daemon's problems stand while
+// the object keeps the version they were told on, until the daemon says
+// they are resolved.
 KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing_warnings() {
   std::lock_guard lock(mutex);
   Reports reports;
@@ -558,6 +577,12 @@ KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing
     if (parsed != parsed_.end())
       reports.push_back(
           warning(identity, &parsed->second, "UnresolvedProperty", problem, NamedFor::the_object));
+  }
+  for (const auto& [identity, problems] : problems_posted_) {
+    const auto parsed = parsed_.find(identity);
+    if (parsed == parsed_.end() || parsed->second.resource_version != problems.version) continue;
+    for (const auto& [message, reason] : problems.reasons)
+      reports.push_back(warning(identity, &parsed->second, reason, message));
   }
   return reports;
 }
@@ -697,6 +722,10 @@ void KubeConfigurationSource::report_problem(const Configuration& configuration,
                                              const std::string& reason,
                                              const std::string& message) {
   state_->report_problem(configuration, reason, message);
+}
+
+void KubeConfigurationSource::problems_resolved(const Configuration& configuration) {
+  state_->problems_resolved(configuration);
 }
 
 }  // namespace dowser::configuration

@@ -458,9 +458,13 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   if (known) reapply(key);  // capacity or brokerProperties may have changed
 }
 
+// Its handler took this version: what was reported on it (not validated,
+// waiting for its resource name) no longer stands.
 void Daemon::discovery_started(const ConfigurationKey& key) {
-  if (auto current = configurations_.find(key); current != configurations_.end())
-    started_with_.insert_or_assign(key, current->second);
+  auto current = configurations_.find(key);
+  if (current == configurations_.end()) return;
+  started_with_.insert_or_assign(key, current->second);
+  if (configurations_source_) configurations_source_->problems_resolved(current->second);
 }
 
 // As if it had been refused when it was added (its handler was not loaded

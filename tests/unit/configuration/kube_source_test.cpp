@@ -327,6 +327,45 @@ TEST(KubeConfigurationSource, AnEditThatKeepsAProblemKeepsItsOneEvent) {
   source.stop();
 }
 
+// The daemon's problems (a refusal, a Configuration not validated) stand
+// until the daemon says its handler took that version: their Events are
+// posted again meanwhile, and not after.
+TEST(KubeConfigurationSource, TheDaemonsProblemsArePostedAgainUntilResolved) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  client.create(kConfigurations, "default", configuration("default", "cams"));
+  client.create(kConfigurations, "default", configuration("default", "mics"));
+  test::Recorder recorder;
+  std::map<std::string, Configuration> delivered;  // read once the recorder has the entry
+  ConfigurationSource::Events events = recording(recorder);
+  events.upserted = [&](const Configuration& c) {
+    delivered.insert_or_assign(c.name, c);
+    recorder.add("upserted " + c.namespace_name + "/" + c.name);
+  };
+  KubeConfigurationSource source(client, "", "node-a", std::move(events),
+                                 std::chrono::milliseconds(100));
+  source.start();
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/cams"));
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/mics"));
+  source.report_problem(delivered.at("cams"), "NotValidated", "no handler named 'debugEcho'");
+  source.report_problem(delivered.at("mics"), "Refused", "refused by handler debugEcho: no");
+  std::vector<std::string> not_validated, refused;
+  ASSERT_TRUE(test::eventually([&] {
+    not_validated = event_names(client, "cams", "NotValidated");
+    refused = event_names(client, "mics", "Refused");
+    return not_validated.size() == 1 && refused.size() == 1;
+  })) << client.list(kEvents, "default").dump();
+
+  source.problems_resolved(delivered.at("cams"));       // its handler came, and started it
+  client.remove(kEvents, "default", not_validated[0]);  // as the TTL does
+  client.remove(kEvents, "default", refused[0]);
+  ASSERT_TRUE(test::eventually([&] { return event_names(client, "mics", "Refused") == refused; }))
+      << client.list(kEvents, "default").dump();
+  // A refresh posts in the order of the objects' names: cams came first.
+  EXPECT_TRUE(event_names(client, "cams", "NotValidated").empty());
+  source.stop();
+}
+
 size_t occurrences(const std::string& text, const std::string& part) {
   size_t count = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
