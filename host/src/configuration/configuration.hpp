@@ -166,9 +166,10 @@ class ConfigurationSource {
   // and message. Called on the daemon's core thread: does not block.
   virtual void report_problem(const Configuration& /*configuration*/, const std::string& /*reason*/,
                               const std::string& /*message*/) {}
-  // The daemon runs this version now, and its handler took it: the problems
-  // reported on it no longer stand (the Kubernetes source stops posting
-  // their Events again). Called on the core thread: does not block.
+  // The problems reported on this version so far no longer stand: its
+  // handler took it (discovery started, or runs on with it), or has just
+  // judged it anew (a refusal follows). The Kubernetes source stops posting
+  // their Events again. Called on the core thread: does not block.
   virtual void problems_resolved(const Configuration& /*configuration*/) {}
 };
 

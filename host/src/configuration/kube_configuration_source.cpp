@@ -211,11 +211,12 @@ struct KubeConfigurationSource::State {
   std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
   std::map<Identity, std::string> unresolved_;   // the problem last reported
-  // The daemon's problems posted for each object's current resourceVersion
-  // (message to reason), posted again while they stand.
+  // The daemon's problems, with the Configuration they were told on (as
+  // delivered): their Events by message, posted again while it is the one
+  // delivered, until the daemon resolves them.
   struct DaemonProblems {
-    std::string version;
-    std::map<std::string, std::string> reasons;
+    Configuration configuration;
+    std::map<std::string, json> warnings;
   };
   std::map<Identity, DaemonProblems> problems_posted_;
   bool configurations_listed_ = false;
@@ -527,15 +528,17 @@ void KubeConfigurationSource::State::report_problem(const Configuration& configu
   json event;
   {
     std::lock_guard lock(mutex);
-    auto parsed = parsed_.find(identity);
-    if (parsed == parsed_.end()) return;  // gone meanwhile: nobody to tell
-    auto& [version, posted] = problems_posted_[identity];
-    if (version != parsed->second.resource_version) {
-      version = parsed->second.resource_version;
-      posted.clear();
-    }
-    if (!posted.emplace(message, reason).second) return;
-    event = warning(identity, &parsed->second, reason, message);
+    const auto parsed = parsed_.find(identity);
+    const auto delivered = delivered_.find(identity);
+    // Gone meanwhile, or told on a version replaced since: nothing to tell.
+    if (parsed == parsed_.end() || delivered == delivered_.end() ||
+        !(delivered->second == configuration))
+      return;
+    DaemonProblems& problems = problems_posted_[identity];
+    if (!(problems.configuration == configuration)) problems = {configuration, {}};
+    const auto [told, added] = problems.warnings.try_emplace(message);
+    if (!added) return;
+    told->second = event = warning(identity, &parsed->second, reason, message);
   }
   {
     std::lock_guard lock(poster_mutex);
@@ -545,15 +548,14 @@ void KubeConfigurationSource::State::report_problem(const Configuration& configu
   poster_wake.notify_one();
 }
 
-// Only for the version delivered last: the daemon may run an older one (its
-// handler refused the change), whose start resolves nothing of this one.
+// Only for the version the problems were told on: the daemon may run an
+// older one (its handler refused the change), whose start resolves nothing
+// of this one.
 void KubeConfigurationSource::State::problems_resolved(const Configuration& configuration) {
-  const Identity identity{configuration.namespace_name, configuration.name};
   std::lock_guard lock(mutex);
-  const auto delivered = delivered_.find(identity);
-  if (delivered == delivered_.end() || !(delivered->second == configuration)) return;
-  if (auto posted = problems_posted_.find(identity); posted != problems_posted_.end())
-    posted->second.reasons.clear();
+  const auto posted = problems_posted_.find({configuration.namespace_name, configuration.name});
+  if (posted != problems_posted_.end() && posted->second.configuration == configuration)
+    posted->second.warnings.clear();
 }
 
 // The Events of the problems that stand now, stamped now: posted again, each
@@ -561,17 +563,18 @@ void KubeConfigurationSource::State::problems_resolved(const Configuration& conf
 // name is the problem's). An invalid object's Event is the one kept (no
 // parsed version to build it from); an unresolved one's is built anew, so
 // that it names the version now running. The daemon's problems stand while
-// the object keeps the version they were told on, until the daemon says
-// they are resolved.
+// the Configuration they were told on is the one delivered, until the daemon
+// says they are resolved.
 KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing_warnings() {
   std::lock_guard lock(mutex);
   Reports reports;
   const std::string now = rfc3339_now();
-  for (const auto& [identity, reported] : reported_invalid_) {
-    json event = reported.warning;
+  const auto restamped = [&now](json event) {
     event["firstTimestamp"] = event["lastTimestamp"] = now;
-    reports.push_back(std::move(event));
-  }
+    return event;
+  };
+  for (const auto& [identity, reported] : reported_invalid_)
+    reports.push_back(restamped(reported.warning));
   for (const auto& [identity, problem] : unresolved_) {
     const auto parsed = parsed_.find(identity);
     if (parsed != parsed_.end())
@@ -579,10 +582,9 @@ KubeConfigurationSource::State::Reports KubeConfigurationSource::State::standing
           warning(identity, &parsed->second, "UnresolvedProperty", problem, NamedFor::the_object));
   }
   for (const auto& [identity, problems] : problems_posted_) {
-    const auto parsed = parsed_.find(identity);
-    if (parsed == parsed_.end() || parsed->second.resource_version != problems.version) continue;
-    for (const auto& [message, reason] : problems.reasons)
-      reports.push_back(warning(identity, &parsed->second, reason, message));
+    const auto delivered = delivered_.find(identity);
+    if (delivered == delivered_.end() || !(delivered->second == problems.configuration)) continue;
+    for (const auto& [message, warning] : problems.warnings) reports.push_back(restamped(warning));
   }
   return reports;
 }

@@ -438,8 +438,10 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   // A change its running session takes without a restart (capacity,
   // brokerProperties, policy) is the accepted version from here on.
   if (auto started = started_with_.find(key);
-      started != started_with_.end() && started->second.same_discovery(configuration))
+      started != started_with_.end() && started->second.same_discovery(configuration)) {
     started->second = configuration;
+    problems_resolved(configuration);  // runs on without a start
+  }
   refused_.erase(key);
   waiting_for_name_.erase(key);
   spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
@@ -464,7 +466,11 @@ void Daemon::discovery_started(const ConfigurationKey& key) {
   auto current = configurations_.find(key);
   if (current == configurations_.end()) return;
   started_with_.insert_or_assign(key, current->second);
-  if (configurations_source_) configurations_source_->problems_resolved(current->second);
+  problems_resolved(current->second);
+}
+
+void Daemon::problems_resolved(const configuration::Configuration& configuration) {
+  if (configurations_source_) configurations_source_->problems_resolved(configuration);
 }
 
 // As if it had been refused when it was added (its handler was not loaded
@@ -476,6 +482,7 @@ void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& 
   auto found = configurations_.find(key);
   if (found == configurations_.end()) return;
   const configuration::Configuration configuration = found->second;
+  problems_resolved(configuration);  // "not validated" no longer: refused
   const std::string why = "refused by handler " + configuration.handler_name + ": " + reason;
   auto previous = started_with_.find(key);
   if (previous == started_with_.end() || previous->second == configuration) {

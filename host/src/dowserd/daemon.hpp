@@ -109,6 +109,8 @@ class Daemon {
   void configuration_removed(const ConfigurationKey& key, std::string_view why = "removed");
   void configuration_deleted(const ConfigurationKey& key);
   void discovery_started(const ConfigurationKey& key);
+  // Tells the source that what it was told about this version no longer stands.
+  void problems_resolved(const configuration::Configuration& configuration);
   void refused_by_handler(const ConfigurationKey& key, const std::string& reason);
   void devices_changed(const ConfigurationKey& key, const host::DeviceChanges& changes);
   void discovery_failed(const ConfigurationKey& key, const std::string& reason);
