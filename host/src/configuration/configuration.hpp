@@ -163,7 +163,8 @@ class ConfigurationSource {
   // (reason: one CamelCase word such as "Refused"; message: why). A source
   // whose users look elsewhere than dowserd's log tells them there: the
   // Kubernetes source posts a Warning Event on the object, once per version
-  // and message. Called on the daemon's core thread: does not block.
+  // and message, and again after the Event's TTL until problems_resolved.
+  // Called on the daemon's core thread: does not block.
   virtual void report_problem(const Configuration& /*configuration*/, const std::string& /*reason*/,
                               const std::string& /*message*/) {}
   // The problems reported on this version so far no longer stand: its
