@@ -1,6 +1,7 @@
 // Serving, registering and re-registering every plugin of the daemon.
 #include "device_plugin_server.hpp"
 #include "thread_names.hpp"
+#include "unique_fd.hpp"
 
 #include <absl/synchronization/mutex.h>
 #include <fcntl.h>
@@ -184,9 +185,7 @@ struct PluginManager::Watcher {
         on_event(std::move(seen)),
         on_recreated(std::move(recreated)),
         on_events_lost(std::move(lost)) {
-    inotify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (inotify_fd < 0 || wake_fd < 0 || !watch_directory())
+    if (!inotify_fd || !wake_fd || !watch_directory())
       throw std::runtime_error("cannot watch " + directory.string() + ": " + std::strerror(errno));
     first_watched = watched;
     thread = std::thread([this] {
@@ -196,14 +195,12 @@ struct PluginManager::Watcher {
   }
   ~Watcher() {
     uint64_t one = 1;
-    [[maybe_unused]] auto written = ::write(wake_fd, &one, sizeof one);
+    [[maybe_unused]] auto written = ::write(wake_fd.get(), &one, sizeof one);
     thread.join();
-    ::close(inotify_fd);
-    ::close(wake_fd);
   }
 
   void run() {
-    pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    pollfd fds[2] = {{inotify_fd.get(), POLLIN, 0}, {wake_fd.get(), POLLIN, 0}};
     while (::poll(fds, 2, kLookAgainMs) >= 0 || errno == EINTR) {
       if (fds[1].revents != 0) return;
       if (fds[0].revents != 0) read_events();
@@ -216,7 +213,7 @@ struct PluginManager::Watcher {
   // added is found out at the next check.
   bool watch_directory() {
     const auto identity = directory_identity(directory);
-    const int added = ::inotify_add_watch(inotify_fd, directory.c_str(), kEvents);
+    const int added = ::inotify_add_watch(inotify_fd.get(), directory.c_str(), kEvents);
     if (added < 0) return false;
     watch = added;
     watched = identity.value_or(DirectoryIdentity{});
@@ -225,7 +222,7 @@ struct PluginManager::Watcher {
 
   void read_events() {
     alignas(inotify_event) char buffer[16 * 1024];
-    const ssize_t length = ::read(inotify_fd, buffer, sizeof buffer);
+    const ssize_t length = ::read(inotify_fd.get(), buffer, sizeof buffer);
     for (ssize_t offset = 0; offset < length;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
@@ -242,7 +239,7 @@ struct PluginManager::Watcher {
   void stop_watching() {
     spdlog::warn("the kubelet directory {} was deleted or moved away; waiting for it again",
                  directory.string());
-    ::inotify_rm_watch(inotify_fd, watch);  // a moved directory is still watched
+    ::inotify_rm_watch(inotify_fd.get(), watch);  // a moved directory is still watched
     watch = -1;
   }
 
@@ -259,8 +256,9 @@ struct PluginManager::Watcher {
   int watch = -1;                   // -1 while the directory is gone
   DirectoryIdentity watched;        // of the directory watched; the watcher thread's
   DirectoryIdentity first_watched;  // when constructed, for the manager
-  int inotify_fd = -1;
-  int wake_fd = -1;
+  // Owned, so that a constructor that throws closes them too.
+  UniqueFd inotify_fd{::inotify_init1(IN_CLOEXEC | IN_NONBLOCK)};
+  UniqueFd wake_fd{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
   std::thread thread;
 };
 

@@ -24,8 +24,10 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -40,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -734,6 +737,60 @@ TEST(PluginManagerStart, RemovesDeadPluginSocketsAndNothingElse) {
   EXPECT_FALSE(dowser::plugins::is_plugin_socket_name("kubelet.sock"));
   EXPECT_FALSE(dowser::plugins::is_plugin_socket_name("-1-2.sock"));
   EXPECT_FALSE(dowser::plugins::is_plugin_socket_name("a-1-x.sock"));
+}
+
+// The process's open descriptors, without the one that lists them.
+std::set<int> open_fds() {
+  std::set<int> fds;
+  DIR* listing = ::opendir("/proc/self/fd");
+  if (listing == nullptr) return fds;
+  while (const dirent* entry = ::readdir(listing))
+    if (entry->d_name[0] != '.') fds.insert(std::atoi(entry->d_name));
+  fds.erase(::dirfd(listing));
+  ::closedir(listing);
+  return fds;
+}
+
+// Lowers RLIMIT_NOFILE until one fd number is left free below it, for as long
+// as it lives: the next fd opened is given, the one after is refused (EMFILE).
+class OneFreeDescriptor {
+ public:
+  OneFreeDescriptor() {
+    EXPECT_EQ(::getrlimit(RLIMIT_NOFILE, &saved_), 0);
+    const auto used = open_fds();
+    int free_found = 0;
+    rlim_t limit = 0;
+    while (free_found < 2) free_found += used.count(static_cast<int>(limit++)) == 0 ? 1 : 0;
+    rlimit lowered = saved_;
+    lowered.rlim_cur = limit - 1;  // the second free number and above are refused
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  }
+  ~OneFreeDescriptor() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  OneFreeDescriptor(const OneFreeDescriptor&) = delete;
+  OneFreeDescriptor& operator=(const OneFreeDescriptor&) = delete;
+
+ private:
+  rlimit saved_{};
+};
+
+// The kubelet directory's watcher needs two descriptors; when the second is
+// refused, start() fails saying why and leaves the first open no longer.
+TEST(PluginManagerStart, AWatchThatCannotStartSaysWhyAndKeepsNoDescriptor) {
+  TempDir dir;
+  boost::asio::io_context core;
+  PluginManager manager(core, dowser::plugins::PluginManagerOptions{.kubelet_dir = dir.path()});
+  const auto before = open_fds();
+  std::string error;
+  {
+    OneFreeDescriptor one_free;
+    try {
+      manager.start();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_EQ(error, "cannot watch " + dir.path().string() + ": Too many open files");
+  EXPECT_EQ(open_fds(), before);
 }
 
 TEST(PluginManagerShutdown, AStoppingManagerCancelsItsUnansweredRegistrations) {
