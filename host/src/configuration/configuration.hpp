@@ -134,6 +134,10 @@ std::string read_manifest(const std::filesystem::path& file,
 // not call stop(). Identity is (namespace, name).
 class ConfigurationSource {
  public:
+  // Why a Configuration is unresolved. One waiting for read access (RBAC)
+  // is not refused for good: its Instances are kept, as the pods using them
+  // still run and the access may be granted.
+  enum class Unresolved { value_missing, kind_unreadable };
   struct Events {
     std::function<void(const Configuration&)> upserted;  // new, or changed in any field
     // Gone: one delivered, or reported unresolved (and maybe never delivered).
@@ -143,11 +147,13 @@ class ConfigurationSource {
     // parses cleanly, or is gone: earlier `invalid` reports on it no longer hold.
     std::function<void(const std::string& source)> valid = {};
     // A Configuration that cannot run yet (a Secret or ConfigMap it needs is
-    // missing), with why; its previous version, if any, keeps running, and
-    // upserted follows once it resolves (also to the version running).
-    std::function<void(const Configuration&, const std::string& reason)> unresolved = {};
-    // Once, when the Configurations present at start have all been delivered:
-    // anything still unknown then is gone for good.
+    // missing, or dowserd may not read that kind), with why; its previous
+    // version, if any, keeps running, and upserted follows once it resolves
+    // (also to the version running).
+    std::function<void(const Configuration&, const std::string& reason, Unresolved why)>
+        unresolved = {};
+    // Once, when the Configurations present at start have all been delivered
+    // or told unresolved: anything still unknown then is gone for good.
     std::function<void()> synced = {};
     // Once, when the Configurations themselves were first listed (by the
     // Kubernetes source; synced may wait longer, for the Secrets and

@@ -138,7 +138,8 @@ struct KubeConfigurationSource::State {
     if (!events.removed) events.removed = [](const std::string&, const std::string&) {};
     if (!events.invalid) events.invalid = [](const ConfigurationError&) {};
     if (!events.valid) events.valid = [](const std::string&) {};
-    if (!events.unresolved) events.unresolved = [](const Configuration&, const std::string&) {};
+    if (!events.unresolved)
+      events.unresolved = [](const Configuration&, const std::string&, Unresolved) {};
     if (!events.synced) events.synced = [] {};
     if (!events.listed) events.listed = [] {};
     return events;
@@ -207,7 +208,7 @@ struct KubeConfigurationSource::State {
   };
   std::map<Identity, ReportedInvalid> reported_invalid_;
   ReferencedObjects secrets_{kSecrets.plural}, config_maps_{kConfigMaps.plural};
-  // They reference a kind not listed yet (waiting, or refused): no synced.
+  // They reference a kind still being listed: no synced until it is.
   std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
   std::map<Identity, std::string> unresolved_;   // the problem last reported
@@ -317,14 +318,14 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     return;
   }
   const Configuration& configuration = parsed->second.configuration;
-  // Held for synced while a kind it references is not listed, also when
-  // dowserd may not read that kind: its Instances must not be withdrawn as
-  // orphans (the pods using them still run) while someone grants the access.
-  if (references_unlisted(configuration, true))
+  // Held for synced while a kind it references is being listed: until then
+  // it is neither delivered nor unresolved, and its Instances would look
+  // orphaned. One whose kind dowserd may not read is told unresolved.
+  if (waits_for_listing(configuration)) {
     held_.insert(identity);
-  else
-    held_.erase(identity);
-  if (waits_for_listing(configuration)) return;
+    return;
+  }
+  held_.erase(identity);
   try {
     Configuration resolved = resolve_references(
         configuration, [this](ReferenceKind kind, const KeyReference& reference) {
@@ -343,7 +344,9 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     if (last == problem.what()) return;
     last = problem.what();
     // The daemon names the Configuration itself; the Event stands alone.
-    events.unresolved(configuration, problem.field_path() + ": " + problem.reason());
+    events.unresolved(configuration, problem.field_path() + ": " + problem.reason(),
+                      references_unlisted(configuration, true) ? Unresolved::kind_unreadable
+                                                               : Unresolved::value_missing);
     reports.push_back(
         warning(identity, &parsed->second, "UnresolvedProperty", last, NamedFor::the_object));
   }

@@ -194,8 +194,9 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
             });
           },
       .unresolved =
-          [post, this](const configuration::Configuration& c, const std::string& reason) {
-            post([this, c, reason] { refused(c, reason, FoundBy::source); });
+          [post, this](const configuration::Configuration& c, const std::string& reason,
+                       configuration::ConfigurationSource::Unresolved why) {
+            post([this, c, reason, why] { unresolved(c, reason, why); });
           },
       // Runs after the initial Configurations (posted before it).
       .synced =
@@ -325,10 +326,12 @@ void Daemon::shutdown() {
 // Configuration of an invalid file (or of a lost directory) is unknown, not
 // gone, and withdrawing would free the slots of its running pods. Done once
 // the last such error clears. An invalid cluster object names its
-// Configuration: only that one's Instances are kept for it.
+// Configuration: only that one's Instances are kept for it. So do those
+// waiting for read access to a Secret or ConfigMap they reference.
 void Daemon::withdraw_orphans() {
   std::set<ConfigurationKey> known;
   for (const auto& [key, configuration] : configurations_) known.insert(key);
+  known.insert(waiting_for_access_.begin(), waiting_for_access_.end());
   size_t unreadable = 0;
   const ConfigurationErrorRecord* first_unreadable = nullptr;
   for (const auto& [source, record] : configuration_errors_) {
@@ -444,6 +447,7 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   }
   refused_.erase(key);
   waiting_for_name_.erase(key);
+  waiting_for_access_.erase(key);
   spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
                known ? "changed" : "added", configuration.handler_name, configuration.capacity);
 
@@ -503,6 +507,21 @@ void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& 
   reapply(key);  // its capacity and brokerProperties, if the change had others
 }
 
+// Refused until it resolves; one waiting for read access keeps its
+// Instances meanwhile, and once it waits for something else (the access came,
+// a value is missing) they are handled as any refused Configuration's.
+void Daemon::unresolved(const configuration::Configuration& configuration,
+                        const std::string& reason,
+                        configuration::ConfigurationSource::Unresolved why) {
+  const ConfigurationKey key{configuration.namespace_name, configuration.name};
+  refused(configuration, reason, FoundBy::source);
+  if (why == configuration::ConfigurationSource::Unresolved::kind_unreadable) {
+    waiting_for_access_.insert(key);
+  } else if (waiting_for_access_.erase(key) > 0 && configurations_synced_) {
+    withdraw_orphans();
+  }
+}
+
 // Gone from its source, unlike one withdrawn (refused, or giving its resource
 // name back): nothing of it is kept.
 void Daemon::configuration_deleted(const ConfigurationKey& key) {
@@ -513,7 +532,12 @@ void Daemon::configuration_deleted(const ConfigurationKey& key) {
 void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {
   refused_.erase(key);
   waiting_for_name_.erase(key);
-  if (!configurations_.erase(key)) return;
+  const bool waited_for_access = waiting_for_access_.erase(key) > 0;
+  if (!configurations_.erase(key)) {
+    // Never run: its Instances were kept only while it waited for access.
+    if (waited_for_access && configurations_synced_) withdraw_orphans();
+    return;
+  }
   started_with_.erase(key);
   spdlog::info("Configuration {}/{} {}", key.first, key.second, why);
   discovery_.stop(key);

@@ -192,6 +192,8 @@ class Daemon {
   enum class FoundBy { daemon, source };
   void refused(const configuration::Configuration& configuration, const std::string& reason,
                FoundBy found_by = FoundBy::daemon);
+  void unresolved(const configuration::Configuration& configuration, const std::string& reason,
+                  configuration::ConfigurationSource::Unresolved why);
   void configuration_error(const configuration::ConfigurationError& error);
   void withdraw_orphans();
   std::vector<status_api::ConfigurationErrorStatus> configuration_error_statuses() const;
@@ -262,6 +264,9 @@ class Daemon {
   // Configurations their handler refused, with why (a running older
   // version of one, if any, stays in configurations_).
   std::map<ConfigurationKey, std::pair<configuration::Configuration, std::string>> refused_;
+  // Refused ones waiting for read access to a kind they reference: their
+  // Instances are not orphans (see withdraw_orphans).
+  std::set<ConfigurationKey> waiting_for_access_;
   // Refused only because another namespace's Configuration holds the name;
   // each also in refused_, with the Configuration to retry.
   std::set<ConfigurationKey> waiting_for_name_;

@@ -7,10 +7,13 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 namespace dowser::it {
@@ -439,6 +442,48 @@ TEST_F(KubeSecretsForbiddenTest, AConfigurationWaitingForASecretDoesNotMakeTheNo
   EXPECT_TRUE(test::eventually([&] {
     return http(status_url(a), "/readyz").body.find("[+]configurations") != std::string::npos;
   })) << http(status_url(a), "/readyz").body;
+}
+
+// Waiting for access to its Secret, a Configuration keeps the Instances its
+// pods use, but no longer those of the others: one deleted while dowserd was
+// away is withdrawn meanwhile. Once deleted itself, its Instances go too.
+TEST_F(KubeSecretsForbiddenTest, OnlyTheConfigurationsWaitingForAccessKeepTheirInstances) {
+  // Written before the Configuration, so without an ownerReference to it:
+  // the API server's garbage collector does not delete it, dowserd must.
+  for (const std::string configuration : {"needs-secret", "gone"}) {
+    store::Instance held;
+    held.name = configuration + "-abc123";
+    held.configuration_name = configuration;
+    held.nodes = {"node-a"};
+    held.device_usage = {{held.name + "-0", "node-a"}};
+    store_->create(held);
+  }
+  client_->create(
+      kConfigurations, "default",
+      echo_object(
+          "needs-secret", 1, false,
+          json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
+                        {"valueFrom", {{"secretKeyRef", {{"name", "s"}, {"key", "k"}}}}}}})));
+  const auto configurations_left = [this] {
+    std::set<std::string> names;
+    for (const auto& stored : store_->list()) names.insert(stored.instance.configuration_name);
+    return names;
+  };
+  Node& a = node_serving_good();
+  ASSERT_TRUE(a.wait_for_log("dowserd cannot read secrets")) << a.log();
+  ASSERT_TRUE(wait_instances([](const auto& instances) {
+    return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
+      return stored.instance.configuration_name == "gone";
+    });
+  })) << a.log();
+  // Orphans are all logged before any is written away.
+  EXPECT_EQ(a.log().find("its Configuration default/needs-secret"), std::string::npos) << a.log();
+  EXPECT_EQ(configurations_left(), (std::set<std::string>{"good", "needs-secret"})) << a.log();
+
+  client_->remove(kConfigurations, "default", "needs-secret");
+  EXPECT_TRUE(wait_instances([](const auto& instances) {
+    return instances.size() == 1 && instances[0].instance.configuration_name == "good";
+  })) << a.log();
 }
 
 // Without its own Node in the list, an agent cannot tell a deleted node from

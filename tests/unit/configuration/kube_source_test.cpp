@@ -38,7 +38,8 @@ json configuration(const std::string& namespace_name, const std::string& name,
 }
 
 // The source's events as "upserted ns/name", "removed ns/name", "unresolved
-// ns/name: reason", "synced".
+// ns/name: reason" (after "unreadable " when a kind it needs may not be
+// read), "synced".
 ConfigurationSource::Events recording(test::Recorder& recorder) {
   ConfigurationSource::Events events;
   events.upserted = [&recorder](const Configuration& c) {
@@ -50,8 +51,11 @@ ConfigurationSource::Events recording(test::Recorder& recorder) {
   events.invalid = [&recorder](const ConfigurationError& error) {
     recorder.add(std::string("invalid ") + error.what());
   };
-  events.unresolved = [&recorder](const Configuration& c, const std::string& reason) {
-    recorder.add("unresolved " + c.namespace_name + "/" + c.name + ": " + reason);
+  events.unresolved = [&recorder](const Configuration& c, const std::string& reason,
+                                  ConfigurationSource::Unresolved why) {
+    recorder.add(
+        std::string(why == ConfigurationSource::Unresolved::kind_unreadable ? "unreadable " : "") +
+        "unresolved " + c.namespace_name + "/" + c.name + ": " + reason);
   };
   events.synced = [&recorder] { recorder.add("synced"); };
   return events;
@@ -63,10 +67,17 @@ std::string unresolved_reason(test::Recorder& recorder, const std::string& confi
   std::string reason;
   recorder.wait_for([&](const std::vector<std::string>& entries) {
     for (const auto& entry : entries)
-      if (entry.rfind(prefix, 0) == 0) reason = entry.substr(prefix.size());
+      if (auto at = entry.find(prefix); at != std::string::npos)
+        reason = entry.substr(at + prefix.size());
     return !reason.empty();
   });
   return reason;
+}
+
+size_t count_starting(const std::vector<std::string>& entries, const std::string& prefix) {
+  return static_cast<size_t>(std::count_if(entries.begin(), entries.end(), [&](const auto& entry) {
+    return entry.rfind(prefix, 0) == 0;
+  }));
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -117,11 +128,12 @@ TEST(KubeConfigurationSource, SecretsItMayNotReadHoldBackOnlyTheConfigurationsUs
     }
     return false;
   })) << client.list(kEvents, "default").dump();
-  // The Event is posted after the evaluation that would have said synced:
-  // none, or the daemon would withdraw the Instances of from-secret, whose
-  // pods still run, until someone grants dowserd the access.
+  // Told as waiting for access, so that the daemon keeps its Instances (the
+  // pods using them still run); and synced all the same, so that the
+  // Instances of Configurations really gone are withdrawn meanwhile.
+  EXPECT_TRUE(recorder.wait_for_entry("synced")) << ::testing::PrintToString(recorder.entries());
   const auto entries = recorder.entries();
-  EXPECT_EQ(std::count(entries.begin(), entries.end(), "synced"), 0)
+  EXPECT_EQ(count_starting(entries, "unreadable unresolved default/from-secret: "), 1u)
       << ::testing::PrintToString(entries);
   source.stop();
 }
@@ -182,6 +194,8 @@ TEST(KubeConfigurationSource, AnUnresolvedConfigurationThatGoesOrResolvesAgainIs
   ASSERT_TRUE(recorder.wait_for_entry("upserted default/from-secret"))
       << ::testing::PrintToString(recorder.entries());
   ASSERT_FALSE(unresolved_reason(recorder, "default/never").empty());
+  EXPECT_EQ(count_starting(recorder.entries(), "unreadable "), 0u)
+      << "a missing Secret is no want of access";
 
   client.remove(kConfigurations, "default", "never");
   EXPECT_TRUE(recorder.wait_for_entry("removed default/never"))
@@ -267,7 +281,10 @@ struct StandingProblems {
 // saying why the Configuration does not run.
 TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServerDroppedIt) {
   StandingProblems standing;
-  auto& [server, client, recorder, source] = standing;
+  // Not a structured binding: clang 14 (clang-tidy) cannot capture those.
+  auto& client = standing.client;
+  auto& recorder = standing.recorder;
+  auto& source = standing.source;
   source.start();
   ASSERT_FALSE(unresolved_reason(recorder, "default/never").empty());
   std::vector<std::string> unresolved, refused;
@@ -292,7 +309,10 @@ TEST(KubeConfigurationSource, TheEventOfAStandingProblemIsPostedAgainOnceTheServ
 // after it for good).
 TEST(KubeConfigurationSource, AnEditThatKeepsAProblemKeepsItsOneEvent) {
   StandingProblems standing;
-  auto& [server, client, recorder, source] = standing;
+  // Not a structured binding: clang 14 (clang-tidy) cannot capture those.
+  auto& client = standing.client;
+  auto& recorder = standing.recorder;
+  auto& source = standing.source;
   source.start();
   std::vector<std::string> first;
   ASSERT_TRUE(test::eventually([&] {
