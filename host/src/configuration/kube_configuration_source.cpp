@@ -169,9 +169,6 @@ struct KubeConfigurationSource::State {
     return !namespace_name.empty() && reference.namespace_name != namespace_name;
   }
   bool waits_for_listing(const Configuration& configuration) const;
-  // Whether it references a kind not listed yet; a kind whose listing was
-  // refused counts only when counting_refused.
-  bool references_unlisted(const Configuration& configuration, bool counting_refused) const;
   std::optional<std::string> lookup(ReferenceKind kind, const KeyReference& reference) const;
   // What an Event's name tells apart besides the object, reason and message:
   // each version (an invalid version, a refusal, is a problem of its own), or
@@ -261,20 +258,15 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
 // listed: a Secret not listed yet is not a missing one. References that
 // cannot be read anyway (out of scope, refused) are not waited for.
 bool KubeConfigurationSource::State::waits_for_listing(const Configuration& configuration) const {
-  return references_unlisted(configuration, false);
-}
-
-bool KubeConfigurationSource::State::references_unlisted(const Configuration& configuration,
-                                                         bool counting_refused) const {
   return std::any_of(
       configuration.discovery_properties.begin(), configuration.discovery_properties.end(),
-      [this, counting_refused](const DiscoveryProperty& property) {
+      [this](const DiscoveryProperty& property) {
         const auto& reference =
             property.secret_key_ref ? property.secret_key_ref : property.config_map_key_ref;
         if (property.value || !reference || outside_scope(*reference)) return false;
         const ReferencedObjects& kind =
             objects_of(property.secret_key_ref ? ReferenceKind::secret : ReferenceKind::config_map);
-        return !kind.listed && (counting_refused || kind.refusal.empty());
+        return !kind.listed && kind.refusal.empty();
       });
 }
 
@@ -326,9 +318,13 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     return;
   }
   held_.erase(identity);
+  // Whether the last reference looked up is of a kind dowserd may not read:
+  // a required one that cannot be resolved is the last looked up.
+  bool kind_unreadable = false;
   try {
     Configuration resolved = resolve_references(
-        configuration, [this](ReferenceKind kind, const KeyReference& reference) {
+        configuration, [this, &kind_unreadable](ReferenceKind kind, const KeyReference& reference) {
+          kind_unreadable = !outside_scope(reference) && !objects_of(kind).listed;
           return lookup(kind, reference);
         });
     // Resolved again to the version delivered (a Secret re-created with
@@ -340,13 +336,13 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     delivered_.insert_or_assign(identity, resolved);
     events.upserted(resolved);
   } catch (const ConfigurationError& problem) {
+    // The message says which (and so why): told again only when it changes.
     std::string& last = unresolved_[identity];
     if (last == problem.what()) return;
     last = problem.what();
     // The daemon names the Configuration itself; the Event stands alone.
     events.unresolved(configuration, problem.field_path() + ": " + problem.reason(),
-                      references_unlisted(configuration, true) ? Unresolved::kind_unreadable
-                                                               : Unresolved::value_missing);
+                      kind_unreadable ? Unresolved::kind_unreadable : Unresolved::value_missing);
     reports.push_back(
         warning(identity, &parsed->second, "UnresolvedProperty", last, NamedFor::the_object));
   }

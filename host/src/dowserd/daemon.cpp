@@ -403,6 +403,18 @@ const store::Instance* Daemon::instance_named(const std::string& name) const {
 }
 
 void Daemon::configuration_upserted(const configuration::Configuration& configuration) {
+  run_or_refuse(configuration);
+  no_longer_waiting_for_access({configuration.namespace_name, configuration.name});
+}
+
+// Its Instances were kept while it waited for read access; from here on
+// they are judged as those of any Configuration refused, or gone.
+void Daemon::no_longer_waiting_for_access(const ConfigurationKey& key) {
+  if (waiting_for_access_.erase(key) > 0 && configurations_synced_ && !configurations_.count(key))
+    withdraw_orphans();
+}
+
+void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   std::string resource;
   try {
@@ -447,7 +459,6 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   }
   refused_.erase(key);
   waiting_for_name_.erase(key);
-  waiting_for_access_.erase(key);
   spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
                known ? "changed" : "added", configuration.handler_name, configuration.capacity);
 
@@ -515,11 +526,10 @@ void Daemon::unresolved(const configuration::Configuration& configuration,
                         configuration::ConfigurationSource::Unresolved why) {
   const ConfigurationKey key{configuration.namespace_name, configuration.name};
   refused(configuration, reason, FoundBy::source);
-  if (why == configuration::ConfigurationSource::Unresolved::kind_unreadable) {
+  if (why == configuration::ConfigurationSource::Unresolved::kind_unreadable)
     waiting_for_access_.insert(key);
-  } else if (waiting_for_access_.erase(key) > 0 && configurations_synced_) {
-    withdraw_orphans();
-  }
+  else
+    no_longer_waiting_for_access(key);
 }
 
 // Gone from its source, unlike one withdrawn (refused, or giving its resource
@@ -532,12 +542,8 @@ void Daemon::configuration_deleted(const ConfigurationKey& key) {
 void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {
   refused_.erase(key);
   waiting_for_name_.erase(key);
-  const bool waited_for_access = waiting_for_access_.erase(key) > 0;
-  if (!configurations_.erase(key)) {
-    // Never run: its Instances were kept only while it waited for access.
-    if (waited_for_access && configurations_synced_) withdraw_orphans();
-    return;
-  }
+  no_longer_waiting_for_access(key);  // one never run: its Instances go now
+  if (!configurations_.erase(key)) return;
   started_with_.erase(key);
   spdlog::info("Configuration {}/{} {}", key.first, key.second, why);
   discovery_.stop(key);

@@ -420,23 +420,94 @@ TEST_F(KubeConfigurationsForbiddenTest, ConfigurationsNeverListedAreNotReady) {
       << "the API server answers: only the Configurations are missing";
 }
 
-// RBAC that lets dowserd list Configurations but not Secrets: the one that
-// needs a Secret waits (refused), the others run, and the node is ready.
+// RBAC that lets dowserd list Configurations but not Secrets, until the
+// forbid file is removed: the one that needs a Secret waits (refused), the
+// others run, and the node is ready.
 class KubeSecretsForbiddenTest : public KubeTest {
  protected:
   void SetUp() override {
-    server_options_ = " --forbid secrets";
+    forbid_file_ = root_ / "forbidden";
+    write_file(forbid_file_, "secrets\n");
+    server_options_ = " --forbid-file " + forbid_file_.string();
     KubeTest::SetUp();
   }
+
+  // A Configuration whose availability file's path is key k of Secret secret.
+  void create_needing_secret(const std::string& name, const std::string& secret) {
+    client_->create(
+        kConfigurations, "default",
+        echo_object(
+            name, 1, false,
+            json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
+                          {"valueFrom", {{"secretKeyRef", {{"name", secret}, {"key", "k"}}}}}}})));
+  }
+
+  // An Instance of configuration held by node-a, written before its
+  // Configuration, so without an ownerReference to it: the API server's
+  // garbage collector does not delete it, dowserd must.
+  void store_instance_of(const std::string& configuration) {
+    store::Instance held;
+    held.name = configuration + "-abc123";
+    held.configuration_name = configuration;
+    held.nodes = {"node-a"};
+    held.device_usage = {{held.name + "-0", "node-a"}};
+    store_->create(held);
+  }
+
+  std::set<std::string> configurations_with_instances() {
+    std::set<std::string> names;
+    for (const auto& stored : store_->list()) names.insert(stored.instance.configuration_name);
+    return names;
+  }
+
+  // Waits until the Instance of Configuration gone (deleted while dowserd
+  // was away) is withdrawn: dowserd has judged every orphan by then.
+  bool orphan_withdrawn() {
+    return wait_instances([](const auto& instances) {
+      return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
+        return stored.instance.configuration_name == "gone";
+      });
+    });
+  }
+
+  // Access granted while dowserd runs: Configuration "has-secret" starts,
+  // and "waiting", which needs Secret secret, is refused as logged says and
+  // loses the Instance kept for it meanwhile. Secret "relative" holds a path
+  // the handler refuses; "present" one it takes.
+  void expect_refused_once_granted(const std::string& secret, const std::string& logged) {
+    const fs::path online = root_ / "online-too";
+    write_file(online, "ONLINE\n");
+    fs::remove(forbid_file_);  // the test's client is refused too
+    client_->create(kSecrets, "default", secret_object("present", {{"k", online.string()}}));
+    client_->create(kSecrets, "default", secret_object("relative", {{"k", "not/absolute"}}));
+    write_file(forbid_file_, "secrets\n");
+    store_instance_of("waiting");
+    store_instance_of("gone");
+    create_needing_secret("waiting", secret);
+    create_needing_secret("has-secret", "present");
+    Node& a = node_serving_good();
+    ASSERT_TRUE(orphan_withdrawn()) << a.log();
+    ASSERT_EQ(configurations_with_instances(), (std::set<std::string>{"good", "waiting"}))
+        << a.log();
+
+    fs::remove(forbid_file_);  // the ClusterRole granted
+    EXPECT_TRUE(a.wait_allocatable("akri.sh/has-secret", 1, 60s)) << a.log();
+    EXPECT_TRUE(a.wait_for_log(logged, 60s)) << a.log();
+    EXPECT_TRUE(wait_instances(
+        [](const auto& instances) {
+          return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
+            return stored.instance.configuration_name == "waiting";
+          });
+        },
+        60s))
+        << a.log();
+  }
+
+  fs::path forbid_file_;
 };
 
 TEST_F(KubeSecretsForbiddenTest, AConfigurationWaitingForASecretDoesNotMakeTheNodeUnready) {
-  client_->create(
-      kConfigurations, "default",
-      echo_object(
-          "needs-secret", 1, false,
-          json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
-                        {"valueFrom", {{"secretKeyRef", {{"name", "s"}, {"key", "k"}}}}}}})));
+  create_needing_secret("needs-secret", "s");
   Node& a = node_serving_good();
   EXPECT_TRUE(a.wait_for_log("dowserd cannot read secrets")) << a.log();
   EXPECT_TRUE(test::eventually([&] {
@@ -448,42 +519,32 @@ TEST_F(KubeSecretsForbiddenTest, AConfigurationWaitingForASecretDoesNotMakeTheNo
 // pods use, but no longer those of the others: one deleted while dowserd was
 // away is withdrawn meanwhile. Once deleted itself, its Instances go too.
 TEST_F(KubeSecretsForbiddenTest, OnlyTheConfigurationsWaitingForAccessKeepTheirInstances) {
-  // Written before the Configuration, so without an ownerReference to it:
-  // the API server's garbage collector does not delete it, dowserd must.
-  for (const std::string configuration : {"needs-secret", "gone"}) {
-    store::Instance held;
-    held.name = configuration + "-abc123";
-    held.configuration_name = configuration;
-    held.nodes = {"node-a"};
-    held.device_usage = {{held.name + "-0", "node-a"}};
-    store_->create(held);
-  }
-  client_->create(
-      kConfigurations, "default",
-      echo_object(
-          "needs-secret", 1, false,
-          json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
-                        {"valueFrom", {{"secretKeyRef", {{"name", "s"}, {"key", "k"}}}}}}})));
-  const auto configurations_left = [this] {
-    std::set<std::string> names;
-    for (const auto& stored : store_->list()) names.insert(stored.instance.configuration_name);
-    return names;
-  };
+  store_instance_of("needs-secret");
+  store_instance_of("gone");
+  create_needing_secret("needs-secret", "s");
   Node& a = node_serving_good();
   ASSERT_TRUE(a.wait_for_log("dowserd cannot read secrets")) << a.log();
-  ASSERT_TRUE(wait_instances([](const auto& instances) {
-    return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
-      return stored.instance.configuration_name == "gone";
-    });
-  })) << a.log();
+  ASSERT_TRUE(orphan_withdrawn()) << a.log();
   // Orphans are all logged before any is written away.
   EXPECT_EQ(a.log().find("its Configuration default/needs-secret"), std::string::npos) << a.log();
-  EXPECT_EQ(configurations_left(), (std::set<std::string>{"good", "needs-secret"})) << a.log();
+  EXPECT_EQ(configurations_with_instances(), (std::set<std::string>{"good", "needs-secret"}))
+      << a.log();
 
   client_->remove(kConfigurations, "default", "needs-secret");
   EXPECT_TRUE(wait_instances([](const auto& instances) {
     return instances.size() == 1 && instances[0].instance.configuration_name == "good";
   })) << a.log();
+}
+
+TEST_F(KubeSecretsForbiddenTest, OnceAccessIsGrantedOneWhoseSecretIsMissingLosesItsInstances) {
+  expect_refused_once_granted("absent",
+                              "waiting-abc123: its Configuration default/waiting is not served "
+                              "(spec.discoveryHandler.discoveryProperties[0]");
+}
+
+TEST_F(KubeSecretsForbiddenTest, OnceAccessIsGrantedOneItsHandlerRefusesLosesItsInstances) {
+  expect_refused_once_granted("relative",
+                              "refused by handler debugEcho: DEBUG_ECHO_AVAILABILITY_FILE must be");
 }
 
 // Without its own Node in the list, an agent cannot tell a deleted node from

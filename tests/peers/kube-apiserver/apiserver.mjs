@@ -16,7 +16,8 @@ import { ApiError, errors } from './lib/status.mjs';
 
 const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] [--ready-file PATH]
          [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID] [--forbid RESOURCE]...
-         [--watch-errors-without-code] [--throttle-writes N] [--hold-lists-while PATH]
+         [--forbid-file FILE] [--watch-errors-without-code] [--throttle-writes N]
+         [--hold-lists-while PATH]
   --pki DIR                 ca.crt, server.crt, server.key (make-pki.sh DIR); DIR/kubeconfig is written
   --token-file FILE         the accepted bearer token, re-read on every request
   --port N                  port on 127.0.0.1 (default 0: any free port)
@@ -27,6 +28,8 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --owner-pid PID           exit when that process is gone (checked every 500 ms)
   --forbid RESOURCE         answer every request on RESOURCE ("secrets", "instances.akri.sh") with
                             RBAC's 403 Forbidden; repeatable
+  --forbid-file FILE        more resources to forbid, one per line, re-read on every request (an
+                            RBAC change while clients run); a missing file forbids nothing
   --watch-errors-without-code  a watch's ERROR event gives the Status's reason but no code (as
                             client-go allows: it reads the reason)
   --throttle-writes N       answer the first N writes (POST, PUT, PATCH, DELETE) with 429 Too Many
@@ -43,7 +46,8 @@ function parseOptions() {
       pki: { type: 'string' }, 'token-file': { type: 'string' }, port: { type: 'string', default: '0' },
       'ready-file': { type: 'string' }, 'bookmark-interval-ms': { type: 'string', default: '60000' },
       history: { type: 'string', default: '1000' }, log: { type: 'string' }, 'owner-pid': { type: 'string' },
-      forbid: { type: 'string', multiple: true, default: [] }, help: { type: 'boolean' },
+      forbid: { type: 'string', multiple: true, default: [] }, 'forbid-file': { type: 'string' },
+      help: { type: 'boolean' },
       'watch-errors-without-code': { type: 'boolean', default: false },
       'throttle-writes': { type: 'string', default: '0' }, 'hold-lists-while': { type: 'string' },
     },
@@ -62,7 +66,8 @@ function parseOptions() {
     pki: path.resolve(values.pki), tokenFile: path.resolve(values['token-file']), port: number('port', 0),
     readyFile: values['ready-file'], bookmarkIntervalMs: number('bookmark-interval-ms', 1),
     history: number('history', 1), log: values.log, ownerPid: values['owner-pid'] && number('owner-pid', 1),
-    forbidden: new Set(values.forbid), watchErrorsWithoutCode: values['watch-errors-without-code'],
+    forbidden: new Set(values.forbid), forbidFile: values['forbid-file'] && path.resolve(values['forbid-file']),
+    watchErrorsWithoutCode: values['watch-errors-without-code'],
     throttleWrites: number('throttle-writes', 0), holdListsWhile: values['hold-lists-while'],
   };
 }
@@ -267,16 +272,26 @@ class Server {
     }
   }
 
+  forbiddenByFile() {
+    if (!this.options.forbidFile) return [];
+    try {
+      return fs.readFileSync(this.options.forbidFile, 'utf8').split('\n').map((line) => line.trim());
+    } catch {
+      return [];  // no file: nothing forbidden by it
+    }
+  }
+
   // --hold-lists-while: resolves once the file is gone (polled every 20 ms).
   async listsHeld() {
     const held = this.options.holdListsWhile;
     while (held && fs.existsSync(held)) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
-  // The only authorization: --forbid refuses every verb on a resource, as
-  // RBAC does for a user without a rule for it.
+  // The only authorization: --forbid and --forbid-file refuse every verb on a
+  // resource, as RBAC does for a user without a rule for it.
   authorize(request, type, namespace, name, watching) {
-    if (!this.options.forbidden.has(type.group ? `${type.plural}.${type.group}` : type.plural)) return;
+    const resource = type.group ? `${type.plural}.${type.group}` : type.plural;
+    if (!this.options.forbidden.has(resource) && !this.forbiddenByFile().includes(resource)) return;
     const verbs = { GET: name ? 'get' : 'list', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: name ? 'delete' : 'deletecollection' };
     const verb = watching ? 'watch' : verbs[request.method] ?? request.method.toLowerCase();
     throw errors.forbidden(type, verb, namespace, this.authenticate(request));

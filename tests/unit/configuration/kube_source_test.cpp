@@ -100,6 +100,13 @@ TEST(KubeConfigurationSource, SecretsItMayNotReadHoldBackOnlyTheConfigurationsUs
   client.create(kConfigurations, "default",
                 configuration("default", "from-secret",
                               {{"secretKeyRef", {{"name", "logins"}, {"key", "user"}}}}));
+  // Refused for the ConfigMap missing, whatever comes of the Secret after it.
+  json both = configuration("default", "config-map-missing",
+                            {{"configMapKeyRef", {{"name", "absent"}, {"key", "user"}}}});
+  both["spec"]["discoveryHandler"]["discoveryProperties"].push_back(
+      {{"name", "PASSWORD"},
+       {"valueFrom", {{"secretKeyRef", {{"name", "logins"}, {"key", "password"}}}}}});
+  client.create(kConfigurations, "default", both);
 
   test::Recorder recorder;
   KubeConfigurationSource source(client, "", "node-a", recording(recorder));
@@ -129,11 +136,17 @@ TEST(KubeConfigurationSource, SecretsItMayNotReadHoldBackOnlyTheConfigurationsUs
     return false;
   })) << client.list(kEvents, "default").dump();
   // Told as waiting for access, so that the daemon keeps its Instances (the
-  // pods using them still run); and synced all the same, so that the
+  // pods using them still run), before synced, which comes all the same: the
   // Instances of Configurations really gone are withdrawn meanwhile.
   EXPECT_TRUE(recorder.wait_for_entry("synced")) << ::testing::PrintToString(recorder.entries());
   const auto entries = recorder.entries();
-  EXPECT_EQ(count_starting(entries, "unreadable unresolved default/from-secret: "), 1u)
+  const auto told_before_synced = [&](const std::string& prefix) {
+    const auto synced = std::find(entries.begin(), entries.end(), "synced");
+    return count_starting({entries.begin(), synced}, prefix);
+  };
+  EXPECT_EQ(told_before_synced("unreadable unresolved default/from-secret: "), 1u)
+      << ::testing::PrintToString(entries);
+  EXPECT_EQ(told_before_synced("unresolved default/config-map-missing: "), 1u)
       << ::testing::PrintToString(entries);
   source.stop();
 }
