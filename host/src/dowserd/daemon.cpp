@@ -213,7 +213,7 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
   }
   if (!kubernetes_)
     throw std::invalid_argument("the Kubernetes Configuration source needs an API server");
-  return kubernetes_->make_configuration_source(std::move(events));
+  return kubernetes_->make_configuration_source(std::move(events), options_.event_refresh);
 }
 
 void Daemon::start_kubernetes_helpers() {

@@ -57,6 +57,9 @@ struct DaemonOptions {
   std::shared_ptr<kubernetes_backend::KubernetesBackend> kubernetes;
   std::string kube_namespace;  // empty: all namespaces
   std::chrono::milliseconds dead_node_grace = std::chrono::minutes(5);
+  // How often the Kubernetes source posts standing problems' Events again
+  // (the API server drops them after its --event-ttl).
+  std::chrono::milliseconds event_refresh = std::chrono::minutes(10);
 };
 
 // When each step of advertising what discovery reported ended, on the core

@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   long lock_wait_ms = 10'000;
   long dead_node_grace_seconds =
       std::chrono::duration_cast<std::chrono::seconds>(options.dead_node_grace).count();
+  long event_refresh_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(options.event_refresh).count();
   std::string kubeconfig;
   const std::map<std::string, dowser::daemon::StoreKind> stores{
       {"file", dowser::daemon::StoreKind::file},
@@ -121,6 +123,11 @@ int main(int argc, char** argv) {
                  "store)")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(0, 31536000, "seconds"));
+  app.add_option("--event-refresh-seconds", event_refresh_seconds,
+                 "how often the Warning Events of problems that stand are posted again "
+                 "(kubernetes Configuration source); keep it below the API server's --event-ttl")
+      ->capture_default_str()
+      ->check(dowser::command_line::whole_number(1, 86400, "seconds"));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -142,6 +149,7 @@ int main(int argc, char** argv) {
   options.reclaim_grace = std::chrono::milliseconds(reclaim_grace_ms);
   options.handler_rescan = std::chrono::milliseconds(handler_rescan_ms);
   options.dead_node_grace = std::chrono::seconds(dead_node_grace_seconds);
+  options.event_refresh = std::chrono::seconds(event_refresh_seconds);
   // Checked once here, so no invalid resource name ever reaches the kubelet.
   if (auto problem = dowser::naming::extended_resource_name_problem(options.resource_domain + "/x");
       !problem.empty()) {

@@ -45,8 +45,10 @@ class KubernetesBackend {
 
   virtual std::string server() const = 0;  // "https://host:port"
   virtual std::unique_ptr<store::InstanceStore> make_instance_store() = 0;
+  // Standing problems' Events are posted again about every event_refresh.
   virtual std::unique_ptr<configuration::ConfigurationSource> make_configuration_source(
-      configuration::ConfigurationSource::Events events) = 0;
+      configuration::ConfigurationSource::Events events,
+      std::chrono::milliseconds event_refresh) = 0;
   // Reads this node's Node object every interval on its own thread; any
   // answer but a refusal of our credentials shows the server reachable.
   virtual void start_api_probe(std::chrono::milliseconds interval) = 0;

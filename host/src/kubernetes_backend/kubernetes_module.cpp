@@ -45,9 +45,10 @@ class Backend final : public KubernetesBackend {
   }
 
   std::unique_ptr<configuration::ConfigurationSource> make_configuration_source(
-      configuration::ConfigurationSource::Events events) override {
+      configuration::ConfigurationSource::Events events,
+      std::chrono::milliseconds event_refresh) override {
     return std::make_unique<configuration::KubeConfigurationSource>(
-        *client_, options_.namespace_name, options_.node_name, std::move(events));
+        *client_, options_.namespace_name, options_.node_name, std::move(events), event_refresh);
   }
 
   void start_api_probe(std::chrono::milliseconds interval) override {

@@ -126,10 +126,11 @@ class KubeTest : public DaemonTest {
   }
 
   // Registers the node with the API server (Ready), then starts its dowserd.
-  Node& add_kube_node(const std::string& name, std::vector<std::string> wrapper = {}) {
+  Node& add_kube_node(const std::string& name, std::vector<std::string> wrapper = {},
+                      std::vector<std::string> more_args = {}) {
     client_->create(kNodes, "", node_object(name, true));
     nodes_.push_back(std::make_unique<Node>(root_, name, state_dir_, config_dir_, handler_dir_,
-                                            kube_args(), std::move(wrapper)));
+                                            kube_args(std::move(more_args)), std::move(wrapper)));
     return *nodes_.back();
   }
 
@@ -219,6 +220,24 @@ class KubeTest : public DaemonTest {
         found.push_back(event);
     }
     return found;
+  }
+
+  // Deletes them, as the API server does once their --event-ttl has passed.
+  void drop_events(const std::string& configuration, const std::string& reason) {
+    for (const auto& event : events_for(configuration, reason))
+      client_->remove(kEvents, "default", event["metadata"].value("name", ""));
+  }
+
+  // Drops the Event, then waits until it is posted again, twice over: the
+  // second post comes from a refresh round begun after the first drop, so
+  // every problem that stood then has been posted again since.
+  bool refreshed_twice(const std::string& configuration, const std::string& reason) {
+    for (int round = 0; round < 2; ++round) {
+      drop_events(configuration, reason);
+      if (!test::eventually([&] { return !events_for(configuration, reason).empty(); }))
+        return false;
+    }
+    return true;
   }
 
   fs::path api_dir_;
@@ -783,6 +802,46 @@ TEST_F(KubeTest, RefusalsByTheDaemonArePostedAsEventsOnTheConfiguration) {
   EXPECT_TRUE(test::eventually([&] { return events_for("refused", "Refused").size() == 2; }))
       << a.log();
   EXPECT_TRUE(events_for("good", "Refused").empty());
+}
+
+// The daemon's NotValidated Events stand while the handler is away, and are
+// posted again if the API server drops them; once the handler comes, they
+// no longer stand: a Configuration it takes runs, one it refuses gets a
+// Refused Event instead. Refreshed every second here (--event-refresh-seconds).
+TEST_F(KubeTest, TheDaemonsEventsArePostedAgainUntilTheHandlerJudges) {
+  fs::remove(handler_dir_ / "libfixture-test-devices.so");
+  const auto test_devices = [](const std::string& name, const std::string& details) {
+    return json{
+        {"apiVersion", "akri.sh/v0"},
+        {"kind", "Configuration"},
+        {"metadata", {{"name", name}, {"namespace", "default"}}},
+        {"spec", {{"discoveryHandler", {{"name", "testDevices"}, {"discoveryDetails", details}}}}}};
+  };
+  client_->create(kConfigurations, "default", test_devices("late", "devices: [{id: d1}]"));
+  client_->create(kConfigurations, "default", test_devices("late-bad", "devices: 5"));
+  json refused = echo_object("refused", 1, false);  // stands throughout
+  refused["spec"]["discoveryHandler"]["discoveryDetails"] = "descriptions: [cam0";
+  client_->create(kConfigurations, "default", refused);
+  Node& a = add_kube_node("node-a", {}, {"--event-refresh-seconds=1", "--handler-rescan-ms=100"});
+  ASSERT_TRUE(test::eventually([&] {
+    return !events_for("late", "NotValidated").empty() &&
+           !events_for("late-bad", "NotValidated").empty() &&
+           !events_for("refused", "Refused").empty();
+  })) << a.log();
+  EXPECT_TRUE(refreshed_twice("late", "NotValidated")) << a.log();
+
+  const fs::path arriving = handler_dir_ / "arriving";  // not a .so: not loaded half-written
+  fs::copy_file(TEST_DEVICES_SO, arriving);
+  fs::rename(arriving, handler_dir_ / "libfixture-test-devices.so");
+  ASSERT_TRUE(a.wait_allocatable("akri.sh/late", 1)) << a.log();
+  ASSERT_TRUE(test::eventually([&] { return !events_for("late-bad", "Refused").empty(); }))
+      << a.log();
+  drop_events("late", "NotValidated");
+  drop_events("late-bad", "NotValidated");
+  ASSERT_TRUE(refreshed_twice("refused", "Refused")) << a.log();
+  ASSERT_TRUE(refreshed_twice("late-bad", "Refused")) << a.log();
+  EXPECT_TRUE(events_for("late", "NotValidated").empty()) << "its handler took it";
+  EXPECT_TRUE(events_for("late-bad", "NotValidated").empty()) << "its handler refused it";
 }
 
 }  // namespace

@@ -35,8 +35,9 @@ class WatchedBackend : public KubernetesBackend {
     return std::make_unique<Store>(std::make_shared<kube::KubeClient>(access_), *this);
   }
   std::unique_ptr<configuration::ConfigurationSource> make_configuration_source(
-      configuration::ConfigurationSource::Events events) override {
-    return real_->make_configuration_source(std::move(events));
+      configuration::ConfigurationSource::Events events,
+      std::chrono::milliseconds event_refresh) override {
+    return real_->make_configuration_source(std::move(events), event_refresh);
   }
   void start_api_probe(std::chrono::milliseconds interval) override {
     real_->start_api_probe(interval);
