@@ -361,10 +361,17 @@ void Daemon::withdraw_orphans() {
 }
 
 // Resource names carry no namespace: one name may serve one Configuration.
+// One waiting for read access holds it too while its Instances are kept:
+// their pods use it.
 std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
     const ConfigurationKey& key) const {
+  const auto holds = [&key](const ConfigurationKey& other) {
+    return other.second == key.second && other.first != key.first;
+  };
   for (const auto& [other, configuration] : configurations_)
-    if (other.second == key.second && other.first != key.first) return other;
+    if (holds(other)) return other;
+  for (const auto& other : waiting_for_access_)
+    if (holds(other) && has_stored_instances(other)) return other;
   return std::nullopt;
 }
 
@@ -407,11 +414,23 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   no_longer_waiting_for_access({configuration.namespace_name, configuration.name});
 }
 
-// Its Instances were kept while it waited for read access; from here on
-// they are judged as those of any Configuration refused, or gone.
+// Its Instances were kept while it waited for read access, and its resource
+// name with them; from here on they are judged as those of any
+// Configuration refused, or gone.
 void Daemon::no_longer_waiting_for_access(const ConfigurationKey& key) {
-  if (waiting_for_access_.erase(key) > 0 && configurations_synced_ && !configurations_.count(key))
-    withdraw_orphans();
+  if (waiting_for_access_.erase(key) == 0 || configurations_.count(key) > 0) return;
+  if (configurations_synced_) withdraw_orphans();
+  resource_name_released(key);
+}
+
+// A same-named Configuration of another namespace, refused while this one
+// held the resource name, may take it now.
+void Daemon::resource_name_released(const ConfigurationKey& key) {
+  for (const auto& other : waiting_for_name_) {
+    if (other.second != key.second || other == key) continue;
+    auto waiting = refused_.at(other).first;  // configuration_upserted edits both maps
+    boost::asio::post(core_, [this, waiting] { configuration_upserted(waiting); });
+  }
 }
 
 void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
@@ -542,7 +561,7 @@ void Daemon::configuration_deleted(const ConfigurationKey& key) {
 void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {
   refused_.erase(key);
   waiting_for_name_.erase(key);
-  no_longer_waiting_for_access(key);  // one never run: its Instances go now
+  no_longer_waiting_for_access(key);  // one never run: its Instances and name go now
   if (!configurations_.erase(key)) return;
   started_with_.erase(key);
   spdlog::info("Configuration {}/{} {}", key.first, key.second, why);
@@ -556,13 +575,7 @@ void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view
   retry_failed_writes();  // a withdrawal the store refused
   plugins_.remove(options_.resource_domain + "/" + key.second);
   configuration_backends_.erase(key);
-  // A same-named Configuration of another namespace, refused while this one
-  // held the resource name, may take it now.
-  for (const auto& other : waiting_for_name_) {
-    if (other.second != key.second) continue;
-    auto waiting = refused_.at(other).first;  // configuration_upserted edits both maps
-    boost::asio::post(core_, [this, waiting] { configuration_upserted(waiting); });
-  }
+  resource_name_released(key);
 }
 
 // ---- discovery into Instances ---------------------------------------------------

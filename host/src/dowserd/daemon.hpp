@@ -103,6 +103,7 @@ class Daemon {
   void configuration_upserted(const configuration::Configuration& configuration);
   void run_or_refuse(const configuration::Configuration& configuration);
   void no_longer_waiting_for_access(const ConfigurationKey& key);
+  void resource_name_released(const ConfigurationKey& key);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
   bool has_stored_instances(const ConfigurationKey& key) const;
   void give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner);

@@ -125,7 +125,8 @@ int main(int argc, char** argv) {
       ->check(dowser::command_line::whole_number(0, 31536000, "seconds"));
   app.add_option("--event-refresh-seconds", event_refresh_seconds,
                  "how often the Warning Events of problems that stand are posted again "
-                 "(kubernetes Configuration source); keep it below the API server's --event-ttl")
+                 "(kubernetes Configuration source): one the API server dropped (--event-ttl) "
+                 "comes back within 5/4 of it")
       ->capture_default_str()
       ->check(dowser::command_line::whole_number(1, 86400, "seconds"));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")

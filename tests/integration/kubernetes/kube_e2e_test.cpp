@@ -23,6 +23,7 @@ using nlohmann::json;
 
 using kube::resources::kConfigurations;
 using kube::resources::kEvents;
+using kube::resources::kNamespaces;
 using kube::resources::kNodes;
 using kube::resources::kSecrets;
 
@@ -229,8 +230,10 @@ class KubeTest : public DaemonTest {
   }
 
   // Drops the Event, then waits until it is posted again, twice over: the
-  // second post comes from a refresh round begun after the first drop, so
-  // every problem that stood then has been posted again since.
+  // second post comes from a refresh round begun after the first drop. A
+  // round posts the daemon's problems in the order of their Configurations'
+  // names: every one that sorts before this one and stood then has been
+  // posted again since.
   bool refreshed_twice(const std::string& configuration, const std::string& reason) {
     for (int round = 0; round < 2; ++round) {
       drop_events(configuration, reason);
@@ -555,6 +558,35 @@ TEST_F(KubeSecretsForbiddenTest, OnlyTheConfigurationsWaitingForAccessKeepTheirI
   })) << a.log();
 }
 
+// Waiting for access, it keeps its resource name with its Instances: a
+// same-named Configuration of another namespace waits for the name (else
+// it would take it, and the one waiting would lose its Instances when the
+// access comes), and takes it once the first is deleted.
+TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessKeepsItsResourceName) {
+  store_instance_of("cams");
+  create_needing_secret("cams", "s");
+  Node& a = node_serving_good();
+  ASSERT_TRUE(a.wait_for_log("Configuration default/cams: spec.discoveryHandler")) << a.log();
+  json other = echo_object("cams", 1, false, json::array({availability_file(root_ / "online")}));
+  other["metadata"]["namespace"] = "other";
+  client_->create(kNamespaces, "", {{"metadata", {{"name", "other"}}}});
+  client_->create(kConfigurations, "other", other);
+  EXPECT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+  EXPECT_EQ(configurations_with_instances(), (std::set<std::string>{"good", "cams"})) << a.log();
+
+  client_->remove(kConfigurations, "default", "cams");
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_TRUE(wait_instances([](const auto& instances) {
+    return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
+      return stored.instance.namespace_name == "default" &&
+             stored.instance.configuration_name == "cams";
+    });
+  })) << a.log();
+}
+
 TEST_F(KubeSecretsForbiddenTest, OnceAccessIsGrantedOneWhoseSecretIsMissingLosesItsInstances) {
   expect_refused_once_granted("absent",
                               "waiting-abc123: its Configuration default/waiting is not served "
@@ -819,14 +851,15 @@ TEST_F(KubeTest, TheDaemonsEventsArePostedAgainUntilTheHandlerJudges) {
   };
   client_->create(kConfigurations, "default", test_devices("late", "devices: [{id: d1}]"));
   client_->create(kConfigurations, "default", test_devices("late-bad", "devices: 5"));
-  json refused = echo_object("refused", 1, false);  // stands throughout
+  // Stands throughout, and sorts after the others (see refreshed_twice).
+  json refused = echo_object("zz-refused", 1, false);
   refused["spec"]["discoveryHandler"]["discoveryDetails"] = "descriptions: [cam0";
   client_->create(kConfigurations, "default", refused);
   Node& a = add_kube_node("node-a", {}, {"--event-refresh-seconds=1", "--handler-rescan-ms=100"});
   ASSERT_TRUE(test::eventually([&] {
     return !events_for("late", "NotValidated").empty() &&
            !events_for("late-bad", "NotValidated").empty() &&
-           !events_for("refused", "Refused").empty();
+           !events_for("zz-refused", "Refused").empty();
   })) << a.log();
   EXPECT_TRUE(refreshed_twice("late", "NotValidated")) << a.log();
 
@@ -838,8 +871,8 @@ TEST_F(KubeTest, TheDaemonsEventsArePostedAgainUntilTheHandlerJudges) {
       << a.log();
   drop_events("late", "NotValidated");
   drop_events("late-bad", "NotValidated");
-  ASSERT_TRUE(refreshed_twice("refused", "Refused")) << a.log();
   ASSERT_TRUE(refreshed_twice("late-bad", "Refused")) << a.log();
+  ASSERT_TRUE(refreshed_twice("zz-refused", "Refused")) << a.log();
   EXPECT_TRUE(events_for("late", "NotValidated").empty()) << "its handler took it";
   EXPECT_TRUE(events_for("late-bad", "NotValidated").empty()) << "its handler refused it";
 }
