@@ -235,8 +235,10 @@ Configuration resolve_references(const Configuration& configuration, const Refer
 // from Secrets and ConfigMaps (watched in the same namespaces) are resolved
 // before delivery; a change to one re-delivers the Configurations using it. A
 // required one that is missing is reported through `unresolved` and as a
-// Warning Event (reason UnresolvedProperty), and retried when it appears.
-// start() returns at once; `synced` follows the first complete listing.
+// Warning Event (reason UnresolvedProperty), and retried when it appears; so
+// is one of a kind dowserd may not list (Unresolved::kind_unreadable).
+// start() returns at once; `synced` follows the first complete listing, once
+// no Configuration waits for a kind still being listed.
 class KubeConfigurationSource : public ConfigurationSource {
  public:
   // Warning Events of problems that stand (an invalid object, a property

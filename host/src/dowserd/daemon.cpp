@@ -395,7 +395,8 @@ void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationK
   wait_for_name(displaced, owner);
 }
 
-// Refused, and started again by configuration_removed once the holder goes.
+// Refused, and started again by resource_name_released once the holder goes
+// (or, waiting for read access, stops waiting without running).
 void Daemon::wait_for_name(const configuration::Configuration& waiting,
                            const ConfigurationKey& holder) {
   refused(waiting, "its resource name is taken by Configuration " + holder.first + "/" +
