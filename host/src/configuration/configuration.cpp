@@ -555,19 +555,23 @@ Configuration resolve_references(const Configuration& configuration, const Refer
     const ReferenceKind kind =
         property.secret_key_ref ? ReferenceKind::secret : ReferenceKind::config_map;
     std::string problem;
+    auto cause = UnresolvedReference::Cause::value_missing;
     try {
       property.value = find(kind, *reference);
       problem =
           std::string("no such ") + kind_name(kind) + ", or no such key in it; waiting for it";
     } catch (const UnreadableReference& unreadable) {
       problem = unreadable.what();
+      cause = unreadable.lasting() == UnreadableReference::Lasting::until_access_is_granted
+                  ? UnresolvedReference::Cause::awaiting_access
+                  : UnresolvedReference::Cause::unreadable_for_good;
     }
     if (property.value) {
       resolved.discovery_properties.push_back(std::move(property));
     } else if (!reference->optional) {
-      throw ConfigurationError(configuration.namespace_name + "/" + configuration.name,
-                               reference_path(i, kind),
-                               needed_value(property.name, kind, *reference) + ": " + problem);
+      throw UnresolvedReference(
+          configuration.namespace_name + "/" + configuration.name, reference_path(i, kind),
+          needed_value(property.name, kind, *reference) + ": " + problem, cause);
     }
   }
   return resolved;

@@ -96,6 +96,36 @@ class ConfigurationError : public std::runtime_error {
   std::optional<std::pair<std::string, std::string>> configuration_;
 };
 
+// A Secret or ConfigMap that cannot be looked up at all (see
+// resolve_references), and why.
+class UnreadableReference : public std::runtime_error {
+ public:
+  // Whether dowserd may be granted read access to the object's kind while it
+  // runs (the API server refused it), or can never follow the reference
+  // (outside the namespace it reads).
+  enum class Lasting { until_access_is_granted, for_good };
+  UnreadableReference(const std::string& why, Lasting lasting)
+      : std::runtime_error(why), lasting_(lasting) {}
+  Lasting lasting() const noexcept { return lasting_; }
+
+ private:
+  Lasting lasting_;
+};
+
+// A required `valueFrom` reference that did not resolve (see
+// resolve_references), and why: one awaiting access is not refused for good.
+class UnresolvedReference : public ConfigurationError {
+ public:
+  enum class Cause { value_missing, unreadable_for_good, awaiting_access };
+  UnresolvedReference(std::string source, std::string field_path, std::string reason, Cause cause)
+      : ConfigurationError(std::move(source), std::move(field_path), std::move(reason)),
+        cause_(cause) {}
+  Cause cause() const noexcept { return cause_; }
+
+ private:
+  Cause cause_;
+};
+
 // Parses every YAML document in text (documents separated by ---; empty ones
 // are skipped). source names the text in errors (usually the file path).
 // Throws ConfigurationError for the first problem found.
@@ -134,10 +164,6 @@ std::string read_manifest(const std::filesystem::path& file,
 // not call stop(). Identity is (namespace, name).
 class ConfigurationSource {
  public:
-  // Why a Configuration is unresolved. One waiting for read access (RBAC)
-  // is not refused for good: its Instances are kept, as the pods using them
-  // still run and the access may be granted.
-  enum class Unresolved { value_missing, kind_unreadable };
   struct Events {
     std::function<void(const Configuration&)> upserted;  // new, or changed in any field
     // Gone: one delivered, or reported unresolved (and maybe never delivered).
@@ -150,7 +176,8 @@ class ConfigurationSource {
     // missing, or dowserd may not read that kind), with why; its previous
     // version, if any, keeps running, and upserted follows once it resolves
     // (also to the version running).
-    std::function<void(const Configuration&, const std::string& reason, Unresolved why)>
+    std::function<void(const Configuration&, const std::string& reason,
+                       UnresolvedReference::Cause why)>
         unresolved = {};
     // Once, when the Configurations present at start have all been delivered
     // or told unresolved: anything still unknown then is gone for good.
@@ -214,17 +241,13 @@ class FileConfigurationSource : public ConfigurationSource {
 // references are looked up with find (nullopt: that Secret or ConfigMap, or
 // that key in it, does not exist; UnreadableReference: it cannot be looked
 // up at all, and why). A missing or unreadable optional reference drops the
-// property; a required one throws ConfigurationError (source
+// property; a required one throws UnresolvedReference (source
 // "<namespace>/<name>", the reference's field path, a reason naming the
 // property, the object and the key, and why, never a value). References are
 // kept, so a changed value makes same_discovery() false.
 enum class ReferenceKind { secret, config_map };
 using ReferenceLookup =
     std::function<std::optional<std::string>(ReferenceKind, const KeyReference&)>;
-class UnreadableReference : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 Configuration resolve_references(const Configuration& configuration, const ReferenceLookup& find);
 
 // Configurations (configurations.akri.sh/v0) from the cluster, in one
@@ -236,18 +259,19 @@ Configuration resolve_references(const Configuration& configuration, const Refer
 // before delivery; a change to one re-delivers the Configurations using it. A
 // required one that is missing is reported through `unresolved` and as a
 // Warning Event (reason UnresolvedProperty), and retried when it appears; so
-// is one of a kind dowserd may not list (Unresolved::kind_unreadable).
+// is one of a kind dowserd may not list (UnresolvedReference::Cause::awaiting_access).
 // start() returns at once; `synced` follows the first complete listing, once
 // no Configuration waits for a kind still being listed.
 class KubeConfigurationSource : public ConfigurationSource {
  public:
+  static constexpr std::chrono::minutes kDefaultEventRefresh{10};
   // Warning Events of problems that stand (an invalid object, a property
   // that does not resolve) are posted again about every event_refresh (3/4
   // to 5/4 of it, drawn each time, so that nodes spread their posts) once the
   // API server has dropped them (Events live an hour by default: --event-ttl).
   KubeConfigurationSource(kube::KubeClient& client, std::string namespace_name,
                           std::string reporting_node, Events events,
-                          std::chrono::milliseconds event_refresh = std::chrono::minutes(10));
+                          std::chrono::milliseconds event_refresh = kDefaultEventRefresh);
   ~KubeConfigurationSource() override;  // stops
   KubeConfigurationSource(const KubeConfigurationSource&) = delete;
   KubeConfigurationSource& operator=(const KubeConfigurationSource&) = delete;

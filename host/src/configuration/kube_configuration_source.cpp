@@ -139,7 +139,8 @@ struct KubeConfigurationSource::State {
     if (!events.invalid) events.invalid = [](const ConfigurationError&) {};
     if (!events.valid) events.valid = [](const std::string&) {};
     if (!events.unresolved)
-      events.unresolved = [](const Configuration&, const std::string&, Unresolved) {};
+      events.unresolved = [](const Configuration&, const std::string&, UnresolvedReference::Cause) {
+      };
     if (!events.synced) events.synced = [] {};
     if (!events.listed) events.listed = [] {};
     return events;
@@ -275,9 +276,10 @@ std::optional<std::string> KubeConfigurationSource::State::lookup(
   if (outside_scope(reference)) {
     // Akri's default namespace for a reference is "default", whatever the
     // Configuration's: dowserd keeps it, and says why it cannot follow it.
-    throw UnreadableReference("outside namespace " + namespace_name +
-                              ", the only one dowserd reads (--namespace " + namespace_name +
-                              "); a reference without a namespace means \"default\", as in Akri");
+    throw UnreadableReference(
+        "outside namespace " + namespace_name + ", the only one dowserd reads (--namespace " +
+            namespace_name + "); a reference without a namespace means \"default\", as in Akri",
+        UnreadableReference::Lasting::for_good);
   }
   const ReferencedObjects& objects = objects_of(kind);
   if (!objects.listed) {
@@ -285,10 +287,11 @@ std::optional<std::string> KubeConfigurationSource::State::lookup(
     // across all namespaces: say what dowserd asks for.
     throw UnreadableReference(
         "dowserd cannot read " + objects.plural + ": it lists and watches them " +
-        (namespace_name.empty()
-             ? "in all namespaces, which needs a ClusterRole (or --namespace and a Role there)"
-             : "in namespace " + namespace_name) +
-        ", and the API server refused: " + objects.refusal);
+            (namespace_name.empty()
+                 ? "in all namespaces, which needs a ClusterRole (or --namespace and a Role there)"
+                 : "in namespace " + namespace_name) +
+            ", and the API server refused: " + objects.refusal,
+        UnreadableReference::Lasting::until_access_is_granted);
   }
   const auto& cache = objects.objects;
   auto object = cache.find({reference.namespace_name, reference.name});
@@ -318,13 +321,9 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     return;
   }
   held_.erase(identity);
-  // Whether the last reference looked up is of a kind dowserd may not read:
-  // a required one that cannot be resolved is the last looked up.
-  bool kind_unreadable = false;
   try {
     Configuration resolved = resolve_references(
-        configuration, [this, &kind_unreadable](ReferenceKind kind, const KeyReference& reference) {
-          kind_unreadable = !outside_scope(reference) && !objects_of(kind).listed;
+        configuration, [this](ReferenceKind kind, const KeyReference& reference) {
           return lookup(kind, reference);
         });
     // Resolved again to the version delivered (a Secret re-created with
@@ -335,14 +334,14 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     if (!was_unresolved && delivered != delivered_.end() && delivered->second == resolved) return;
     delivered_.insert_or_assign(identity, resolved);
     events.upserted(resolved);
-  } catch (const ConfigurationError& problem) {
+  } catch (const UnresolvedReference& problem) {
     // The message says which (and so why): told again only when it changes.
     std::string& last = unresolved_[identity];
     if (last == problem.what()) return;
     last = problem.what();
     // The daemon names the Configuration itself; the Event stands alone.
     events.unresolved(configuration, problem.field_path() + ": " + problem.reason(),
-                      kind_unreadable ? Unresolved::kind_unreadable : Unresolved::value_missing);
+                      problem.cause());
     reports.push_back(
         warning(identity, &parsed->second, "UnresolvedProperty", last, NamedFor::the_object));
   }

@@ -195,7 +195,7 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
           },
       .unresolved =
           [post, this](const configuration::Configuration& c, const std::string& reason,
-                       configuration::ConfigurationSource::Unresolved why) {
+                       configuration::UnresolvedReference::Cause why) {
             post([this, c, reason, why] { unresolved(c, reason, why); });
           },
       // Runs after the initial Configurations (posted before it).
@@ -542,11 +542,10 @@ void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& 
 // Instances meanwhile, and once it waits for something else (the access came,
 // a value is missing) they are handled as any refused Configuration's.
 void Daemon::unresolved(const configuration::Configuration& configuration,
-                        const std::string& reason,
-                        configuration::ConfigurationSource::Unresolved why) {
+                        const std::string& reason, configuration::UnresolvedReference::Cause why) {
   const ConfigurationKey key{configuration.namespace_name, configuration.name};
   refused(configuration, reason, FoundBy::source);
-  if (why == configuration::ConfigurationSource::Unresolved::kind_unreadable)
+  if (why == configuration::UnresolvedReference::Cause::awaiting_access)
     waiting_for_access_.insert(key);
   else
     no_longer_waiting_for_access(key);

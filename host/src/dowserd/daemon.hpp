@@ -59,7 +59,8 @@ struct DaemonOptions {
   std::chrono::milliseconds dead_node_grace = std::chrono::minutes(5);
   // How often the Kubernetes source posts standing problems' Events again
   // (the API server drops them after its --event-ttl).
-  std::chrono::milliseconds event_refresh = std::chrono::minutes(10);
+  std::chrono::milliseconds event_refresh =
+      configuration::KubeConfigurationSource::kDefaultEventRefresh;
 };
 
 // When each step of advertising what discovery reported ended, on the core
@@ -199,7 +200,7 @@ class Daemon {
   void refused(const configuration::Configuration& configuration, const std::string& reason,
                FoundBy found_by = FoundBy::daemon);
   void unresolved(const configuration::Configuration& configuration, const std::string& reason,
-                  configuration::ConfigurationSource::Unresolved why);
+                  configuration::UnresolvedReference::Cause why);
   void configuration_error(const configuration::ConfigurationError& error);
   void withdraw_orphans();
   std::vector<status_api::ConfigurationErrorStatus> configuration_error_statuses() const;

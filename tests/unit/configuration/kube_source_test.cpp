@@ -52,9 +52,9 @@ ConfigurationSource::Events recording(test::Recorder& recorder) {
     recorder.add(std::string("invalid ") + error.what());
   };
   events.unresolved = [&recorder](const Configuration& c, const std::string& reason,
-                                  ConfigurationSource::Unresolved why) {
+                                  UnresolvedReference::Cause why) {
     recorder.add(
-        std::string(why == ConfigurationSource::Unresolved::kind_unreadable ? "unreadable " : "") +
+        std::string(why == UnresolvedReference::Cause::awaiting_access ? "unreadable " : "") +
         "unresolved " + c.namespace_name + "/" + c.name + ": " + reason);
   };
   events.synced = [&recorder] { recorder.add("synced"); };
@@ -183,6 +183,8 @@ TEST(KubeConfigurationSource, AReferenceOutsideTheWatchedNamespaceIsRefusedSayin
                        "edge); a reference without a namespace means \"default\", as in "
                        "Akri"))
       << reason;
+  EXPECT_EQ(count_starting(recorder.entries(), "unreadable "), 0u)
+      << "no access to be granted will let dowserd follow it";
   source.stop();
 }
 

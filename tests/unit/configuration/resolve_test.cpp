@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 namespace dowser::configuration {
 namespace {
@@ -93,7 +94,8 @@ TEST(ResolveReferences, AMissingRequiredReferenceNamesEverythingButTheValue) {
   try {
     resolve_references(parse_configuration_object(kObject, "video/cams"), objects.lookup());
     FAIL() << "PASSWORD cannot be resolved";
-  } catch (const ConfigurationError& e) {
+  } catch (const UnresolvedReference& e) {
+    EXPECT_EQ(e.cause(), UnresolvedReference::Cause::value_missing);
     EXPECT_EQ(e.source(), "video/cams");
     EXPECT_EQ(e.field_path(),
               "spec.discoveryHandler.discoveryProperties[1].valueFrom.secretKeyRef");
@@ -101,6 +103,30 @@ TEST(ResolveReferences, AMissingRequiredReferenceNamesEverythingButTheValue) {
     for (const char* part : {"PASSWORD", "Secret video/auth", "password"})
       EXPECT_NE(what.find(part), std::string::npos) << part << " in " << what;
     EXPECT_EQ(what.find("other-key-value"), std::string::npos);
+  }
+}
+
+// The daemon keeps the Instances of one whose Secret it may be allowed to
+// read later, and only of that one: the cause says which.
+TEST(ResolveReferences, AnUnreadableRequiredReferenceSaysWhetherAccessMayCome) {
+  using Lasting = UnreadableReference::Lasting;
+  using Cause = UnresolvedReference::Cause;
+  for (const auto& [lasting, cause] :
+       {std::pair{Lasting::until_access_is_granted, Cause::awaiting_access},
+        std::pair{Lasting::for_good, Cause::unreadable_for_good}}) {
+    const auto unreadable = [lasting = lasting](ReferenceKind kind,
+                                                const KeyReference&) -> std::optional<std::string> {
+      if (kind == ReferenceKind::secret)
+        throw UnreadableReference("secrets are forbidden", lasting);
+      return std::nullopt;
+    };
+    try {
+      resolve_references(parse_configuration_object(kObject, "video/cams"), unreadable);
+      FAIL() << "PASSWORD cannot be read";
+    } catch (const UnresolvedReference& e) {
+      EXPECT_EQ(e.cause(), cause);
+      EXPECT_NE(std::string(e.what()).find("secrets are forbidden"), std::string::npos) << e.what();
+    }
   }
 }
 
