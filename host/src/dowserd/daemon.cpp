@@ -329,17 +329,12 @@ void Daemon::shutdown() {
 // Configuration: only that one's Instances are kept for it. So do those
 // waiting for read access to a Secret or ConfigMap they reference.
 void Daemon::withdraw_orphans() {
-  std::set<ConfigurationKey> known;
+  std::set<ConfigurationKey> known = kept_without_running();
   for (const auto& [key, configuration] : configurations_) known.insert(key);
-  known.insert(waiting_for_access_.begin(), waiting_for_access_.end());
   size_t unreadable = 0;
   const ConfigurationErrorRecord* first_unreadable = nullptr;
   for (const auto& [source, record] : configuration_errors_) {
-    if (const auto& about = record.error.configuration()) {
-      known.insert(*about);
-    } else if (++unreadable == 1) {
-      first_unreadable = &record;
-    }
+    if (!record.error.configuration() && ++unreadable == 1) first_unreadable = &record;
   }
   if (first_unreadable != nullptr) {
     if (!std::exchange(holding_orphans_, true)) {
@@ -358,20 +353,45 @@ void Daemon::withdraw_orphans() {
                                      : "is not served (" + refusal->second.second + ")";
   }));
   retry_failed_writes();  // a withdrawal the store refused
+  // Names held by the Instances of Configurations that did not come are
+  // free; those that came hold theirs (told so again: the reason changed).
+  retry_waiting_for_name([this](const ConfigurationKey& waiting, NameWait wait) {
+    return wait == NameWait::for_the_listing || !resource_name_holder(waiting);
+  });
+}
+
+// Not running, yet their Instances are no orphans: their pods may still run,
+// and they may run again. Those waiting for read access to a Secret or
+// ConfigMap they reference, and cluster objects that are invalid (their
+// last good version's Instances).
+std::set<Daemon::ConfigurationKey> Daemon::kept_without_running() const {
+  std::set<ConfigurationKey> kept(waiting_for_access_.begin(), waiting_for_access_.end());
+  for (const auto& [source, record] : configuration_errors_)
+    if (const auto& about = record.error.configuration()) kept.insert(*about);
+  return kept;
 }
 
 // Resource names carry no namespace: one name may serve one Configuration.
-// One waiting for read access holds it too while its Instances are kept:
-// their pods use it.
+// Instances kept for one that does not run hold its name too: their pods
+// use it. So, until every Configuration was read (or while a source cannot
+// be read), do the Instances of one not heard of yet: it held the name
+// before this start, and would lose its Instances if a same-named one read
+// first took it.
 std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
     const ConfigurationKey& key) const {
-  const auto holds = [&key](const ConfigurationKey& other) {
-    return other.second == key.second && other.first != key.first;
+  const auto holds = [&key](const std::string& namespace_name, const std::string& name) {
+    return name == key.second && namespace_name != key.first;
   };
   for (const auto& [other, configuration] : configurations_)
-    if (holds(other)) return other;
-  for (const auto& other : waiting_for_access_)
-    if (holds(other) && has_stored_instances(other)) return other;
+    if (holds(other.first, other.second)) return other;
+  const bool may_still_come = !configurations_synced_ || holding_orphans_;
+  for (const auto& [instance_key, stored] : capacity_.instances()) {
+    const store::Instance& instance = stored.instance;
+    if (!holds(instance.namespace_name, instance.configuration_name)) continue;  // nearly always
+    const ConfigurationKey owner{instance.namespace_name, instance.configuration_name};
+    if ((may_still_come && refused_.count(owner) == 0) || kept_without_running().count(owner) > 0)
+      return owner;
+  }
   return std::nullopt;
 }
 
@@ -399,9 +419,16 @@ void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationK
 // (or, waiting for read access, stops waiting without running).
 void Daemon::wait_for_name(const configuration::Configuration& waiting,
                            const ConfigurationKey& holder) {
-  refused(waiting, "its resource name is taken by Configuration " + holder.first + "/" +
-                       holder.second + " (resource names carry no namespace)");
-  waiting_for_name_.insert({waiting.namespace_name, waiting.name});
+  const std::string holder_name = "Configuration " + holder.first + "/" + holder.second;
+  const bool heard_of = configurations_.count(holder) > 0 || refused_.count(holder) > 0 ||
+                        kept_without_running().count(holder) > 0;
+  refused(waiting, heard_of ? "its resource name is taken by " + holder_name +
+                                  " (resource names carry no namespace)"
+                            : "its resource name was held by " + holder_name +
+                                  " before this start (its Instances are in the store); waiting "
+                                  "until every Configuration is read");
+  waiting_for_name_[{waiting.namespace_name, waiting.name}] =
+      heard_of ? NameWait::for_its_holder : NameWait::for_the_listing;
 }
 
 const store::Instance* Daemon::instance_named(const std::string& name) const {
@@ -427,10 +454,22 @@ void Daemon::no_longer_waiting_for_access(const ConfigurationKey& key) {
 // A same-named Configuration of another namespace, refused while this one
 // held the resource name, may take it now.
 void Daemon::resource_name_released(const ConfigurationKey& key) {
-  for (const auto& other : waiting_for_name_) {
-    if (other.second != key.second || other == key) continue;
-    auto waiting = refused_.at(other).first;  // configuration_upserted edits both maps
-    boost::asio::post(core_, [this, waiting] { configuration_upserted(waiting); });
+  retry_waiting_for_name([&key](const ConfigurationKey& other, NameWait) {
+    return other.second == key.second && other != key;
+  });
+}
+
+void Daemon::retry_waiting_for_name(
+    const std::function<bool(const ConfigurationKey&, NameWait)>& which) {
+  for (const auto& [other, wait] : waiting_for_name_) {
+    if (!which(other, wait)) continue;
+    // Posted, as configuration_upserted edits the set; once only, if two
+    // releases come together. A copy: it erases its entry in refused_.
+    boost::asio::post(core_, [this, other = other] {
+      if (waiting_for_name_.count(other) == 0) return;
+      const configuration::Configuration waiting = refused_.at(other).first;
+      configuration_upserted(waiting);
+    });
   }
 }
 
@@ -746,6 +785,9 @@ void Daemon::store_event(const store::WatchEvent& event) {
     capacity_.forget(key);
     slot_problems_told_.erase(key);
     mark_dirty(key);
+    // The last Instance of one that does not run may have held its name.
+    const ConfigurationKey owner{instance.namespace_name, instance.configuration_name};
+    if (configurations_.count(owner) == 0) resource_name_released(owner);
   } else {
     capacity_.apply(event.object);  // marks it dirty through the listener
   }

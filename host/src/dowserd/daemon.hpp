@@ -105,7 +105,13 @@ class Daemon {
   void run_or_refuse(const configuration::Configuration& configuration);
   void no_longer_waiting_for_access(const ConfigurationKey& key);
   void resource_name_released(const ConfigurationKey& key);
+  // For a name held by another Configuration, or (at a start, see
+  // resource_name_holder) by its Instances until every Configuration is read.
+  enum class NameWait { for_its_holder, for_the_listing };
+  // Posts configuration_upserted for those waiting for a name that `which` picks.
+  void retry_waiting_for_name(const std::function<bool(const ConfigurationKey&, NameWait)>& which);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
+  std::set<ConfigurationKey> kept_without_running() const;
   bool has_stored_instances(const ConfigurationKey& key) const;
   void give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner);
   void wait_for_name(const configuration::Configuration& waiting, const ConfigurationKey& holder);
@@ -276,7 +282,7 @@ class Daemon {
   std::set<ConfigurationKey> waiting_for_access_;
   // Refused only because another namespace's Configuration holds the name;
   // each also in refused_, with the Configuration to retry.
-  std::set<ConfigurationKey> waiting_for_name_;
+  std::map<ConfigurationKey, NameWait> waiting_for_name_;
   // Manifests (or objects) a source could not use, by source, until it is
   // fixed or goes; with when the error was first seen.
   struct ConfigurationErrorRecord {

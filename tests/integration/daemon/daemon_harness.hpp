@@ -205,15 +205,24 @@ class Node {
     return static_cast<long>(ids.size());
   }
 
-  // Waits until dowserd's log contains text, woken by inotify on the log.
-  bool wait_for_log(const std::string& text, std::chrono::milliseconds timeout = 10s) const {
+  // Waits until dowserd's log contains text (at least `times` times), woken
+  // by inotify on the log.
+  bool wait_for_log(const std::string& text, std::chrono::milliseconds timeout = 10s,
+                    size_t times = 1) const {
     fs::path file = root_ / (name_ + ".log");
     int fd = ::inotify_init1(IN_CLOEXEC);
     // The directory, not the file: the log may not exist yet.
     ::inotify_add_watch(fd, file.parent_path().c_str(), IN_MODIFY | IN_CREATE);
     auto deadline = std::chrono::steady_clock::now() + timeout;
     bool found = false;
-    while (!(found = log().find(text) != std::string::npos)) {
+    const auto seen_enough = [&] {
+      const std::string now = log();
+      size_t seen = 0;
+      for (size_t at = now.find(text); at != std::string::npos; at = now.find(text, at + 1))
+        if (++seen == times) return true;
+      return false;
+    };
+    while (!(found = seen_enough())) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;

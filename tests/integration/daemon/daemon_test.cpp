@@ -748,8 +748,8 @@ TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
 
 // At a start the files are read in name order, not in the order they came:
 // the Configuration that held the resource name before (its Instances, and
-// the claims of its pods, are in the store) gets it back.
-TEST_F(DaemonTest, ARestartGivesTheResourceNameBackToTheConfigurationThatHeldIt) {
+// the claims of its pods, are in the store) keeps it, though read last.
+TEST_F(DaemonTest, ARestartKeepsTheResourceNameWithTheConfigurationThatHeldIt) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
@@ -764,9 +764,14 @@ TEST_F(DaemonTest, ARestartGivesTheResourceNameBackToTheConfigurationThatHeldIt)
 
   node.start();
   EXPECT_TRUE(
-      node.wait_for_log("Configuration other/cams gives its resource name back to "
-                        "Configuration default/cams, whose Instances are in the store"))
+      node.wait_for_log("Configuration other/cams: its resource name was held by Configuration "
+                        "default/cams before this start (its Instances are in the store)"))
       << node.log();
+  EXPECT_TRUE(
+      node.wait_for_log("Configuration other/cams: its resource name is taken by Configuration "
+                        "default/cams",
+                        10s, 2))
+      << "told again once every Configuration is read" << node.log();
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1))
       << "not the two devices of other/cams" << node.log();
   EXPECT_EQ(instances(1).size(), 1u);

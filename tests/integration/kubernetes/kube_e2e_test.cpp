@@ -199,6 +199,44 @@ class KubeTest : public DaemonTest {
     return status;
   }
 
+  // A Configuration whose availability file's path is key k of Secret secret.
+  void create_needing_secret(const std::string& name, const std::string& secret) {
+    client_->create(
+        kConfigurations, "default",
+        echo_object(
+            name, 1, false,
+            json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
+                          {"valueFrom", {{"secretKeyRef", {{"name", secret}, {"key", "k"}}}}}}})));
+  }
+
+  // An Instance of configuration held by node-a, written before its
+  // Configuration, so without an ownerReference to it: the API server's
+  // garbage collector does not delete it, dowserd must. Returns its revision.
+  uint64_t store_instance_of(const std::string& configuration) {
+    store::Instance held;
+    held.name = configuration + "-abc123";
+    held.configuration_name = configuration;
+    held.nodes = {"node-a"};
+    held.device_usage = {{held.name + "-0", "node-a"}};
+    return store_->create(held);
+  }
+
+  // "namespace/name" of every Configuration that has Instances in the store.
+  std::set<std::string> configurations_with_instances() {
+    std::set<std::string> names;
+    for (const auto& stored : store_->list())
+      names.insert(stored.instance.namespace_name + "/" + stored.instance.configuration_name);
+    return names;
+  }
+
+  // Configuration other/cams, served like "good" (the same availability file).
+  void create_other_cams() {
+    json other = echo_object("cams", 1, false, json::array({availability_file(root_ / "online")}));
+    other["metadata"]["namespace"] = "other";
+    client_->create(kNamespaces, "", {{"metadata", {{"name", "other"}}}});
+    client_->create(kConfigurations, "other", other);
+  }
+
   // node-a, once it serves a Configuration "good" created beside the ones
   // a test made (which the daemon has read by then).
   Node& node_serving_good() {
@@ -454,34 +492,6 @@ class KubeSecretsForbiddenTest : public KubeTest {
     KubeTest::SetUp();
   }
 
-  // A Configuration whose availability file's path is key k of Secret secret.
-  void create_needing_secret(const std::string& name, const std::string& secret) {
-    client_->create(
-        kConfigurations, "default",
-        echo_object(
-            name, 1, false,
-            json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"},
-                          {"valueFrom", {{"secretKeyRef", {{"name", secret}, {"key", "k"}}}}}}})));
-  }
-
-  // An Instance of configuration held by node-a, written before its
-  // Configuration, so without an ownerReference to it: the API server's
-  // garbage collector does not delete it, dowserd must.
-  void store_instance_of(const std::string& configuration) {
-    store::Instance held;
-    held.name = configuration + "-abc123";
-    held.configuration_name = configuration;
-    held.nodes = {"node-a"};
-    held.device_usage = {{held.name + "-0", "node-a"}};
-    store_->create(held);
-  }
-
-  std::set<std::string> configurations_with_instances() {
-    std::set<std::string> names;
-    for (const auto& stored : store_->list()) names.insert(stored.instance.configuration_name);
-    return names;
-  }
-
   // Waits until the Instance of Configuration gone (deleted while dowserd
   // was away) is withdrawn: dowserd has judged every orphan by then.
   bool orphan_withdrawn() {
@@ -509,7 +519,8 @@ class KubeSecretsForbiddenTest : public KubeTest {
     create_needing_secret("has-secret", "present");
     Node& a = node_serving_good();
     ASSERT_TRUE(orphan_withdrawn()) << a.log();
-    ASSERT_EQ(configurations_with_instances(), (std::set<std::string>{"good", "waiting"}))
+    ASSERT_EQ(configurations_with_instances(),
+              (std::set<std::string>{"default/good", "default/waiting"}))
         << a.log();
 
     fs::remove(forbid_file_);  // the ClusterRole granted
@@ -549,7 +560,8 @@ TEST_F(KubeSecretsForbiddenTest, OnlyTheConfigurationsWaitingForAccessKeepTheirI
   ASSERT_TRUE(orphan_withdrawn()) << a.log();
   // Orphans are all logged before any is written away.
   EXPECT_EQ(a.log().find("its Configuration default/needs-secret"), std::string::npos) << a.log();
-  EXPECT_EQ(configurations_with_instances(), (std::set<std::string>{"good", "needs-secret"}))
+  EXPECT_EQ(configurations_with_instances(),
+            (std::set<std::string>{"default/good", "default/needs-secret"}))
       << a.log();
 
   client_->remove(kConfigurations, "default", "needs-secret");
@@ -567,17 +579,92 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessKeepsItsResourceName) {
   create_needing_secret("cams", "s");
   Node& a = node_serving_good();
   ASSERT_TRUE(a.wait_for_log("Configuration default/cams: spec.discoveryHandler")) << a.log();
-  json other = echo_object("cams", 1, false, json::array({availability_file(root_ / "online")}));
-  other["metadata"]["namespace"] = "other";
-  client_->create(kNamespaces, "", {{"metadata", {{"name", "other"}}}});
-  client_->create(kConfigurations, "other", other);
+  create_other_cams();
   EXPECT_TRUE(
       a.wait_for_log("Configuration other/cams: its resource name is taken by "
                      "Configuration default/cams"))
       << a.log();
-  EXPECT_EQ(configurations_with_instances(), (std::set<std::string>{"good", "cams"})) << a.log();
+  EXPECT_EQ(configurations_with_instances(),
+            (std::set<std::string>{"default/good", "default/cams"}))
+      << a.log();
 
   client_->remove(kConfigurations, "default", "cams");
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_TRUE(wait_instances([](const auto& instances) {
+    return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
+      return stored.instance.namespace_name == "default" &&
+             stored.instance.configuration_name == "cams";
+    });
+  })) << a.log();
+}
+
+// Its name is held by its Instances: once they are deleted from outside
+// (an operator cleaning up), the one waiting for the name takes it.
+TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesAreDeletedLetsTheNameGo) {
+  const uint64_t revision = store_instance_of("cams");
+  create_needing_secret("cams", "s");
+  Node& a = node_serving_good();
+  create_other_cams();
+  ASSERT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+  store_->remove("default", "cams-abc123", revision);
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+}
+
+// Secrets listed late: Configurations that reference none are read first.
+class KubeSecretsListedLateTest : public KubeTest {
+ protected:
+  void SetUp() override {
+    hold_ = root_ / "hold-secrets";
+    write_file(hold_, "");
+    server_options_ = " --hold-lists-while " + hold_.string() + " --hold-lists-of secrets";
+    KubeTest::SetUp();
+  }
+
+  fs::path hold_;
+};
+
+// At a start, default/cams (whose Instance is in the store, so it held the
+// resource name before) waits for the Secrets list while other/cams is
+// read. other/cams must not take the name meanwhile: default/cams would
+// then wait for it and lose the Instance its pod uses.
+TEST_F(KubeSecretsListedLateTest, AtAStartTheNameStaysWithTheConfigurationWhoseInstancesAreStored) {
+  client_->create(kSecrets, "default", secret_object("s", {{"k", (root_ / "online").string()}}));
+  store_instance_of("cams");
+  create_needing_secret("cams", "s");
+  create_other_cams();
+  Node& a = node_serving_good();
+  EXPECT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name was held by Configuration "
+                     "default/cams before this start"))
+      << a.log();
+
+  fs::remove(hold_);
+  EXPECT_TRUE(a.wait_for_log("Configuration default/cams added")) << a.log();
+  EXPECT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+  EXPECT_TRUE(wait_instances([](const auto& instances) {
+    return std::any_of(instances.begin(), instances.end(), [](const auto& stored) {
+      return stored.instance.namespace_name == "default" &&
+             stored.instance.configuration_name == "cams" &&
+             stored.instance.device_usage.count(stored.instance.name + "-0") > 0;
+    });
+  })) << a.log();
+  EXPECT_EQ(a.log().find("Configuration other/cams added"), std::string::npos) << a.log();
+}
+
+// One whose Instances are in the store but which was deleted while dowserd
+// was away never comes: once every Configuration is read, its Instances are
+// withdrawn and the same-named one of another namespace takes the name.
+TEST_F(KubeTest, AtAStartANameHeldByAConfigurationDeletedMeanwhileIsFreeOnceAllAreRead) {
+  store_instance_of("cams");
+  create_other_cams();
+  Node& a = node_serving_good();
+  EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
   EXPECT_TRUE(wait_instances([](const auto& instances) {
     return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {

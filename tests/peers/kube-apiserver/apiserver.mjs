@@ -17,7 +17,7 @@ import { ApiError, errors } from './lib/status.mjs';
 const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] [--ready-file PATH]
          [--bookmark-interval-ms N] [--history N] [--log FILE] [--owner-pid PID] [--forbid RESOURCE]...
          [--forbid-file FILE] [--watch-errors-without-code] [--throttle-writes N]
-         [--hold-lists-while PATH]
+         [--hold-lists-while PATH [--hold-lists-of RESOURCE]...]
   --pki DIR                 ca.crt, server.crt, server.key (make-pki.sh DIR); DIR/kubeconfig is written
   --token-file FILE         the accepted bearer token, re-read on every request
   --port N                  port on 127.0.0.1 (default 0: any free port)
@@ -35,7 +35,9 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --throttle-writes N       answer the first N writes (POST, PUT, PATCH, DELETE) with 429 Too Many
                             Requests and Retry-After: 1, as API Priority and Fairness does
   --hold-lists-while PATH   a list (a GET of a collection, not a watch) waits while PATH exists,
-                            then answers with the objects of that moment, as a slow server does`;
+                            then answers with the objects of that moment, as a slow server does
+  --hold-lists-of RESOURCE  only lists of RESOURCE ("secrets", "configurations.akri.sh") wait;
+                            repeatable (default: every list waits)`;
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;  // the real server's request size limit
 const DEFAULT_WATCH_SECONDS = 1800;
@@ -50,6 +52,7 @@ function parseOptions() {
       help: { type: 'boolean' },
       'watch-errors-without-code': { type: 'boolean', default: false },
       'throttle-writes': { type: 'string', default: '0' }, 'hold-lists-while': { type: 'string' },
+      'hold-lists-of': { type: 'string', multiple: true, default: [] },
     },
   });
   if (values.help) {
@@ -69,7 +72,13 @@ function parseOptions() {
     forbidden: new Set(values.forbid), forbidFile: values['forbid-file'] && path.resolve(values['forbid-file']),
     watchErrorsWithoutCode: values['watch-errors-without-code'],
     throttleWrites: number('throttle-writes', 0), holdListsWhile: values['hold-lists-while'],
+    holdListsOf: new Set(values['hold-lists-of']),
   };
+}
+
+// How RBAC and the options name a resource: "secrets", "instances.akri.sh".
+function resourceName(type) {
+  return type.group ? `${type.plural}.${type.group}` : type.plural;
 }
 
 function fail(message) {
@@ -249,7 +258,7 @@ class Server {
     switch (request.method) {
       case 'GET':
         if (name) return answer(200, this.api.get(type, namespace, name));
-        return this.listsHeld().then(() => answer(200, this.api.list(type, namespace, query)));
+        return this.listsHeld(type).then(() => answer(200, this.api.list(type, namespace, query)));
       case 'POST':
         if (name) throw errors.methodNotAllowed(request.method);
         requireJson(request);
@@ -282,15 +291,17 @@ class Server {
   }
 
   // --hold-lists-while: resolves once the file is gone (polled every 20 ms).
-  async listsHeld() {
+  async listsHeld(type) {
     const held = this.options.holdListsWhile;
+    const only = this.options.holdListsOf;
+    if (only.size > 0 && !only.has(resourceName(type))) return;
     while (held && fs.existsSync(held)) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
   // The only authorization: --forbid and --forbid-file refuse every verb on a
   // resource, as RBAC does for a user without a rule for it.
   authorize(request, type, namespace, name, watching) {
-    const resource = type.group ? `${type.plural}.${type.group}` : type.plural;
+    const resource = resourceName(type);
     if (!this.options.forbidden.has(resource) && !this.forbiddenByFile().includes(resource)) return;
     const verbs = { GET: name ? 'get' : 'list', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: name ? 'delete' : 'deletecollection' };
     const verb = watching ? 'watch' : verbs[request.method] ?? request.method.toLowerCase();
