@@ -337,15 +337,18 @@ struct KubeClient::State {
   // One the server did not take is sent again (see Attempt::retry_after),
   // for at most kRetryBudget: the caller (the core thread, for a claim)
   // waits, and a claim that fails fails the pod.
+  // A request given `stop` ends once it is true (see KubeClient::list).
   Answer perform(const char* method, const std::string& path,
-                 const std::optional<std::string>& body = {}) {
+                 const std::optional<std::string>& body = {},
+                 const std::atomic<bool>* stop = nullptr) {
     using std::chrono::steady_clock;
     const auto deadline = steady_clock::now() + kRetryBudget;
     auto timeout = timeouts.request;
     for (auto backoff = kFirstRetryDelay;; backoff *= 2) {
-      Attempt attempt = send(method, path, body, timeout);
+      Attempt attempt = send(method, path, body, timeout, stop);
       const auto delay = attempt.retry_after(backoff);
-      if (!delay || steady_clock::now() + *delay > deadline) return attempt.answer();
+      if (!delay || steady_clock::now() + *delay > deadline || (stop && *stop))
+        return attempt.answer();
       std::this_thread::sleep_for(*delay);
       // A resent request may take only what is left of the budget.
       timeout =
@@ -363,6 +366,7 @@ struct KubeClient::State {
 
     // The answer, or the ApiError it amounts to.
     Answer answer() const {
+      if (result == CURLE_ABORTED_BY_CALLBACK) throw ApiError(0, "", what + ": stopped");
       if (result != CURLE_OK) throw ApiError(0, "", what + ": " + error_text);
       if (answered.status >= 300) throw error_from_answer(what, answered.status, answered.body);
       return answered;
@@ -389,7 +393,7 @@ struct KubeClient::State {
   };
 
   Attempt send(const char* method, const std::string& path, const std::optional<std::string>& body,
-               std::chrono::milliseconds timeout) {
+               std::chrono::milliseconds timeout, const std::atomic<bool>* stop) {
     Attempt attempt;
     attempt.what = std::string(method) + " " + path;
     std::array<char, CURL_ERROR_SIZE> error_text{};  // outlives the handle
@@ -404,6 +408,16 @@ struct KubeClient::State {
                static_cast<long>(std::max<int64_t>(timeout.count(), 1)));
     set_option(handle.get(), CURLOPT_WRITEFUNCTION, append_to_string);
     set_option(handle.get(), CURLOPT_WRITEDATA, &attempt.answered.body);
+    if (stop) {
+      // Called at least once a second, also while the server holds the answer.
+      set_option(handle.get(), CURLOPT_NOPROGRESS, 0L);
+      set_option(handle.get(), CURLOPT_XFERINFODATA, stop);
+      set_option(
+          handle.get(), CURLOPT_XFERINFOFUNCTION,
+          +[](void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+            return static_cast<const std::atomic<bool>*>(flag)->load() ? 1 : 0;
+          });
+    }
     attempt.result = curl_easy_perform(handle.get());
     curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &attempt.answered.status);
     curl_easy_getinfo(handle.get(), CURLINFO_RETRY_AFTER, &attempt.retry_after_seconds);
@@ -415,8 +429,9 @@ struct KubeClient::State {
   }
 
   json perform_json(const char* method, const std::string& path,
-                    const std::optional<std::string>& body = {}) {
-    const Answer answer = perform(method, path, body);
+                    const std::optional<std::string>& body = {},
+                    const std::atomic<bool>* stop = nullptr) {
+    const Answer answer = perform(method, path, body, stop);
     return parse_answer(std::string(method) + " " + path, answer.status, answer.body);
   }
 };
@@ -443,10 +458,10 @@ json KubeClient::get(const ResourceType& type, const std::string& namespace_name
 }
 
 json KubeClient::list(const ResourceType& type, const std::string& namespace_name,
-                      const std::string& label_selector) {
+                      const std::string& label_selector, const std::atomic<bool>* stop) {
   std::string path = resource_path(type, namespace_name);
   if (!label_selector.empty()) path += "?labelSelector=" + escape(label_selector);
-  return state_->perform_json("GET", path);
+  return state_->perform_json("GET", path, std::nullopt, stop);
 }
 
 json KubeClient::create(const ResourceType& type, const std::string& namespace_name,

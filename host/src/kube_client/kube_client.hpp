@@ -136,9 +136,12 @@ class KubeClient {
   // All throw ApiError. Objects are returned as the server sent them.
   nlohmann::json get(const ResourceType& type, const std::string& namespace_name,
                      const std::string& name);
-  // The List object (items, metadata.resourceVersion).
+  // The List object (items, metadata.resourceVersion). With stop, ends
+  // (ApiError "...: stopped") within about a second of it becoming true,
+  // also while a slow server holds the answer.
   nlohmann::json list(const ResourceType& type, const std::string& namespace_name,
-                      const std::string& label_selector = "");
+                      const std::string& label_selector = "",
+                      const std::atomic<bool>* stop = nullptr);
   nlohmann::json create(const ResourceType& type, const std::string& namespace_name,
                         const nlohmann::json& object);
   // PUT: the object's metadata.resourceVersion is the precondition (409 when stale).

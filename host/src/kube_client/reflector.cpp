@@ -50,7 +50,7 @@ struct Reflector::State {
 
   // Lists everything, delivers it, and returns the list's resourceVersion.
   std::string list_all() {
-    const json list = client.list(type, namespace_name);
+    const json list = client.list(type, namespace_name, "", &stopping);
     std::string version = resource_version_of(list);
     const auto items = list.find("items");
     if (version.empty() || (items != list.end() && !items->is_array() && !items->is_null())) {
@@ -126,7 +126,7 @@ struct Reflector::State {
   }
 
   void report(const ApiError& error) const {
-    if (handlers.failed) handlers.failed(error);
+    if (handlers.failed && !stopping) handlers.failed(error);  // a stop ends requests
   }
 
   void wait(std::chrono::milliseconds delay) {

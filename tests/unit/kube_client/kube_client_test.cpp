@@ -2,6 +2,8 @@
 // authentication, CRUD with preconditions, watches, 410 and reconnects.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -484,6 +486,27 @@ TEST(ReflectorTooLargeTest, ReListsWhenTheServerHasNotReachedItsVersion) {
   const auto entries = recorder.entries();
   EXPECT_EQ(std::count(entries.begin(), entries.end(), "failed 504"), 0)
       << ::testing::PrintToString(entries);
+}
+
+// A list the server holds (a slow API server) ends when its caller stops,
+// not when the request times out: dowserd's shutdown waited for that.
+TEST(KubeClientStopTest, AListEndsWhenStoppedWhileTheServerHoldsIt) {
+  const TemporaryDirectory hold_dir;
+  const fs::path hold = hold_dir.path() / "hold";
+  std::ofstream(hold).close();
+  TestApiServer server({"--hold-lists-while", hold.string()});
+  Timeouts timeouts;
+  timeouts.request = 2min;  // far longer than the wait below
+  KubeClient client(server.access(), timeouts);
+  std::atomic<bool> stop{false};
+  auto listing = std::async(std::launch::async, [&] {
+    return error_of([&] { client.list(kConfigMaps, "default", "", &stop); });
+  });
+  stop = true;
+  ASSERT_EQ(listing.wait_for(60s), std::future_status::ready) << "the list was not stopped";
+  const ApiError stopped = listing.get();
+  EXPECT_NE(std::string(stopped.what()).find(": stopped"), std::string::npos) << stopped.what();
+  fs::remove(hold);
 }
 
 TEST(ReflectorStopTest, StopsPromptlyWhileWaitingToReconnect) {
