@@ -329,12 +329,17 @@ void Daemon::shutdown() {
 // Configuration: only that one's Instances are kept for it. So do those
 // waiting for read access to a Secret or ConfigMap they reference.
 void Daemon::withdraw_orphans() {
-  std::set<ConfigurationKey> known = kept_without_running();
+  std::set<ConfigurationKey> known;
   for (const auto& [key, configuration] : configurations_) known.insert(key);
+  known.insert(waiting_for_access_.begin(), waiting_for_access_.end());
   size_t unreadable = 0;
   const ConfigurationErrorRecord* first_unreadable = nullptr;
   for (const auto& [source, record] : configuration_errors_) {
-    if (!record.error.configuration() && ++unreadable == 1) first_unreadable = &record;
+    if (const auto& about = record.error.configuration()) {
+      known.insert(*about);
+    } else if (++unreadable == 1) {
+      first_unreadable = &record;
+    }
   }
   if (first_unreadable != nullptr) {
     if (!std::exchange(holding_orphans_, true)) {
@@ -360,25 +365,15 @@ void Daemon::withdraw_orphans() {
   });
 }
 
-// Not running, yet their Instances are no orphans: their pods may still run,
-// and they may run again. Those waiting for read access to a Secret or
-// ConfigMap they reference, and cluster objects that are invalid (their
-// last good version's Instances).
-std::set<Daemon::ConfigurationKey> Daemon::kept_without_running() const {
-  std::set<ConfigurationKey> kept(waiting_for_access_.begin(), waiting_for_access_.end());
-  for (const auto& [source, record] : configuration_errors_)
-    if (const auto& about = record.error.configuration()) kept.insert(*about);
-  return kept;
-}
-
-// Resource names carry no namespace: one name may serve one Configuration.
-// Instances kept for one that does not run hold its name too: their pods
-// use it. So, until every Configuration was read (or while a source cannot
-// be read), do the Instances of one not heard of yet: it held the name
-// before this start, and would lose its Instances if a same-named one read
-// first took it.
+// Resource names carry no namespace: one name may serve one Configuration on
+// a node. One waiting for read access holds it too while this node keeps its
+// Instances: their pods use it. So, until every Configuration is read (or
+// while a source cannot be read), do this node's Instances of one not heard
+// of yet: it held the name before this start, and would lose its Instances
+// if a same-named one read first took it.
 std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
     const ConfigurationKey& key) const {
+  if (configurations_.count(key) > 0) return std::nullopt;  // it runs: the name is its own
   const auto holds = [&key](const std::string& namespace_name, const std::string& name) {
     return name == key.second && namespace_name != key.first;
   };
@@ -387,48 +382,58 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
   const bool may_still_come = !configurations_synced_ || holding_orphans_;
   for (const auto& [instance_key, stored] : capacity_.instances()) {
     const store::Instance& instance = stored.instance;
-    if (!holds(instance.namespace_name, instance.configuration_name)) continue;  // nearly always
+    if (!holds(instance.namespace_name, instance.configuration_name) ||
+        !reconciler_.visible_here(instance))
+      continue;
     const ConfigurationKey owner{instance.namespace_name, instance.configuration_name};
-    if ((may_still_come && refused_.count(owner) == 0) || kept_without_running().count(owner) > 0)
+    if (waiting_for_access_.count(owner) > 0 || (may_still_come && refused_.count(owner) == 0))
       return owner;
   }
   return std::nullopt;
 }
 
+// This node's: another node's Instances say nothing of the name here.
 bool Daemon::has_stored_instances(const ConfigurationKey& key) const {
   return std::any_of(
       capacity_.instances().begin(), capacity_.instances().end(), [&](const auto& entry) {
         const store::Instance& instance = entry.second.instance;
-        return instance.namespace_name == key.first && instance.configuration_name == key.second;
+        return instance.namespace_name == key.first && instance.configuration_name == key.second &&
+               reconciler_.visible_here(instance);
       });
 }
 
-// The order Configurations are read in at a start is not the order they
-// came in: the one whose Instances are in the store held the resource name
-// before the restart (the other's were withdrawn when it was refused), so
-// it gets the name back, and the holder of the moment waits.
+// The one whose Instances are in the store held the resource name before
+// (the other's were withdrawn when it was refused). At a start the other
+// waits for the listing (resource_name_holder), so this is for what that
+// cannot see: Instances listed late, or an owner that was refused (by its
+// handler) when the other came. It gets the name back; the holder waits.
 void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner) {
   const configuration::Configuration displaced = configurations_.at(holder);
   waiting_for_name_.erase(owner);
   configuration_removed(holder, "gives its resource name back to Configuration " + owner.first +
                                     "/" + owner.second + ", whose Instances are in the store");
-  wait_for_name(displaced, owner);
+  wait_for_name(displaced, owner, NameWait::for_its_holder);  // owner runs next
 }
 
-// Refused, and started again by resource_name_released once the holder goes
-// (or, waiting for read access, stops waiting without running).
+// Refused, and started again (retry_waiting_for_name) once the holder goes,
+// stops waiting for read access without running, or loses its last
+// Instance here; or, waiting for the listing, once every Configuration is
+// read. That wait lasts a moment: logged, not told as an Event, which would
+// stand until the Configuration runs.
 void Daemon::wait_for_name(const configuration::Configuration& waiting,
-                           const ConfigurationKey& holder) {
+                           const ConfigurationKey& holder, NameWait wait) {
   const std::string holder_name = "Configuration " + holder.first + "/" + holder.second;
-  const bool heard_of = configurations_.count(holder) > 0 || refused_.count(holder) > 0 ||
-                        kept_without_running().count(holder) > 0;
-  refused(waiting, heard_of ? "its resource name is taken by " + holder_name +
-                                  " (resource names carry no namespace)"
-                            : "its resource name was held by " + holder_name +
-                                  " before this start (its Instances are in the store); waiting "
-                                  "until every Configuration is read");
-  waiting_for_name_[{waiting.namespace_name, waiting.name}] =
-      heard_of ? NameWait::for_its_holder : NameWait::for_the_listing;
+  if (wait == NameWait::for_its_holder) {
+    refused(waiting, "its resource name is taken by " + holder_name +
+                         " (resource names carry no namespace)");
+  } else {
+    refused(waiting,
+            "its resource name was held by " + holder_name +
+                " before this start (its Instances are in the store); waiting until every "
+                "Configuration is read",
+            Tell::log_only);
+  }
+  waiting_for_name_[{waiting.namespace_name, waiting.name}] = wait;
 }
 
 const store::Instance* Daemon::instance_named(const std::string& name) const {
@@ -459,12 +464,24 @@ void Daemon::resource_name_released(const ConfigurationKey& key) {
   });
 }
 
+// Once this node's last Instance of one that does not run (waiting for read
+// access) is deleted from outside, its name is free. Looked up only when
+// some Configuration waits for that name: a withdrawal deletes thousands.
+void Daemon::name_held_by_instances_released(const ConfigurationKey& owner) {
+  const bool someone_waits =
+      std::any_of(waiting_for_name_.begin(), waiting_for_name_.end(), [&owner](const auto& entry) {
+        return entry.first.second == owner.second && entry.first != owner;
+      });
+  if (someone_waits && configurations_.count(owner) == 0 && !has_stored_instances(owner))
+    resource_name_released(owner);
+}
+
 void Daemon::retry_waiting_for_name(
     const std::function<bool(const ConfigurationKey&, NameWait)>& which) {
   for (const auto& [other, wait] : waiting_for_name_) {
     if (!which(other, wait)) continue;
-    // Posted, as configuration_upserted edits the set; once only, if two
-    // releases come together. A copy: it erases its entry in refused_.
+    // Posted, as configuration_upserted edits the map; skipped if an earlier
+    // retry got there first. A copy: it erases its entry in refused_.
     boost::asio::post(core_, [this, other = other] {
       if (waiting_for_name_.count(other) == 0) return;
       const configuration::Configuration waiting = refused_.at(other).first;
@@ -480,7 +497,9 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
     resource = naming::resource_name(options_.resource_domain, configuration.name);
     if (auto holder = resource_name_holder(key)) {
       if (!has_stored_instances(key) || has_stored_instances(*holder)) {
-        wait_for_name(configuration, *holder);
+        const bool heard_of = configurations_.count(*holder) > 0 || refused_.count(*holder) > 0;
+        wait_for_name(configuration, *holder,
+                      heard_of ? NameWait::for_its_holder : NameWait::for_the_listing);
         return;
       }
       give_name_back(*holder, key);
@@ -583,7 +602,7 @@ void Daemon::refused_by_handler(const ConfigurationKey& key, const std::string& 
 void Daemon::unresolved(const configuration::Configuration& configuration,
                         const std::string& reason, configuration::UnresolvedReference::Cause why) {
   const ConfigurationKey key{configuration.namespace_name, configuration.name};
-  refused(configuration, reason, FoundBy::source);
+  refused(configuration, reason, Tell::log_only);  // the source told them
   if (why == configuration::UnresolvedReference::Cause::awaiting_access)
     waiting_for_access_.insert(key);
   else
@@ -785,9 +804,7 @@ void Daemon::store_event(const store::WatchEvent& event) {
     capacity_.forget(key);
     slot_problems_told_.erase(key);
     mark_dirty(key);
-    // The last Instance of one that does not run may have held its name.
-    const ConfigurationKey owner{instance.namespace_name, instance.configuration_name};
-    if (configurations_.count(owner) == 0) resource_name_released(owner);
+    name_held_by_instances_released({instance.namespace_name, instance.configuration_name});
   } else {
     capacity_.apply(event.object);  // marks it dirty through the listener
   }

@@ -105,16 +105,17 @@ class Daemon {
   void run_or_refuse(const configuration::Configuration& configuration);
   void no_longer_waiting_for_access(const ConfigurationKey& key);
   void resource_name_released(const ConfigurationKey& key);
+  void name_held_by_instances_released(const ConfigurationKey& owner);
   // For a name held by another Configuration, or (at a start, see
   // resource_name_holder) by its Instances until every Configuration is read.
   enum class NameWait { for_its_holder, for_the_listing };
   // Posts configuration_upserted for those waiting for a name that `which` picks.
   void retry_waiting_for_name(const std::function<bool(const ConfigurationKey&, NameWait)>& which);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
-  std::set<ConfigurationKey> kept_without_running() const;
   bool has_stored_instances(const ConfigurationKey& key) const;
   void give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner);
-  void wait_for_name(const configuration::Configuration& waiting, const ConfigurationKey& holder);
+  void wait_for_name(const configuration::Configuration& waiting, const ConfigurationKey& holder,
+                     NameWait wait);
   // An Instance (in any namespace) whose IL plugin has the resource name a
   // Configuration named `name` would take for its CL plugin.
   const store::Instance* instance_named(const std::string& name) const;
@@ -200,11 +201,12 @@ class Daemon {
   void record_discovery_error(const ConfigurationKey& key, const std::string& reason);
   void report_problem(const ConfigurationKey& key, const std::string& problem);
   void record_snapshot(const ConfigurationKey& key, size_t devices);
-  // Records (and logs) why the Configuration does not run; unless the source
-  // found it (an unresolved reference), the source tells its users too.
-  enum class FoundBy { daemon, source };
+  // Records (and logs) why the Configuration does not run; the source tells
+  // its users too (a Kubernetes Event), unless it found the problem itself
+  // (an unresolved reference) or the refusal lasts a moment only.
+  enum class Tell { users, log_only };
   void refused(const configuration::Configuration& configuration, const std::string& reason,
-               FoundBy found_by = FoundBy::daemon);
+               Tell tell = Tell::users);
   void unresolved(const configuration::Configuration& configuration, const std::string& reason,
                   configuration::UnresolvedReference::Cause why);
   void configuration_error(const configuration::ConfigurationError& error);
@@ -280,8 +282,9 @@ class Daemon {
   // Refused ones waiting for read access to a kind they reference: their
   // Instances are not orphans (see withdraw_orphans).
   std::set<ConfigurationKey> waiting_for_access_;
-  // Refused only because another namespace's Configuration holds the name;
-  // each also in refused_, with the Configuration to retry.
+  // Refused only because another namespace's Configuration (or, at a start,
+  // its Instances) holds the name; each also in refused_, with the
+  // Configuration to retry.
   std::map<ConfigurationKey, NameWait> waiting_for_name_;
   // Manifests (or objects) a source could not use, by source, until it is
   // fixed or goes; with when the error was first seen.

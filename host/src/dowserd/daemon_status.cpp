@@ -181,10 +181,10 @@ void Daemon::record_snapshot(const ConfigurationKey& key, size_t devices) {
 }
 
 void Daemon::refused(const configuration::Configuration& configuration, const std::string& reason,
-                     FoundBy found_by) {
+                     Tell tell) {
   spdlog::error("Configuration {}/{}: {}", configuration.namespace_name, configuration.name,
                 reason);
-  if (found_by == FoundBy::daemon && configurations_source_)
+  if (tell == Tell::users && configurations_source_)
     configurations_source_->report_problem(configuration, "Refused", reason);
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   refused_[key] = {configuration, reason};

@@ -44,6 +44,14 @@ inline void write_file(const fs::path& path, const std::string& text) {
   fs::rename(temp, path);  // atomic, as editors and tests should write
 }
 
+// How many times text occurs in within (overlapping ones counted).
+inline size_t occurrences(const std::string& within, const std::string& text) {
+  size_t seen = 0;
+  for (size_t at = within.find(text); at != std::string::npos; at = within.find(text, at + 1))
+    ++seen;
+  return seen;
+}
+
 inline std::string read_text(const fs::path& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -215,14 +223,7 @@ class Node {
     ::inotify_add_watch(fd, file.parent_path().c_str(), IN_MODIFY | IN_CREATE);
     auto deadline = std::chrono::steady_clock::now() + timeout;
     bool found = false;
-    const auto seen_enough = [&] {
-      const std::string now = log();
-      size_t seen = 0;
-      for (size_t at = now.find(text); at != std::string::npos; at = now.find(text, at + 1))
-        if (++seen == times) return true;
-      return false;
-    };
-    while (!(found = seen_enough())) {
+    while (!(found = occurrences(log(), text) >= times)) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;

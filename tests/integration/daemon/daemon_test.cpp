@@ -761,16 +761,16 @@ TEST_F(DaemonTest, ARestartKeepsTheResourceNameWithTheConfigurationThatHeldIt) {
   ASSERT_TRUE(node.wait_for_log("resource name is taken by Configuration default/cams"))
       << node.log();
   node.stop(SIGKILL);
+  const std::string taken =
+      "Configuration other/cams: its resource name is taken by Configuration default/cams";
+  const size_t taken_before = occurrences(node.log(), taken);  // the log goes on across restarts
 
   node.start();
   EXPECT_TRUE(
       node.wait_for_log("Configuration other/cams: its resource name was held by Configuration "
                         "default/cams before this start (its Instances are in the store)"))
       << node.log();
-  EXPECT_TRUE(
-      node.wait_for_log("Configuration other/cams: its resource name is taken by Configuration "
-                        "default/cams",
-                        10s, 2))
+  EXPECT_TRUE(node.wait_for_log(taken, 10s, taken_before + 1))
       << "told again once every Configuration is read" << node.log();
   ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1))
       << "not the two devices of other/cams" << node.log();

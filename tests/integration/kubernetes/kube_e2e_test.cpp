@@ -212,12 +212,13 @@ class KubeTest : public DaemonTest {
   // An Instance of configuration held by node-a, written before its
   // Configuration, so without an ownerReference to it: the API server's
   // garbage collector does not delete it, dowserd must. Returns its revision.
-  uint64_t store_instance_of(const std::string& configuration) {
+  // Held by node-a unless said otherwise.
+  uint64_t store_instance_of(const std::string& configuration, const std::string& node = "node-a") {
     store::Instance held;
     held.name = configuration + "-abc123";
     held.configuration_name = configuration;
-    held.nodes = {"node-a"};
-    held.device_usage = {{held.name + "-0", "node-a"}};
+    held.nodes = {node};
+    held.device_usage = {{held.name + "-0", node}};
     return store_->create(held);
   }
 
@@ -657,6 +658,18 @@ TEST_F(KubeSecretsListedLateTest, AtAStartTheNameStaysWithTheConfigurationWhoseI
   EXPECT_EQ(a.log().find("Configuration other/cams added"), std::string::npos) << a.log();
 }
 
+// Names are decided per node: default/cams's Instance on node-b says
+// nothing of the name on node-a, where other/cams runs at once.
+TEST_F(KubeSecretsListedLateTest, AnotherNodesInstancesHoldNoNameHere) {
+  client_->create(kSecrets, "default", secret_object("s", {{"k", (root_ / "online").string()}}));
+  store_instance_of("cams", "node-b");
+  create_needing_secret("cams", "s");
+  create_other_cams();
+  Node& a = node_serving_good();
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_EQ(a.log().find("other/cams: its resource name"), std::string::npos) << a.log();
+}
+
 // One whose Instances are in the store but which was deleted while dowserd
 // was away never comes: once every Configuration is read, its Instances are
 // withdrawn and the same-named one of another namespace takes the name.
@@ -664,6 +677,10 @@ TEST_F(KubeTest, AtAStartANameHeldByAConfigurationDeletedMeanwhileIsFreeOnceAllA
   store_instance_of("cams");
   create_other_cams();
   Node& a = node_serving_good();
+  EXPECT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name was held by Configuration "
+                     "default/cams before this start"))
+      << a.log();
   EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
   EXPECT_TRUE(wait_instances([](const auto& instances) {
