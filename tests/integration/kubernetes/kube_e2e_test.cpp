@@ -230,6 +230,16 @@ class KubeTest : public DaemonTest {
     return names;
   }
 
+  // Waits until the store holds no Instance of that Configuration.
+  bool instances_gone(const std::string& namespace_name, const std::string& configuration) {
+    return wait_instances([&](const auto& instances) {
+      return std::none_of(instances.begin(), instances.end(), [&](const auto& stored) {
+        return stored.instance.namespace_name == namespace_name &&
+               stored.instance.configuration_name == configuration;
+      });
+    });
+  }
+
   // Configuration other/cams, served like "good" (the same availability file).
   void create_other_cams() {
     json other = echo_object("cams", 1, false, json::array({availability_file(root_ / "online")}));
@@ -591,12 +601,7 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessKeepsItsResourceName) {
 
   client_->remove(kConfigurations, "default", "cams");
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
-  EXPECT_TRUE(wait_instances([](const auto& instances) {
-    return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
-      return stored.instance.namespace_name == "default" &&
-             stored.instance.configuration_name == "cams";
-    });
-  })) << a.log();
+  EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
 }
 
 // Its name is held by its Instances: once they are deleted from outside
@@ -613,6 +618,11 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesAreDeletedLets
   store_->remove("default", "cams-abc123", revision);
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
 }
+
+// What other/cams is told while default/cams's Instances hold the name at a start.
+constexpr const char* kWaitsForTheListing =
+    "Configuration other/cams: its resource name was held by Configuration default/cams before "
+    "this start";
 
 // Secrets listed late: Configurations that reference none are read first.
 class KubeSecretsListedLateTest : public KubeTest {
@@ -637,10 +647,7 @@ TEST_F(KubeSecretsListedLateTest, AtAStartTheNameStaysWithTheConfigurationWhoseI
   create_needing_secret("cams", "s");
   create_other_cams();
   Node& a = node_serving_good();
-  EXPECT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name was held by Configuration "
-                     "default/cams before this start"))
-      << a.log();
+  EXPECT_TRUE(a.wait_for_log(kWaitsForTheListing)) << a.log();
 
   fs::remove(hold_);
   EXPECT_TRUE(a.wait_for_log("Configuration default/cams added")) << a.log();
@@ -677,18 +684,10 @@ TEST_F(KubeTest, AtAStartANameHeldByAConfigurationDeletedMeanwhileIsFreeOnceAllA
   store_instance_of("cams");
   create_other_cams();
   Node& a = node_serving_good();
-  EXPECT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name was held by Configuration "
-                     "default/cams before this start"))
-      << a.log();
+  EXPECT_TRUE(a.wait_for_log(kWaitsForTheListing)) << a.log();
   EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
-  EXPECT_TRUE(wait_instances([](const auto& instances) {
-    return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
-      return stored.instance.namespace_name == "default" &&
-             stored.instance.configuration_name == "cams";
-    });
-  })) << a.log();
+  EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
 }
 
 TEST_F(KubeSecretsForbiddenTest, OnceAccessIsGrantedOneWhoseSecretIsMissingLosesItsInstances) {
