@@ -21,6 +21,7 @@ using nlohmann::json;
 
 constexpr size_t kMaxPooledHandles = 32;
 constexpr long kStopPollMilliseconds = 100;
+constexpr std::chrono::milliseconds kStopPoll{kStopPollMilliseconds};
 constexpr size_t kMaxMessageInError = 300;
 // Sending again a request the server did not take (State::perform).
 constexpr auto kRetryBudget = std::chrono::milliseconds(2000);
@@ -347,13 +348,23 @@ struct KubeClient::State {
     for (auto backoff = kFirstRetryDelay;; backoff *= 2) {
       Attempt attempt = send(method, path, body, timeout, stop);
       const auto delay = attempt.retry_after(backoff);
-      if (!delay || steady_clock::now() + *delay > deadline || (stop && *stop))
-        return attempt.answer();
-      std::this_thread::sleep_for(*delay);
+      if (!delay || steady_clock::now() + *delay > deadline) return attempt.answer();
+      if (!sleep_unless_stopped(*delay, stop)) throw ApiError(0, "", attempt.what + ": stopped");
       // A resent request may take only what is left of the budget.
       timeout =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
     }
+  }
+
+  // False, at once, if stop is (or becomes) true.
+  static bool sleep_unless_stopped(std::chrono::milliseconds delay, const std::atomic<bool>* stop) {
+    const auto until = std::chrono::steady_clock::now() + delay;
+    while (!(stop && *stop)) {
+      const auto left = until - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) return true;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, kStopPoll));
+    }
+    return false;
   }
 
   // What one try of a request got.

@@ -35,7 +35,8 @@ const USAGE = `usage: node apiserver.mjs --pki DIR --token-file FILE [--port N] 
   --throttle-writes N       answer the first N writes (POST, PUT, PATCH, DELETE) with 429 Too Many
                             Requests and Retry-After: 1, as API Priority and Fairness does
   --hold-lists-while PATH   a list (a GET of a collection, not a watch) waits while PATH exists,
-                            then answers with the objects of that moment, as a slow server does
+                            then answers with the objects of that moment, as a slow server does;
+                            PATH.waiting is created once a list waits
   --hold-lists-of RESOURCE  only lists of RESOURCE ("secrets", "configurations.akri.sh") wait;
                             repeatable (default: every list waits)`;
 
@@ -295,6 +296,7 @@ class Server {
     const held = this.options.holdListsWhile;
     const only = this.options.holdListsOf;
     if (only.size > 0 && !only.has(resourceName(type))) return;
+    if (held && fs.existsSync(held)) fs.writeFileSync(`${held}.waiting`, '');  // a list is held
     while (held && fs.existsSync(held)) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 

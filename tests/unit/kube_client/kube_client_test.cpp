@@ -502,11 +502,18 @@ TEST(KubeClientStopTest, AListEndsWhenStoppedWhileTheServerHoldsIt) {
   auto listing = std::async(std::launch::async, [&] {
     return error_of([&] { client.list(kConfigMaps, "default", "", &stop); });
   });
+  // Destroyed before the future, which waits for the list: however the test
+  // ends, the server answers and the list returns.
+  struct Release {
+    fs::path hold;
+    ~Release() { fs::remove(hold); }
+  } release{hold};
+  ASSERT_TRUE(dowser::test::eventually([&] { return fs::exists(hold.string() + ".waiting"); }))
+      << "the server never held the list";
   stop = true;
-  ASSERT_EQ(listing.wait_for(60s), std::future_status::ready) << "the list was not stopped";
+  ASSERT_EQ(listing.wait_for(20s), std::future_status::ready) << "the list was not stopped";
   const ApiError stopped = listing.get();
   EXPECT_NE(std::string(stopped.what()).find(": stopped"), std::string::npos) << stopped.what();
-  fs::remove(hold);
 }
 
 TEST(ReflectorStopTest, StopsPromptlyWhileWaitingToReconnect) {
