@@ -297,6 +297,14 @@ void Daemon::instances_listed_late(const std::vector<store::StoredInstance>& ins
   instances_listed_ = true;
   spdlog::info("listed {} Instance{} once the store answered", instances.size(),
                instances.size() == 1 ? "" : "s");
+  // One refused for its name, whose Instances only now show that it held it
+  // before, takes it back (give_name_back) before they are judged orphans.
+  const auto waiting = waiting_for_name_;  // configuration_upserted edits it
+  for (const auto& [key, wait] : waiting) {
+    if (waiting_for_name_.count(key) == 0 || !holds_claims_here(key)) continue;
+    const configuration::Configuration retried = refused_.at(key).first;
+    configuration_upserted(retried);
+  }
   // Those of Configurations deleted meanwhile are only known now.
   if (configurations_synced_) withdraw_orphans();
 }
@@ -392,6 +400,18 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
   return std::nullopt;
 }
 
+// Whether pods here hold slots of its Instances: the one whose claims are in
+// the store held the name before (the other's were withdrawn when it was
+// refused, or were written since this start and hold none yet).
+bool Daemon::holds_claims_here(const ConfigurationKey& key) const {
+  return std::any_of(
+      capacity_.instances().begin(), capacity_.instances().end(), [&](const auto& entry) {
+        const store::Instance& instance = entry.second.instance;
+        return instance.namespace_name == key.first && instance.configuration_name == key.second &&
+               !claims_here(entry.first).empty();
+      });
+}
+
 // This node's: another node's Instances say nothing of the name here.
 bool Daemon::has_stored_instances(const ConfigurationKey& key) const {
   return std::any_of(
@@ -402,16 +422,16 @@ bool Daemon::has_stored_instances(const ConfigurationKey& key) const {
       });
 }
 
-// The one whose Instances are in the store held the resource name before
-// (the other's were withdrawn when it was refused). At a start the other
-// waits for the listing (resource_name_holder), so this is for what that
-// cannot see: Instances listed late, or an owner that was refused (by its
-// handler) when the other came. It gets the name back; the holder waits.
+// The one whose claims are in the store held the resource name before (see
+// holds_claims_here). At a start the other waits for the listing
+// (resource_name_holder), so this is for what that cannot see: Instances
+// listed late, or an owner that was refused (by its handler) when the other
+// came. It gets the name back; the holder waits.
 void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner) {
   const configuration::Configuration displaced = configurations_.at(holder);
   waiting_for_name_.erase(owner);
   configuration_removed(holder, "gives its resource name back to Configuration " + owner.first +
-                                    "/" + owner.second + ", whose Instances are in the store");
+                                    "/" + owner.second + ", whose claims are in the store");
   wait_for_name(displaced, owner, NameWait::for_its_holder);  // owner runs next
 }
 
@@ -465,8 +485,9 @@ void Daemon::resource_name_released(const ConfigurationKey& key) {
 }
 
 // Once this node's last Instance of one that does not run (waiting for read
-// access) is deleted from outside, its name is free. Looked up only when
-// some Configuration waits for that name: a withdrawal deletes thousands.
+// access) is deleted from outside, or edited to leave this node out, its
+// name is free. Looked up only when some Configuration waits for that name:
+// a withdrawal deletes thousands.
 void Daemon::name_held_by_instances_released(const ConfigurationKey& owner) {
   const bool someone_waits =
       std::any_of(waiting_for_name_.begin(), waiting_for_name_.end(), [&owner](const auto& entry) {
@@ -493,16 +514,19 @@ void Daemon::retry_waiting_for_name(
 void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
   ConfigurationKey key{configuration.namespace_name, configuration.name};
   std::string resource;
+  std::optional<ConfigurationKey> displaced;  // once this one is sure to run
   try {
     resource = naming::resource_name(options_.resource_domain, configuration.name);
     if (auto holder = resource_name_holder(key)) {
-      if (!has_stored_instances(key) || has_stored_instances(*holder)) {
+      if (!holds_claims_here(key) || holds_claims_here(*holder)) {
         const bool heard_of = configurations_.count(*holder) > 0 || refused_.count(*holder) > 0;
         wait_for_name(configuration, *holder,
                       heard_of ? NameWait::for_its_holder : NameWait::for_the_listing);
         return;
       }
-      give_name_back(*holder, key);
+      // One that does not run holds it with Instances no pod uses: not
+      // against one whose pods do.
+      if (configurations_.count(*holder) > 0) displaced = holder;
     }
     // An Instance's IL plugin is named after it: "cams-1f0893" is taken by
     // an Instance of "cams", whose plugin would lose its name.
@@ -526,6 +550,7 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
     if (configurations_source_)
       configurations_source_->report_problem(configuration, "NotValidated", e.what());
   }
+  if (displaced) give_name_back(*displaced, key);
   bool known = configurations_.count(key) > 0;
   configurations_[key] = configuration;
   // A change its running session takes without a restart (capacity,
@@ -804,9 +829,15 @@ void Daemon::store_event(const store::WatchEvent& event) {
     capacity_.forget(key);
     slot_problems_told_.erase(key);
     mark_dirty(key);
-    name_held_by_instances_released({instance.namespace_name, instance.configuration_name});
+    if (reconciler_.visible_here(instance))
+      name_held_by_instances_released({instance.namespace_name, instance.configuration_name});
   } else {
+    const auto* cached = capacity_.find(key);
+    const bool left_here =
+        cached && reconciler_.visible_here(cached->instance) && !reconciler_.visible_here(instance);
     capacity_.apply(event.object);  // marks it dirty through the listener
+    if (left_here)
+      name_held_by_instances_released({instance.namespace_name, instance.configuration_name});
   }
   // Deleted (or this node taken out) from outside while its device is still
   // here: written again, or its plugin would stay down until the handler

@@ -113,6 +113,7 @@ class Daemon {
   void retry_waiting_for_name(const std::function<bool(const ConfigurationKey&, NameWait)>& which);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
   bool has_stored_instances(const ConfigurationKey& key) const;
+  bool holds_claims_here(const ConfigurationKey& key) const;
   void give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner);
   void wait_for_name(const configuration::Configuration& waiting, const ConfigurationKey& holder,
                      NameWait wait);
@@ -282,9 +283,9 @@ class Daemon {
   // Refused ones waiting for read access to a kind they reference: their
   // Instances are not orphans (see withdraw_orphans).
   std::set<ConfigurationKey> waiting_for_access_;
-  // Refused only because another namespace's Configuration (or, at a start,
-  // its Instances) holds the name; each also in refused_, with the
-  // Configuration to retry.
+  // Refused only because another namespace's Configuration (or its
+  // Instances here, see resource_name_holder) holds the name; each also in
+  // refused_, with the Configuration to retry.
   std::map<ConfigurationKey, NameWait> waiting_for_name_;
   // Manifests (or objects) a source could not use, by source, until it is
   // fixed or goes; with when the error was first seen.

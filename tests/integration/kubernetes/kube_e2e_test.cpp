@@ -624,6 +624,42 @@ constexpr const char* kWaitsForTheListing =
     "Configuration other/cams: its resource name was held by Configuration default/cams before "
     "this start";
 
+// Instances listed late (RBAC let dowserd list them only later): other/cams
+// waited for default/cams, read first, though other/cams's Instance (its
+// pod's claim) shows that it held the name. It takes the name back before
+// its Instance could be withdrawn as an orphan.
+TEST_F(KubeSecretsForbiddenTest, InstancesListedLateGiveTheNameBackToTheConfigurationThatHeldIt) {
+  fs::remove(forbid_file_);  // the test's client is refused too
+  create_other_cams();
+  store::Instance held;
+  held.namespace_name = "other";
+  held.name = "cams-abc123";
+  held.configuration_name = "cams";
+  held.nodes = {"node-a"};
+  held.device_usage = {{held.name + "-0", "node-a"}};
+  store_->create(held);
+  client_->create(kConfigurations, "default", echo_object("cams", 1, false));
+  write_file(forbid_file_, "instances.akri.sh\n");
+  Node& a = add_kube_node("node-a");
+  ASSERT_TRUE(a.wait_for_log("cannot list Instances yet", 60s)) << a.log();
+  ASSERT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+
+  fs::remove(forbid_file_);  // the ClusterRole granted
+  EXPECT_TRUE(
+      a.wait_for_log("Configuration default/cams gives its resource name back to "
+                     "Configuration other/cams",
+                     30s))
+      << a.log();
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_TRUE(store_->get("other", "cams-abc123").has_value()) << a.log();
+  EXPECT_EQ(a.log().find("cams-abc123: its Configuration other/cams is not served"),
+            std::string::npos)
+      << a.log();
+}
+
 // Secrets listed late: Configurations that reference none are read first.
 class KubeSecretsListedLateTest : public KubeTest {
  protected:
