@@ -297,14 +297,6 @@ void Daemon::instances_listed_late(const std::vector<store::StoredInstance>& ins
   instances_listed_ = true;
   spdlog::info("listed {} Instance{} once the store answered", instances.size(),
                instances.size() == 1 ? "" : "s");
-  // One refused for its name, whose Instances only now show that it held it
-  // before, takes it back (give_name_back) before they are judged orphans.
-  const auto waiting = waiting_for_name_;  // configuration_upserted edits it
-  for (const auto& [key, wait] : waiting) {
-    if (waiting_for_name_.count(key) == 0 || !holds_claims_here(key)) continue;
-    const configuration::Configuration retried = refused_.at(key).first;
-    configuration_upserted(retried);
-  }
   // Those of Configurations deleted meanwhile are only known now.
   if (configurations_synced_) withdraw_orphans();
 }
@@ -360,6 +352,7 @@ void Daemon::withdraw_orphans() {
     return;
   }
   holding_orphans_ = false;
+  take_names_back_by_claims(known);
   mark_dirty(reconciler_.withdraw_unknown(known, [this](const ConfigurationKey& owner) {
     auto refusal = refused_.find(owner);
     return refusal == refused_.end() ? std::string("is gone")
@@ -371,6 +364,22 @@ void Daemon::withdraw_orphans() {
   retry_waiting_for_name([this](const ConfigurationKey& waiting, NameWait wait) {
     return wait == NameWait::for_the_listing || !resource_name_holder(waiting);
   });
+}
+
+// One refused for its name, whose pods hold slots here while the holder's
+// do not (its Instances were listed after it was refused), takes the name
+// back (give_name_back) before its Instances are judged orphans; run at
+// once, not posted, and so known.
+void Daemon::take_names_back_by_claims(std::set<ConfigurationKey>& known) {
+  const auto waiting = waiting_for_name_;  // configuration_upserted edits it
+  for (const auto& [key, wait] : waiting) {
+    if (waiting_for_name_.count(key) == 0 || !holds_here(key, Held::claims)) continue;
+    const auto holder = resource_name_holder(key);
+    if (holder && holds_here(*holder, Held::claims)) continue;  // it would wait again
+    const configuration::Configuration retried = refused_.at(key).first;
+    configuration_upserted(retried);
+    if (configurations_.count(key) > 0) known.insert(key);
+  }
 }
 
 // Resource names carry no namespace: one name may serve one Configuration on
@@ -400,30 +409,29 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
   return std::nullopt;
 }
 
-// Whether pods here hold slots of its Instances: the one whose claims are in
-// the store held the name before (the other's were withdrawn when it was
-// refused, or were written since this start and hold none yet).
-bool Daemon::holds_claims_here(const ConfigurationKey& key) const {
+// Whether this node has Instances of the Configuration (another node's say
+// nothing of the name here), or, with Held::claims, Instances whose slots
+// pods here hold: the one whose claims are in the store held the name before
+// (the other's were withdrawn when it was refused, or were written since
+// this start and hold none yet).
+bool Daemon::holds_here(const ConfigurationKey& key, Held what) const {
   return std::any_of(
       capacity_.instances().begin(), capacity_.instances().end(), [&](const auto& entry) {
         const store::Instance& instance = entry.second.instance;
-        return instance.namespace_name == key.first && instance.configuration_name == key.second &&
-               !claims_here(entry.first).empty();
-      });
-}
-
-// This node's: another node's Instances say nothing of the name here.
-bool Daemon::has_stored_instances(const ConfigurationKey& key) const {
-  return std::any_of(
-      capacity_.instances().begin(), capacity_.instances().end(), [&](const auto& entry) {
-        const store::Instance& instance = entry.second.instance;
-        return instance.namespace_name == key.first && instance.configuration_name == key.second &&
-               reconciler_.visible_here(instance);
+        if (instance.namespace_name != key.first || instance.configuration_name != key.second ||
+            !reconciler_.visible_here(instance))
+          return false;
+        if (what == Held::instances) return true;
+        const auto slots = capacity::InstanceSlots::decode(instance);
+        for (uint32_t slot = 0; slot < slots.capacity; ++slot)
+          if (!slots.slots[slot].is_free() && slots.slots[slot].node == options_.node_name)
+            return true;
+        return false;
       });
 }
 
 // The one whose claims are in the store held the resource name before (see
-// holds_claims_here). At a start the other waits for the listing
+// holds_here). At a start the other waits for the listing
 // (resource_name_holder), so this is for what that cannot see: Instances
 // listed late, or an owner that was refused (by its handler) when the other
 // came. It gets the name back; the holder waits.
@@ -493,7 +501,7 @@ void Daemon::name_held_by_instances_released(const ConfigurationKey& owner) {
       std::any_of(waiting_for_name_.begin(), waiting_for_name_.end(), [&owner](const auto& entry) {
         return entry.first.second == owner.second && entry.first != owner;
       });
-  if (someone_waits && configurations_.count(owner) == 0 && !has_stored_instances(owner))
+  if (someone_waits && configurations_.count(owner) == 0 && !holds_here(owner, Held::instances))
     resource_name_released(owner);
 }
 
@@ -518,7 +526,7 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
   try {
     resource = naming::resource_name(options_.resource_domain, configuration.name);
     if (auto holder = resource_name_holder(key)) {
-      if (!holds_claims_here(key) || holds_claims_here(*holder)) {
+      if (!holds_here(key, Held::claims) || holds_here(*holder, Held::claims)) {
         const bool heard_of = configurations_.count(*holder) > 0 || refused_.count(*holder) > 0;
         wait_for_name(configuration, *holder,
                       heard_of ? NameWait::for_its_holder : NameWait::for_the_listing);

@@ -112,8 +112,9 @@ class Daemon {
   // Posts configuration_upserted for those waiting for a name that `which` picks.
   void retry_waiting_for_name(const std::function<bool(const ConfigurationKey&, NameWait)>& which);
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
-  bool has_stored_instances(const ConfigurationKey& key) const;
-  bool holds_claims_here(const ConfigurationKey& key) const;
+  enum class Held { instances, claims };
+  bool holds_here(const ConfigurationKey& key, Held what) const;
+  void take_names_back_by_claims(std::set<ConfigurationKey>& known);
   void give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner);
   void wait_for_name(const configuration::Configuration& waiting, const ConfigurationKey& holder,
                      NameWait wait);

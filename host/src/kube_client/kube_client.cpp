@@ -20,8 +20,7 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxPooledHandles = 32;
-constexpr long kStopPollMilliseconds = 100;
-constexpr std::chrono::milliseconds kStopPoll{kStopPollMilliseconds};
+constexpr std::chrono::milliseconds kStopPoll{100};
 constexpr size_t kMaxMessageInError = 300;
 // Sending again a request the server did not take (State::perform).
 constexpr auto kRetryBudget = std::chrono::milliseconds(2000);
@@ -349,12 +348,14 @@ struct KubeClient::State {
       Attempt attempt = send(method, path, body, timeout, stop);
       const auto delay = attempt.retry_after(backoff);
       if (!delay || steady_clock::now() + *delay > deadline) return attempt.answer();
-      if (!sleep_unless_stopped(*delay, stop)) throw ApiError(0, "", attempt.what + ": stopped");
+      if (!sleep_unless_stopped(*delay, stop)) throw stopped(attempt.what);
       // A resent request may take only what is left of the budget.
       timeout =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
     }
   }
+
+  static ApiError stopped(const std::string& what) { return {0, "", what + ": stopped"}; }
 
   // False, at once, if stop is (or becomes) true.
   static bool sleep_unless_stopped(std::chrono::milliseconds delay, const std::atomic<bool>* stop) {
@@ -377,7 +378,7 @@ struct KubeClient::State {
 
     // The answer, or the ApiError it amounts to.
     Answer answer() const {
-      if (result == CURLE_ABORTED_BY_CALLBACK) throw ApiError(0, "", what + ": stopped");
+      if (result == CURLE_ABORTED_BY_CALLBACK) throw stopped(what);
       if (result != CURLE_OK) throw ApiError(0, "", what + ": " + error_text);
       if (answered.status >= 300) throw error_from_answer(what, answered.status, answered.body);
       return answered;
@@ -569,7 +570,8 @@ void KubeClient::watch(const ResourceType& type, const std::string& namespace_na
     }
     handle_lines();
     if (stop) return;
-    if (running > 0) curl_multi_poll(multi.get(), nullptr, 0, kStopPollMilliseconds, nullptr);
+    if (running > 0)
+      curl_multi_poll(multi.get(), nullptr, 0, static_cast<int>(kStopPoll.count()), nullptr);
   }
 
   CURLcode result = CURLE_OK;

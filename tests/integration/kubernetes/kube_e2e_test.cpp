@@ -213,8 +213,10 @@ class KubeTest : public DaemonTest {
   // Configuration, so without an ownerReference to it: the API server's
   // garbage collector does not delete it, dowserd must. Returns its revision.
   // Held by node-a unless said otherwise.
-  uint64_t store_instance_of(const std::string& configuration, const std::string& node = "node-a") {
+  uint64_t store_instance_of(const std::string& configuration, const std::string& node = "node-a",
+                             const std::string& namespace_name = "default") {
     store::Instance held;
+    held.namespace_name = namespace_name;
     held.name = configuration + "-abc123";
     held.configuration_name = configuration;
     held.nodes = {node};
@@ -505,13 +507,7 @@ class KubeSecretsForbiddenTest : public KubeTest {
 
   // Waits until the Instance of Configuration gone (deleted while dowserd
   // was away) is withdrawn: dowserd has judged every orphan by then.
-  bool orphan_withdrawn() {
-    return wait_instances([](const auto& instances) {
-      return std::none_of(instances.begin(), instances.end(), [](const auto& stored) {
-        return stored.instance.configuration_name == "gone";
-      });
-    });
-  }
+  bool orphan_withdrawn() { return instances_gone("default", "gone"); }
 
   // Access granted while dowserd runs: Configuration "has-secret" starts,
   // and "waiting", which needs Secret secret, is refused as logged says and
@@ -631,13 +627,7 @@ constexpr const char* kWaitsForTheListing =
 TEST_F(KubeSecretsForbiddenTest, InstancesListedLateGiveTheNameBackToTheConfigurationThatHeldIt) {
   fs::remove(forbid_file_);  // the test's client is refused too
   create_other_cams();
-  store::Instance held;
-  held.namespace_name = "other";
-  held.name = "cams-abc123";
-  held.configuration_name = "cams";
-  held.nodes = {"node-a"};
-  held.device_usage = {{held.name + "-0", "node-a"}};
-  store_->create(held);
+  store_instance_of("cams", "node-a", "other");
   client_->create(kConfigurations, "default", echo_object("cams", 1, false));
   write_file(forbid_file_, "instances.akri.sh\n");
   Node& a = add_kube_node("node-a");
