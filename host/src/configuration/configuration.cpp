@@ -562,9 +562,7 @@ Configuration resolve_references(const Configuration& configuration, const Refer
           std::string("no such ") + kind_name(kind) + ", or no such key in it; waiting for it";
     } catch (const UnreadableReference& unreadable) {
       problem = unreadable.what();
-      cause = unreadable.lasting() == UnreadableReference::Lasting::until_access_is_granted
-                  ? UnresolvedReference::Cause::awaiting_access
-                  : UnresolvedReference::Cause::unreadable_for_good;
+      cause = unreadable.cause();
     }
     if (property.value) {
       resolved.discovery_properties.push_back(std::move(property));

@@ -96,22 +96,6 @@ class ConfigurationError : public std::runtime_error {
   std::optional<std::pair<std::string, std::string>> configuration_;
 };
 
-// A Secret or ConfigMap that cannot be looked up at all (see
-// resolve_references), and why.
-class UnreadableReference : public std::runtime_error {
- public:
-  // Whether dowserd may be granted read access to the object's kind while it
-  // runs (the API server refused it), or can never follow the reference
-  // (outside the namespace it reads).
-  enum class Lasting { until_access_is_granted, for_good };
-  UnreadableReference(const std::string& why, Lasting lasting)
-      : std::runtime_error(why), lasting_(lasting) {}
-  Lasting lasting() const noexcept { return lasting_; }
-
- private:
-  Lasting lasting_;
-};
-
 // A required `valueFrom` reference that did not resolve (see
 // resolve_references), and why: one awaiting access is not refused for good.
 class UnresolvedReference : public ConfigurationError {
@@ -124,6 +108,21 @@ class UnresolvedReference : public ConfigurationError {
 
  private:
   Cause cause_;
+};
+
+// A Secret or ConfigMap that cannot be looked up at all (see
+// resolve_references), why, and whether dowserd may be granted read access to
+// the object's kind while it runs (awaiting_access: the API server refused
+// it) or can never follow the reference (unreadable_for_good: outside the
+// namespace it reads).
+class UnreadableReference : public std::runtime_error {
+ public:
+  UnreadableReference(const std::string& why, UnresolvedReference::Cause cause)
+      : std::runtime_error(why), cause_(cause) {}
+  UnresolvedReference::Cause cause() const noexcept { return cause_; }
+
+ private:
+  UnresolvedReference::Cause cause_;
 };
 
 // Parses every YAML document in text (documents separated by ---; empty ones

@@ -279,7 +279,7 @@ std::optional<std::string> KubeConfigurationSource::State::lookup(
     throw UnreadableReference(
         "outside namespace " + namespace_name + ", the only one dowserd reads (--namespace " +
             namespace_name + "); a reference without a namespace means \"default\", as in Akri",
-        UnreadableReference::Lasting::for_good);
+        UnresolvedReference::Cause::unreadable_for_good);
   }
   const ReferencedObjects& objects = objects_of(kind);
   if (!objects.listed) {
@@ -291,7 +291,7 @@ std::optional<std::string> KubeConfigurationSource::State::lookup(
                  ? "in all namespaces, which needs a ClusterRole (or --namespace and a Role there)"
                  : "in namespace " + namespace_name) +
             ", and the API server refused: " + objects.refusal,
-        UnreadableReference::Lasting::until_access_is_granted);
+        UnresolvedReference::Cause::awaiting_access);
   }
   const auto& cache = objects.objects;
   auto object = cache.find({reference.namespace_name, reference.name});

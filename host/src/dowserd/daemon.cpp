@@ -391,22 +391,30 @@ void Daemon::take_names_back_by_claims(std::set<ConfigurationKey>& known) {
 std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
     const ConfigurationKey& key) const {
   if (configurations_.count(key) > 0) return std::nullopt;  // it runs: the name is its own
-  const auto holds = [&key](const std::string& namespace_name, const std::string& name) {
-    return name == key.second && namespace_name != key.first;
+  const auto same_name = [&key](const ConfigurationKey& other) {
+    return other.second == key.second && other.first != key.first;
   };
   for (const auto& [other, configuration] : configurations_)
-    if (holds(other.first, other.second)) return other;
+    if (same_name(other)) return other;
   const bool may_still_come = !configurations_synced_ || holding_orphans_;
-  for (const auto& [instance_key, stored] : capacity_.instances()) {
-    const store::Instance& instance = stored.instance;
-    if (!holds(instance.namespace_name, instance.configuration_name) ||
-        !reconciler_.visible_here(instance))
-      continue;
+  if (!may_still_come && waiting_for_access_.empty()) return std::nullopt;
+  const auto* held = instance_here([&](const store::Instance& instance) {
     const ConfigurationKey owner{instance.namespace_name, instance.configuration_name};
-    if (waiting_for_access_.count(owner) > 0 || (may_still_come && refused_.count(owner) == 0))
-      return owner;
-  }
-  return std::nullopt;
+    return same_name(owner) &&
+           (waiting_for_access_.count(owner) > 0 || (may_still_come && refused_.count(owner) == 0));
+  });
+  if (held == nullptr) return std::nullopt;
+  return ConfigurationKey{held->namespace_name, held->configuration_name};
+}
+
+// This node's first Instance that matches: another node's Instances say
+// nothing of resource names here.
+const store::Instance* Daemon::instance_here(
+    const std::function<bool(const store::Instance&)>& matches) const {
+  for (const auto& [key, stored] : capacity_.instances())
+    if (reconciler_.visible_here(stored.instance) && matches(stored.instance))
+      return &stored.instance;
+  return nullptr;
 }
 
 // Whether this node has Instances of the Configuration (another node's say
@@ -415,19 +423,15 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
 // (the other's were withdrawn when it was refused, or were written since
 // this start and hold none yet).
 bool Daemon::holds_here(const ConfigurationKey& key, Held what) const {
-  return std::any_of(
-      capacity_.instances().begin(), capacity_.instances().end(), [&](const auto& entry) {
-        const store::Instance& instance = entry.second.instance;
-        if (instance.namespace_name != key.first || instance.configuration_name != key.second ||
-            !reconciler_.visible_here(instance))
-          return false;
-        if (what == Held::instances) return true;
-        const auto slots = capacity::InstanceSlots::decode(instance);
-        for (uint32_t slot = 0; slot < slots.capacity; ++slot)
-          if (!slots.slots[slot].is_free() && slots.slots[slot].node == options_.node_name)
-            return true;
-        return false;
-      });
+  return instance_here([&](const store::Instance& instance) {
+           if (instance.namespace_name != key.first || instance.configuration_name != key.second)
+             return false;
+           if (what == Held::instances) return true;
+           const auto slots = capacity::InstanceSlots::decode(instance);
+           return std::any_of(slots.slots.begin(), slots.slots.end(), [this](const auto& slot) {
+             return !slot.is_free() && slot.node == options_.node_name;
+           });
+         }) != nullptr;
 }
 
 // The one whose claims are in the store held the resource name before (see
@@ -437,7 +441,6 @@ bool Daemon::holds_here(const ConfigurationKey& key, Held what) const {
 // came. It gets the name back; the holder waits.
 void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner) {
   const configuration::Configuration displaced = configurations_.at(holder);
-  waiting_for_name_.erase(owner);
   configuration_removed(holder, "gives its resource name back to Configuration " + owner.first +
                                     "/" + owner.second + ", whose claims are in the store");
   wait_for_name(displaced, owner, NameWait::for_its_holder);  // owner runs next

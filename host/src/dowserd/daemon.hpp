@@ -114,6 +114,8 @@ class Daemon {
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
   enum class Held { instances, claims };
   bool holds_here(const ConfigurationKey& key, Held what) const;
+  const store::Instance* instance_here(
+      const std::function<bool(const store::Instance&)>& matches) const;
   void take_names_back_by_claims(std::set<ConfigurationKey>& known);
   void give_name_back(const ConfigurationKey& holder, const ConfigurationKey& owner);
   void wait_for_name(const configuration::Configuration& waiting, const ConfigurationKey& holder,

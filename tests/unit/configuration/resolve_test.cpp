@@ -109,15 +109,11 @@ TEST(ResolveReferences, AMissingRequiredReferenceNamesEverythingButTheValue) {
 // The daemon keeps the Instances of one whose Secret it may be allowed to
 // read later, and only of that one: the cause says which.
 TEST(ResolveReferences, AnUnreadableRequiredReferenceSaysWhetherAccessMayCome) {
-  using Lasting = UnreadableReference::Lasting;
   using Cause = UnresolvedReference::Cause;
-  for (const auto& [lasting, cause] :
-       {std::pair{Lasting::until_access_is_granted, Cause::awaiting_access},
-        std::pair{Lasting::for_good, Cause::unreadable_for_good}}) {
-    const auto unreadable = [lasting = lasting](ReferenceKind kind,
-                                                const KeyReference&) -> std::optional<std::string> {
-      if (kind == ReferenceKind::secret)
-        throw UnreadableReference("secrets are forbidden", lasting);
+  for (const Cause cause : {Cause::awaiting_access, Cause::unreadable_for_good}) {
+    const auto unreadable = [cause](ReferenceKind kind,
+                                    const KeyReference&) -> std::optional<std::string> {
+      if (kind == ReferenceKind::secret) throw UnreadableReference("secrets are forbidden", cause);
       return std::nullopt;
     };
     try {
