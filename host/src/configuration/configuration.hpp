@@ -165,7 +165,8 @@ class ConfigurationSource {
  public:
   struct Events {
     std::function<void(const Configuration&)> upserted;  // new, or changed in any field
-    // Gone: one delivered, or reported unresolved (and maybe never delivered).
+    // Gone: one delivered, or reported unresolved, or reported invalid with
+    // its identity (ConfigurationError::configuration), maybe never delivered.
     std::function<void(const std::string& namespace_name, const std::string& name)> removed;
     std::function<void(const ConfigurationError&)> invalid;
     // The source (a file path, or "<namespace>/<name>" of an object) now

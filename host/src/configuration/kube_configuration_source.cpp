@@ -160,6 +160,7 @@ struct KubeConfigurationSource::State {
 
   // ---- state, under mutex ----
   void store(const json& object, Reports& reports);
+  void forget(const Identity& identity);
   void evaluate_all(Reports& reports);
   void evaluate(const Identity& identity, Reports& reports);
   void tell_synced_once_complete();
@@ -253,6 +254,17 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
     reports.push_back(warning(identity, &named, "InvalidConfiguration", error.what()));
     reported_invalid_.insert_or_assign(identity, ReportedInvalid{version, reports.back()});
   }
+}
+
+// The object is gone: a report that it is invalid no longer holds. One
+// reported invalid and never delivered is removed too (evaluate tells the
+// rest: one delivered, or unresolved): the daemon keeps its Instances, and
+// its resource name with them, until told it is gone.
+void KubeConfigurationSource::State::forget(const Identity& identity) {
+  const bool was_invalid = reported_invalid_.erase(identity) > 0;
+  events.valid(identity_text(identity));
+  if (was_invalid && delivered_.count(identity) == 0 && unresolved_.count(identity) == 0)
+    events.removed(identity.first, identity.second);
 }
 
 // Whether a value the Configuration needs comes from a kind still being
@@ -383,11 +395,10 @@ void KubeConfigurationSource::State::configurations_listed(const std::vector<jso
     std::erase_if(parsed_, [&](const auto& entry) { return present.count(entry.first) == 0; });
     std::erase_if(problems_posted_,
                   [&](const auto& entry) { return present.count(entry.first) == 0; });
-    std::erase_if(reported_invalid_, [&](const auto& entry) {
-      if (present.count(entry.first) > 0) return false;
-      events.valid(identity_text(entry.first));  // gone: its report no longer holds
-      return true;
-    });
+    std::vector<Identity> gone_invalid;
+    for (const auto& [identity, reported] : reported_invalid_)
+      if (present.count(identity) == 0) gone_invalid.push_back(identity);
+    for (const auto& identity : gone_invalid) forget(identity);
     if (!std::exchange(configurations_listed_, true)) events.listed();
     evaluate_all(reports);
   }
@@ -402,9 +413,8 @@ void KubeConfigurationSource::State::configuration_changed(const std::string& ty
     const Identity identity = identity_of(object);
     if (type == "DELETED" || terminating(object)) {
       parsed_.erase(identity);
-      reported_invalid_.erase(identity);
       problems_posted_.erase(identity);
-      events.valid(identity_text(identity));
+      forget(identity);
     } else {
       store(object, reports);
     }

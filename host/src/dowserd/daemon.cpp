@@ -397,14 +397,25 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
   for (const auto& [other, configuration] : configurations_)
     if (same_name(other)) return other;
   const bool may_still_come = !configurations_synced_ || holding_orphans_;
-  if (!may_still_come && waiting_for_access_.empty()) return std::nullopt;
+  if (!may_still_come && waiting_for_access_.empty() && configuration_errors_.empty())
+    return std::nullopt;
   const auto* held = instance_here([&](const store::Instance& instance) {
     const ConfigurationKey owner{instance.namespace_name, instance.configuration_name};
     return same_name(owner) &&
-           (waiting_for_access_.count(owner) > 0 || (may_still_come && refused_.count(owner) == 0));
+           (kept_without_running(owner) || (may_still_come && refused_.count(owner) == 0));
   });
   if (held == nullptr) return std::nullopt;
   return ConfigurationKey{held->namespace_name, held->configuration_name};
+}
+
+// Its Instances are kept though it does not run: it waits for read access,
+// or its object is invalid (its last good version is not known after a
+// restart). It is not gone, and its pods use them.
+bool Daemon::kept_without_running(const ConfigurationKey& key) const {
+  return waiting_for_access_.count(key) > 0 ||
+         std::any_of(
+             configuration_errors_.begin(), configuration_errors_.end(),
+             [&key](const auto& entry) { return entry.second.error.configuration() == key; });
 }
 
 // This node's first Instance that matches: another node's Instances say
@@ -530,7 +541,8 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
     resource = naming::resource_name(options_.resource_domain, configuration.name);
     if (auto holder = resource_name_holder(key)) {
       if (!holds_here(key, Held::claims) || holds_here(*holder, Held::claims)) {
-        const bool heard_of = configurations_.count(*holder) > 0 || refused_.count(*holder) > 0;
+        const bool heard_of = configurations_.count(*holder) > 0 || refused_.count(*holder) > 0 ||
+                              kept_without_running(*holder);
         wait_for_name(configuration, *holder,
                       heard_of ? NameWait::for_its_holder : NameWait::for_the_listing);
         return;
@@ -655,8 +667,14 @@ void Daemon::configuration_deleted(const ConfigurationKey& key) {
 void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {
   refused_.erase(key);
   waiting_for_name_.erase(key);
-  no_longer_waiting_for_access(key);  // one never run: its Instances and name go now
-  if (!configurations_.erase(key)) return;
+  waiting_for_access_.erase(key);
+  if (!configurations_.erase(key)) {
+    // Never run here: the Instances kept for it (kept_without_running), and
+    // its resource name with them, go now.
+    if (configurations_synced_) withdraw_orphans();
+    resource_name_released(key);
+    return;
+  }
   started_with_.erase(key);
   spdlog::info("Configuration {}/{} {}", key.first, key.second, why);
   discovery_.stop(key);

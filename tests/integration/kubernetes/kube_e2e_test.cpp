@@ -716,6 +716,63 @@ TEST_F(KubeTest, AtAStartANameHeldByAConfigurationDeletedMeanwhileIsFreeOnceAllA
   EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
 }
 
+// A default/cams the API server takes and dowser refuses: a secretKeyRef
+// without a key.
+json invalid_cams() {
+  return echo_object(
+      "cams", 1, false,
+      json::array({{{"name", "LOGIN"}, {"valueFrom", {{"secretKeyRef", {{"name", "s"}}}}}}}));
+}
+
+// An object edited into one dowser refuses keeps its last good version
+// running, and its name; after a restart no version of it is known, but
+// its Instances here (its pods' claims) still hold the name: other/cams
+// waits, default/cams runs once fixed, and other/cams takes the name only
+// once default/cams is deleted.
+TEST_F(KubeTest, AtAStartAnInvalidObjectsInstancesKeepItsResourceName) {
+  store_instance_of("cams");
+  client_->create(kConfigurations, "default", invalid_cams());
+  create_other_cams();
+  Node& a = node_serving_good();
+  ASSERT_TRUE(a.wait_for_log("invalid Configuration: default/cams: spec.discoveryHandler"))
+      << a.log();
+  ASSERT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+
+  json fixed = echo_object("cams", 1, false);
+  fixed["metadata"] = client_->get(kConfigurations, "default", "cams")["metadata"];
+  client_->replace(kConfigurations, "default", fixed);
+  ASSERT_TRUE(a.wait_for_log("Configuration default/cams added")) << a.log();
+  EXPECT_TRUE(store_->get("default", "cams-abc123").has_value()) << a.log();
+  // Not taken meanwhile (every Configuration was read before the fix came):
+  // the claims would have won it back, but other/cams's pods would have
+  // started on a name that was not its own.
+  EXPECT_EQ(a.log().find("Configuration other/cams added"), std::string::npos) << a.log();
+
+  client_->remove(kConfigurations, "default", "cams");
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
+}
+
+// Deleted while invalid, never having run since the start: its Instances go
+// and the name is free.
+TEST_F(KubeTest, AnInvalidObjectDeletedLetsItsInstancesAndResourceNameGo) {
+  store_instance_of("cams");
+  client_->create(kConfigurations, "default", invalid_cams());
+  create_other_cams();
+  Node& a = node_serving_good();
+  ASSERT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+
+  client_->remove(kConfigurations, "default", "cams");
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
+}
+
 TEST_F(KubeSecretsForbiddenTest, OnceAccessIsGrantedOneWhoseSecretIsMissingLosesItsInstances) {
   expect_refused_once_granted("absent",
                               "waiting-abc123: its Configuration default/waiting is not served "

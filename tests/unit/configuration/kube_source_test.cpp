@@ -259,6 +259,41 @@ TEST(KubeConfigurationSource, AnUnresolvedConfigurationDeletedWhileNotWatchingIs
   source.stop();
 }
 
+// The daemon keeps the Instances of one reported invalid (and its resource
+// name with them) until told it is gone: a deleted invalid object is
+// removed, once, whether it was never delivered or its last good version was.
+TEST(KubeConfigurationSource, AnInvalidConfigurationIsRemovedOnceDeleted) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  const json broken =  // a secretKeyRef needs a key
+      configuration("default", "broken", {{"secretKeyRef", {{"name", "s"}}}});
+  client.create(kConfigurations, "default", broken);
+  client.create(kConfigurations, "default", configuration("default", "edited"));
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
+  source.start();
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/edited"))
+      << ::testing::PrintToString(recorder.entries());
+  json edited = client.get(kConfigurations, "default", "edited");
+  edited["spec"] = broken["spec"];
+  client.replace(kConfigurations, "default", edited);
+  ASSERT_TRUE(recorder.wait_for([](const std::vector<std::string>& entries) {
+    return count_starting(entries, "invalid default/") == 2;
+  })) << ::testing::PrintToString(recorder.entries());
+
+  client.remove(kConfigurations, "default", "broken");
+  client.remove(kConfigurations, "default", "edited");
+  client.create(kConfigurations, "default", configuration("default", "last"));
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/last"))
+      << ::testing::PrintToString(recorder.entries());
+  const auto entries = recorder.entries();
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), "removed default/broken"), 1)
+      << ::testing::PrintToString(entries);
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), "removed default/edited"), 1)
+      << ::testing::PrintToString(entries);
+  source.stop();
+}
+
 // The names of the Events on a Configuration with this reason.
 std::vector<std::string> event_names(kube::KubeClient& client, const std::string& configuration,
                                      const std::string& reason) {
