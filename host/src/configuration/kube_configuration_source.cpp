@@ -510,8 +510,9 @@ std::optional<std::string> KubeConfigurationSource::State::post_one(const json& 
   } catch (const std::exception& e) {
     // The same name is the same problem: told already (by another node,
     // or by this one before a restart).
+    // Nor is one cut off by a shutdown.
     if (const auto* refused = dynamic_cast<const kube::ApiError*>(&e);
-        refused && refused->conflict())
+        refused && (refused->conflict() || refused->stopped()))
       return std::nullopt;
     // Not only API errors: an object with no namespace (a CRD installed
     // cluster-scoped) is refused by the client, and this runs on the

@@ -302,10 +302,12 @@ void Daemon::instances_listed_late(const std::vector<store::StoredInstance>& ins
 }
 
 void Daemon::shutdown() {
-  // Before anything else, and even when start() failed half-way: the node
-  // cleaner runs on store_, which goes with this object; so does the retry.
-  instance_listing_retry_.reset();
+  // Before anything else, and even when start() failed half-way: every
+  // request to the API server ends (no thread waits for a slow one), and the
+  // node cleaner, which runs on store_ (it goes with this object), stops; so
+  // does the listing retry.
   if (kubernetes_) kubernetes_->stop();
+  instance_listing_retry_.reset();
   if (!configurations_source_) return;
   if (status_server_) status_server_->stop();
   configurations_source_->stop();

@@ -249,6 +249,7 @@ struct KubeClient::State {
   ClusterAccess access;
   Timeouts timeouts;
   TokenSource tokens;
+  std::atomic<bool> stopped{false};  // KubeClient::stop
   std::mutex pool_mutex;
   std::vector<EasyHandle> pool;
 
@@ -337,30 +338,38 @@ struct KubeClient::State {
   // One the server did not take is sent again (see Attempt::retry_after),
   // for at most kRetryBudget: the caller (the core thread, for a claim)
   // waits, and a claim that fails fails the pod.
-  // A request given `stop` ends once it is true (see KubeClient::list).
+  // A request ends once the client is stopped, or `stop` (see
+  // KubeClient::list) is true.
   Answer perform(const char* method, const std::string& path,
                  const std::optional<std::string>& body = {},
                  const std::atomic<bool>* stop = nullptr) {
     using std::chrono::steady_clock;
+    const Stops stops{&stopped, stop};
     const auto deadline = steady_clock::now() + kRetryBudget;
     auto timeout = timeouts.request;
     for (auto backoff = kFirstRetryDelay;; backoff *= 2) {
-      Attempt attempt = send(method, path, body, timeout, stop);
+      if (stops.requested()) throw ApiError::stopped_request(std::string(method) + " " + path);
+      Attempt attempt = send(method, path, body, timeout, stops);
       const auto delay = attempt.retry_after(backoff);
       if (!delay || steady_clock::now() + *delay > deadline) return attempt.answer();
-      if (!sleep_unless_stopped(*delay, stop)) throw stopped(attempt.what);
+      if (!sleep_unless_stopped(*delay, stops)) throw ApiError::stopped_request(attempt.what);
       // A resent request may take only what is left of the budget.
       timeout =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
     }
   }
 
-  static ApiError stopped(const std::string& what) { return {0, "", what + ": stopped"}; }
+  // What ends a request: the client's stop, and its caller's (if any).
+  struct Stops {
+    const std::atomic<bool>* client;
+    const std::atomic<bool>* call;
+    bool requested() const { return *client || (call != nullptr && *call); }
+  };
 
-  // False, at once, if stop is (or becomes) true.
-  static bool sleep_unless_stopped(std::chrono::milliseconds delay, const std::atomic<bool>* stop) {
+  // False, at once, if a stop is (or becomes) requested.
+  static bool sleep_unless_stopped(std::chrono::milliseconds delay, const Stops& stops) {
     const auto until = std::chrono::steady_clock::now() + delay;
-    while (!(stop && *stop)) {
+    while (!stops.requested()) {
       const auto left = until - std::chrono::steady_clock::now();
       if (left <= std::chrono::steady_clock::duration::zero()) return true;
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, kStopPoll));
@@ -378,7 +387,7 @@ struct KubeClient::State {
 
     // The answer, or the ApiError it amounts to.
     Answer answer() const {
-      if (result == CURLE_ABORTED_BY_CALLBACK) throw stopped(what);
+      if (result == CURLE_ABORTED_BY_CALLBACK) throw ApiError::stopped_request(what);
       if (result != CURLE_OK) throw ApiError(0, "", what + ": " + error_text);
       if (answered.status >= 300) throw error_from_answer(what, answered.status, answered.body);
       return answered;
@@ -405,7 +414,7 @@ struct KubeClient::State {
   };
 
   Attempt send(const char* method, const std::string& path, const std::optional<std::string>& body,
-               std::chrono::milliseconds timeout, const std::atomic<bool>* stop) {
+               std::chrono::milliseconds timeout, const Stops& stops) {
     Attempt attempt;
     attempt.what = std::string(method) + " " + path;
     std::array<char, CURL_ERROR_SIZE> error_text{};  // outlives the handle
@@ -420,16 +429,14 @@ struct KubeClient::State {
                static_cast<long>(std::max<int64_t>(timeout.count(), 1)));
     set_option(handle.get(), CURLOPT_WRITEFUNCTION, append_to_string);
     set_option(handle.get(), CURLOPT_WRITEDATA, &attempt.answered.body);
-    if (stop) {
-      // Called at least once a second, also while the server holds the answer.
-      set_option(handle.get(), CURLOPT_NOPROGRESS, 0L);
-      set_option(handle.get(), CURLOPT_XFERINFODATA, stop);
-      set_option(
-          handle.get(), CURLOPT_XFERINFOFUNCTION,
-          +[](void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-            return static_cast<const std::atomic<bool>*>(flag)->load() ? 1 : 0;
-          });
-    }
+    // Called at least once a second, also while the server holds the answer.
+    set_option(handle.get(), CURLOPT_NOPROGRESS, 0L);
+    set_option(handle.get(), CURLOPT_XFERINFODATA, &stops);
+    set_option(
+        handle.get(), CURLOPT_XFERINFOFUNCTION,
+        +[](void* data, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+          return static_cast<const Stops*>(data)->requested() ? 1 : 0;
+        });
     attempt.result = curl_easy_perform(handle.get());
     curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &attempt.answered.status);
     curl_easy_getinfo(handle.get(), CURLINFO_RETRY_AFTER, &attempt.retry_after_seconds);
@@ -460,6 +467,8 @@ KubeClient::KubeClient(ClusterAccess access, Timeouts timeouts) {
 }
 
 KubeClient::~KubeClient() = default;
+
+void KubeClient::stop() { state_->stopped = true; }
 
 const ClusterAccess& KubeClient::access() const noexcept { return state_->access; }
 
@@ -570,6 +579,7 @@ void KubeClient::watch(const ResourceType& type, const std::string& namespace_na
     }
     handle_lines();
     if (stop) return;
+    if (state_->stopped) throw ApiError::stopped_request(what);
     if (running > 0)
       curl_multi_poll(multi.get(), nullptr, 0, static_cast<int>(kStopPoll.count()), nullptr);
   }

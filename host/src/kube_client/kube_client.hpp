@@ -81,8 +81,15 @@ class ApiError : public std::runtime_error {
   // The server has not reached the resourceVersion asked for (504; after an
   // etcd restore, say): the version will not come, only a new list helps.
   bool resource_version_too_large() const;
+  // The request ended because its caller, or the client, was stopped
+  // (KubeClient::stop): no answer, and nothing to tell at a shutdown.
+  bool stopped() const noexcept { return reason_ == kStoppedReason; }
+  static ApiError stopped_request(const std::string& what) {
+    return {0, kStoppedReason, what + ": stopped"};
+  }
 
  private:
+  static constexpr const char* kStoppedReason = "ClientStopped";  // never a server's
   int status_;
   std::string reason_;
   std::vector<std::string> causes_;
@@ -132,6 +139,11 @@ class KubeClient {
   KubeClient& operator=(const KubeClient&) = delete;
 
   const ClusterAccess& access() const noexcept;
+
+  // Ends every request in flight, within about a second (a watch: 100 ms),
+  // and every later one at once, with an ApiError whose stopped() is true:
+  // at a shutdown no thread waits for a slow API server. For good.
+  void stop();
 
   // All throw ApiError. Objects are returned as the server sent them.
   nlohmann::json get(const ResourceType& type, const std::string& namespace_name,

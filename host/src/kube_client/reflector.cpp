@@ -126,7 +126,8 @@ struct Reflector::State {
   }
 
   void report(const ApiError& error) const {
-    if (handlers.failed && !stopping) handlers.failed(error);  // a stop ends requests
+    // A stop (the reflector's, or its client's at a shutdown) ends requests.
+    if (handlers.failed && !stopping && !error.stopped()) handlers.failed(error);
   }
 
   void wait(std::chrono::milliseconds delay) {

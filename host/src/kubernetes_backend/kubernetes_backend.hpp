@@ -56,7 +56,10 @@ class KubernetesBackend {
   // Scrubs the claims of nodes deleted or NotReady for longer than grace from
   // store, on its own thread. store must outlive stop().
   virtual void start_node_cleaner(store::InstanceStore& store, std::chrono::milliseconds grace) = 0;
-  virtual void stop() = 0;  // the probe and the cleaner; idempotent
+  // For a shutdown, idempotent: ends every request to the API server, also
+  // those of the stores and sources it made (they fail as stopped from then
+  // on, see kube::KubeClient::stop), then stops the probe and the cleaner.
+  virtual void stop() = 0;
 };
 
 // The module cannot be loaded, or the API server cannot be configured (no or

@@ -67,6 +67,8 @@ class Backend final : public KubernetesBackend {
   }
 
   void stop() override {
+    if (node_cleaner_) node_cleaner_->stop_soon();  // its cut-off requests are no failures
+    client_->stop();
     if (node_cleaner_) node_cleaner_->stop();
     if (api_probe_) api_probe_->stop();
   }

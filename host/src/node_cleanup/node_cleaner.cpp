@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -78,8 +79,8 @@ struct NodeCleaner::State {
 
   std::mutex mutex;
   std::condition_variable wake;
-  DeadNodeTracker tracker;  // under mutex
-  bool stopping = false;    // under mutex
+  DeadNodeTracker tracker;             // under mutex
+  std::atomic<bool> stopping = false;  // set under mutex (the waits check it)
   // Under mutex: when to check the Instances against the Node list, set
   // once a listing shows this node (so that it is the cluster's whole list).
   std::optional<Clock::time_point> store_check_at;
@@ -130,7 +131,8 @@ void NodeCleaner::State::check_store(std::unique_lock<std::mutex>& lock) {
   try {
     for (const auto& stored : store.list()) named.merge(nodes_named_in(stored.instance));
   } catch (const store::StoreError& error) {
-    spdlog::warn("dead-node cleanup: cannot list Instances: {} (retrying)", error.what());
+    if (!stopping)
+      spdlog::warn("dead-node cleanup: cannot list Instances: {} (retrying)", error.what());
     lock.lock();
     if (!store_check_at) store_check_at = Clock::now() + options.retry;
     return;
@@ -208,7 +210,7 @@ void NodeCleaner::State::scrub_pending(std::unique_lock<std::mutex>& lock) {
       scrub_everywhere(store, node);
       scrubbed.insert(node);
     } catch (const store::StoreError& error) {
-      spdlog::warn("cleanup of dead node {}: {} (retrying)", node, error.what());
+      if (!stopping) spdlog::warn("cleanup of dead node {}: {} (retrying)", node, error.what());
     }
   }
   lock.lock();
@@ -266,13 +268,18 @@ void NodeCleaner::start() {
   state.reflector->start();
 }
 
-void NodeCleaner::stop() {
+void NodeCleaner::stop_soon() {
   State& state = *state_;
   {
     std::lock_guard lock(state.mutex);
     state.stopping = true;
   }
   state.wake.notify_all();
+}
+
+void NodeCleaner::stop() {
+  State& state = *state_;
+  stop_soon();
   if (state.worker.joinable()) spdlog::debug("dead-node cleanup: stopping");
   if (state.reflector) state.reflector->stop();
   if (state.worker.joinable()) state.worker.join();

@@ -112,7 +112,10 @@ class NodeCleaner {
   NodeCleaner& operator=(const NodeCleaner&) = delete;
 
   void start();
-  void stop();  // idempotent; joins its threads
+  // Tells its threads to end, without waiting: a request cut off after this
+  // (its client stopped at a shutdown) is not warned of.
+  void stop_soon();
+  void stop();  // idempotent; stop_soon, then joins its threads
 
  private:
   struct State;

@@ -488,32 +488,79 @@ TEST(ReflectorTooLargeTest, ReListsWhenTheServerHasNotReachedItsVersion) {
       << ::testing::PrintToString(entries);
 }
 
+// A test API server that holds every list until the fixture ends, and a
+// client whose requests would wait for it far longer than the test does.
+class KubeClientStopTest : public ::testing::Test {
+ protected:
+  KubeClientStopTest() { std::ofstream(hold_).close(); }
+  ~KubeClientStopTest() override { release(); }
+
+  // Whatever a test's calls wait for ends (the server answers the held
+  // lists): a test declares this after its calls, whose futures wait.
+  struct Release {
+    KubeClientStopTest& test;
+    ~Release() { test.release(); }
+  };
+  void release() {
+    fs::remove(hold_);
+    watch_stop_ = true;
+  }
+
+  // Starts f on another thread once the server holds a list f makes.
+  std::future<ApiError> once_held(const std::function<void()>& f) {
+    auto call = std::async(std::launch::async, [f] { return error_of(f); });
+    EXPECT_TRUE(dowser::test::eventually([&] { return fs::exists(hold_.string() + ".waiting"); }))
+        << "the server never held the list";
+    return call;
+  }
+
+  static Timeouts long_requests() {
+    Timeouts timeouts;
+    timeouts.request = 2min;  // far longer than the waits below
+    return timeouts;
+  }
+
+  const TemporaryDirectory hold_dir_;
+  const fs::path hold_ = hold_dir_.path() / "hold";
+  TestApiServer server_{{"--hold-lists-while", hold_.string()}};
+  KubeClient client_{server_.access(), long_requests()};
+  std::atomic<bool> watch_stop_{false};
+};
+
 // A list the server holds (a slow API server) ends when its caller stops,
 // not when the request times out: dowserd's shutdown waited for that.
-TEST(KubeClientStopTest, AListEndsWhenStoppedWhileTheServerHoldsIt) {
-  const TemporaryDirectory hold_dir;
-  const fs::path hold = hold_dir.path() / "hold";
-  std::ofstream(hold).close();
-  TestApiServer server({"--hold-lists-while", hold.string()});
-  Timeouts timeouts;
-  timeouts.request = 2min;  // far longer than the wait below
-  KubeClient client(server.access(), timeouts);
+TEST_F(KubeClientStopTest, AListEndsWhenStoppedWhileTheServerHoldsIt) {
   std::atomic<bool> stop{false};
-  auto listing = std::async(std::launch::async, [&] {
-    return error_of([&] { client.list(kConfigMaps, "default", "", &stop); });
-  });
-  // Destroyed before the future, which waits for the list: however the test
-  // ends, the server answers and the list returns.
-  struct Release {
-    fs::path hold;
-    ~Release() { fs::remove(hold); }
-  } release{hold};
-  ASSERT_TRUE(dowser::test::eventually([&] { return fs::exists(hold.string() + ".waiting"); }))
-      << "the server never held the list";
+  auto listing = once_held([&] { client_.list(kConfigMaps, "default", "", &stop); });
+  const Release release{*this};
   stop = true;
   ASSERT_EQ(listing.wait_for(20s), std::future_status::ready) << "the list was not stopped";
   const ApiError stopped = listing.get();
+  EXPECT_TRUE(stopped.stopped()) << stopped.what();
   EXPECT_NE(std::string(stopped.what()).find(": stopped"), std::string::npos) << stopped.what();
+}
+
+// At a shutdown every thread's request ends, whoever made it and without a
+// stop of its own (the Instance store's, the node cleaner's, the Event
+// poster's), and none goes out after: the client is stopped for good.
+TEST_F(KubeClientStopTest, StoppingTheClientEndsEveryRequestAndRefusesLaterOnes) {
+  auto listing = once_held([&] { client_.list(kConfigMaps, "default"); });
+  const auto ignore = [](const WatchEvent&) {};
+  auto watching = std::async(std::launch::async, [&] {
+    return error_of([&] { client_.watch(kConfigMaps, "default", "", ignore, watch_stop_); });
+  });
+  const Release release{*this};
+  client_.stop();
+  for (auto* call : {&listing, &watching}) {
+    ASSERT_EQ(call->wait_for(20s), std::future_status::ready) << "a request was not stopped";
+    const ApiError stopped = call->get();
+    EXPECT_TRUE(stopped.stopped()) << stopped.what();
+  }
+  fs::remove(hold_);  // a list sent now would be answered
+  const ApiError later = error_of([&] { client_.list(kConfigMaps, "default"); });
+  EXPECT_TRUE(later.stopped()) << later.what();
+  EXPECT_TRUE(
+      error_of([&] { client_.create(kConfigMaps, "default", config_map("c", "v")); }).stopped());
 }
 
 TEST(ReflectorStopTest, StopsPromptlyWhileWaitingToReconnect) {
