@@ -211,6 +211,11 @@ struct KubeConfigurationSource::State {
   std::set<Identity> held_;
   std::map<Identity, Configuration> delivered_;  // resolved, as last upserted
   std::map<Identity, std::string> unresolved_;   // the problem last reported
+  // Reported invalid, then parsed again: told `valid` only right before its
+  // verdict (upserted, even unchanged, or unresolved), as one locked step.
+  // The daemon keeps its Instances while it is invalid; told `valid` alone
+  // (a re-list tells others between the two), it would withdraw them.
+  std::set<Identity> revalidated_;
   // The daemon's problems, with the Configuration they were told on (as
   // delivered): their Events by message, posted again while it is the one
   // delivered, until the daemon resolves them.
@@ -243,12 +248,12 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
     parsed_.insert_or_assign(identity,
                              Parsed{parse_configuration_object(object.dump(), source),
                                     text_at(object, "/metadata/uid"_json_pointer), version});
-    reported_invalid_.erase(identity);
-    events.valid(source);
+    if (reported_invalid_.erase(identity) > 0) revalidated_.insert(identity);
   } catch (const ConfigurationError& error) {
     // A re-list brings the same bad version again: report it once.
     auto reported = reported_invalid_.find(identity);
     if (reported != reported_invalid_.end() && reported->second.version == version) return;
+    revalidated_.erase(identity);  // invalid again before it was told valid
     events.invalid(ConfigurationError(error).about(identity.first, identity.second));
     Parsed named{{}, text_at(object, "/metadata/uid"_json_pointer), version};
     reports.push_back(warning(identity, &named, "InvalidConfiguration", error.what()));
@@ -261,9 +266,11 @@ void KubeConfigurationSource::State::store(const json& object, Reports& reports)
 // rest: one delivered, or unresolved): the daemon keeps its Instances, and
 // its resource name with them, until told it is gone.
 void KubeConfigurationSource::State::forget(const Identity& identity) {
-  const bool was_invalid = reported_invalid_.erase(identity) > 0;
+  const bool invalid = reported_invalid_.erase(identity) > 0;
+  const bool fixed_since = revalidated_.erase(identity) > 0;  // not told valid yet
   events.valid(identity_text(identity));
-  if (was_invalid && delivered_.count(identity) == 0 && unresolved_.count(identity) == 0)
+  if ((invalid || fixed_since) && delivered_.count(identity) == 0 &&
+      unresolved_.count(identity) == 0)
     events.removed(identity.first, identity.second);
 }
 
@@ -333,23 +340,29 @@ void KubeConfigurationSource::State::evaluate(const Identity& identity, Reports&
     return;
   }
   held_.erase(identity);
+  const bool was_invalid = revalidated_.erase(identity) > 0;
+  if (was_invalid) events.valid(identity_text(identity));
   try {
     Configuration resolved = resolve_references(
         configuration, [this](ReferenceKind kind, const KeyReference& reference) {
           return lookup(kind, reference);
         });
     // Resolved again to the version delivered (a Secret re-created with
-    // the same value): delivered again all the same, so that the daemon
-    // no longer holds it as refused.
+    // the same value), or parsed again after an invalid version: delivered
+    // again all the same, so that the daemon no longer holds it as refused
+    // (or keeps it for its error).
     const bool was_unresolved = unresolved_.erase(identity) > 0;
     auto delivered = delivered_.find(identity);
-    if (!was_unresolved && delivered != delivered_.end() && delivered->second == resolved) return;
+    if (!was_unresolved && !was_invalid && delivered != delivered_.end() &&
+        delivered->second == resolved)
+      return;
     delivered_.insert_or_assign(identity, resolved);
     events.upserted(resolved);
   } catch (const UnresolvedReference& problem) {
-    // The message says which (and so why): told again only when it changes.
+    // The message says which (and so why): told again only when it changes,
+    // or after an invalid version.
     std::string& last = unresolved_[identity];
-    if (last == problem.what()) return;
+    if (last == problem.what() && !was_invalid) return;
     last = problem.what();
     // The daemon names the Configuration itself; the Event stands alone.
     events.unresolved(configuration, problem.field_path() + ": " + problem.reason(),
@@ -397,6 +410,8 @@ void KubeConfigurationSource::State::configurations_listed(const std::vector<jso
                   [&](const auto& entry) { return present.count(entry.first) == 0; });
     std::vector<Identity> gone_invalid;
     for (const auto& [identity, reported] : reported_invalid_)
+      if (present.count(identity) == 0) gone_invalid.push_back(identity);
+    for (const auto& identity : revalidated_)
       if (present.count(identity) == 0) gone_invalid.push_back(identity);
     for (const auto& identity : gone_invalid) forget(identity);
     if (!std::exchange(configurations_listed_, true)) events.listed();

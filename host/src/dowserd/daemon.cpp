@@ -425,7 +425,7 @@ bool Daemon::kept_without_running(const ConfigurationKey& key) const {
 const store::Instance* Daemon::instance_here(
     const std::function<bool(const store::Instance&)>& matches) const {
   for (const auto& [key, stored] : capacity_.instances())
-    if (reconciler_.visible_here(stored.instance) && matches(stored.instance))
+    if (matches(stored.instance) && reconciler_.visible_here(stored.instance))
       return &stored.instance;
   return nullptr;
 }
@@ -488,14 +488,19 @@ const store::Instance* Daemon::instance_named(const std::string& name) const {
 
 void Daemon::configuration_upserted(const configuration::Configuration& configuration) {
   run_or_refuse(configuration);
-  no_longer_waiting_for_access({configuration.namespace_name, configuration.name});
+  const ConfigurationKey key{configuration.namespace_name, configuration.name};
+  waiting_for_access_.erase(key);
+  no_longer_kept(key);
 }
 
-// Its Instances were kept while it waited for read access, and its resource
-// name with them; from here on they are judged as those of any
-// Configuration refused, or gone.
-void Daemon::no_longer_waiting_for_access(const ConfigurationKey& key) {
-  if (waiting_for_access_.erase(key) == 0 || configurations_.count(key) > 0) return;
+// Its Instances here were kept while it did not run (kept_without_running),
+// and its resource name with them. Once it neither runs nor is kept (it was
+// fixed or granted access, and refused all the same; or it is gone), they
+// are judged as those of any Configuration refused, or gone.
+void Daemon::no_longer_kept(const ConfigurationKey& key) {
+  if (configurations_.count(key) > 0 || kept_without_running(key) ||
+      !holds_here(key, Held::instances))
+    return;
   if (configurations_synced_) withdraw_orphans();
   resource_name_released(key);
 }
@@ -653,10 +658,12 @@ void Daemon::unresolved(const configuration::Configuration& configuration,
                         const std::string& reason, configuration::UnresolvedReference::Cause why) {
   const ConfigurationKey key{configuration.namespace_name, configuration.name};
   refused(configuration, reason, Tell::log_only);  // the source told them
-  if (why == configuration::UnresolvedReference::Cause::awaiting_access)
+  if (why == configuration::UnresolvedReference::Cause::awaiting_access) {
     waiting_for_access_.insert(key);
-  else
-    no_longer_waiting_for_access(key);
+  } else {
+    waiting_for_access_.erase(key);
+    no_longer_kept(key);
+  }
 }
 
 // Gone from its source, unlike one withdrawn (refused, or giving its resource
@@ -671,10 +678,7 @@ void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view
   waiting_for_name_.erase(key);
   waiting_for_access_.erase(key);
   if (!configurations_.erase(key)) {
-    // Never run here: the Instances kept for it (kept_without_running), and
-    // its resource name with them, go now.
-    if (configurations_synced_) withdraw_orphans();
-    resource_name_released(key);
+    no_longer_kept(key);  // never run here
     return;
   }
   started_with_.erase(key);

@@ -103,7 +103,7 @@ class Daemon {
 
   void configuration_upserted(const configuration::Configuration& configuration);
   void run_or_refuse(const configuration::Configuration& configuration);
-  void no_longer_waiting_for_access(const ConfigurationKey& key);
+  void no_longer_kept(const ConfigurationKey& key);
   void resource_name_released(const ConfigurationKey& key);
   void name_held_by_instances_released(const ConfigurationKey& owner);
   // For a name held by another Configuration, or (at a start, see

@@ -517,6 +517,7 @@ void KubeClient::watch(const ResourceType& type, const std::string& namespace_na
                      std::to_string(timeouts.watch_duration.count());
   if (!resource_version.empty()) path += "&resourceVersion=" + escape(resource_version);
   const std::string what = "watch " + path;
+  if (state_->stopped) throw ApiError::stopped_request(what);
 
   std::array<char, CURL_ERROR_SIZE> error_text{};  // outlives the handle
   EasyHandle easy = state_->take_handle();

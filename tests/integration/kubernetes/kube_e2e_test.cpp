@@ -615,6 +615,26 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesAreDeletedLets
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
 }
 
+// Edited to leave this node out (another node took the device over), its
+// Instance no longer holds the name here either.
+TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesLeaveThisNodeLetsTheNameGo) {
+  const uint64_t revision = store_instance_of("cams");
+  create_needing_secret("cams", "s");
+  Node& a = node_serving_good();
+  create_other_cams();
+  ASSERT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+  auto moved = store_->get("default", "cams-abc123");
+  ASSERT_TRUE(moved) << a.log();
+  moved->instance.nodes = {"node-b"};
+  moved->instance.device_usage = {{"cams-abc123-0", "node-b"}};
+  store_->update(moved->instance, revision);
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_TRUE(store_->get("default", "cams-abc123").has_value()) << "node-b's, kept";
+}
+
 // What other/cams is told while default/cams's Instances hold the name at a start.
 constexpr const char* kWaitsForTheListing =
     "Configuration other/cams: its resource name was held by Configuration default/cams before "
@@ -716,6 +736,30 @@ TEST_F(KubeTest, AtAStartANameHeldByAConfigurationDeletedMeanwhileIsFreeOnceAllA
   EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
 }
 
+// default/cams's pods hold a slot here and other/cams's do not, so
+// default/cams would take the name back from the running other/cams; but
+// its handler refuses it (a relative path), so other/cams keeps running:
+// it is displaced only for one sure to run.
+TEST_F(KubeTest, ANameIsGivenBackOnlyToAConfigurationThatRuns) {
+  create_other_cams();
+  Node& a = node_serving_good();
+  ASSERT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  store_instance_of("cams");
+  ASSERT_TRUE(test::eventually([&] {
+    return http(status_url(a), "/api/v1/instances").body.find("cams-abc123") != std::string::npos;
+  })) << "dowserd never saw default/cams's Instance";
+
+  client_->create(
+      kConfigurations, "default",
+      echo_object(
+          "cams", 1, false,
+          json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"}, {"value", "not/absolute"}}})));
+  ASSERT_TRUE(a.wait_for_log("Configuration default/cams: refused by handler debugEcho"))
+      << a.log();
+  EXPECT_EQ(a.log().find("gives its resource name back"), std::string::npos) << a.log();
+  EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
+}
+
 // A default/cams the API server takes and dowser refuses: a secretKeyRef
 // without a key.
 json invalid_cams() {
@@ -752,6 +796,29 @@ TEST_F(KubeTest, AtAStartAnInvalidObjectsInstancesKeepItsResourceName) {
   EXPECT_EQ(a.log().find("Configuration other/cams added"), std::string::npos) << a.log();
 
   client_->remove(kConfigurations, "default", "cams");
+  EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
+  EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
+}
+
+// Fixed into a version its handler refuses: no longer kept for its error,
+// and not running, its Instances go and the name is free.
+TEST_F(KubeTest, AnInvalidObjectFixedIntoOneItsHandlerRefusesLetsItsInstancesAndNameGo) {
+  store_instance_of("cams");
+  client_->create(kConfigurations, "default", invalid_cams());
+  create_other_cams();
+  Node& a = node_serving_good();
+  ASSERT_TRUE(
+      a.wait_for_log("Configuration other/cams: its resource name is taken by "
+                     "Configuration default/cams"))
+      << a.log();
+
+  json refused = echo_object(
+      "cams", 1, false,
+      json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"}, {"value", "not/absolute"}}}));
+  refused["metadata"] = client_->get(kConfigurations, "default", "cams")["metadata"];
+  client_->replace(kConfigurations, "default", refused);
+  EXPECT_TRUE(a.wait_for_log("Configuration default/cams: refused by handler debugEcho"))
+      << a.log();
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
   EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
 }

@@ -39,7 +39,7 @@ json configuration(const std::string& namespace_name, const std::string& name,
 
 // The source's events as "upserted ns/name", "removed ns/name", "unresolved
 // ns/name: reason" (after "unreadable " when a kind it needs may not be
-// read), "synced".
+// read), "invalid <error>", "valid <source>", "synced".
 ConfigurationSource::Events recording(test::Recorder& recorder) {
   ConfigurationSource::Events events;
   events.upserted = [&recorder](const Configuration& c) {
@@ -57,6 +57,7 @@ ConfigurationSource::Events recording(test::Recorder& recorder) {
         std::string(why == UnresolvedReference::Cause::awaiting_access ? "unreadable " : "") +
         "unresolved " + c.namespace_name + "/" + c.name + ": " + reason);
   };
+  events.valid = [&recorder](const std::string& source) { recorder.add("valid " + source); };
   events.synced = [&recorder] { recorder.add("synced"); };
   return events;
 }
@@ -290,6 +291,53 @@ TEST(KubeConfigurationSource, AnInvalidConfigurationIsRemovedOnceDeleted) {
   EXPECT_EQ(std::count(entries.begin(), entries.end(), "removed default/broken"), 1)
       << ::testing::PrintToString(entries);
   EXPECT_EQ(std::count(entries.begin(), entries.end(), "removed default/edited"), 1)
+      << ::testing::PrintToString(entries);
+  source.stop();
+}
+
+// The daemon keeps an invalid one's Instances, and withdraws every Instance
+// no Configuration claims when one it never ran is removed. So a fixed one
+// is told `valid` right before it is upserted, with nothing between: a
+// re-list (the watch lost its place) that also finds another invalid one
+// deleted tells that removal first, then the fixed one's valid and upsert.
+TEST(KubeConfigurationSource, AFixedObjectIsToldValidRightBeforeItsVerdictAlsoOnAReList) {
+  TestApiServer server({"--history", "3"});
+  kube::Timeouts timeouts;
+  timeouts.watch_duration = std::chrono::seconds(1);  // the next watch meets the token change
+  kube::KubeClient client(server.access(), timeouts);
+  kube::KubeClient admin(server.access("dowser-test-client-certificate"));  // no token
+  const json broken = {{"secretKeyRef", {{"name", "s"}}}};  // a secretKeyRef needs a key
+  admin.create(kConfigurations, "default", configuration("default", "deleted", broken));
+  admin.create(kConfigurations, "default", configuration("default", "fixed", broken));
+  test::Recorder recorder;
+  const test::LogCapture log;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
+  source.start();
+  ASSERT_TRUE(recorder.wait_for([](const std::vector<std::string>& entries) {
+    return count_starting(entries, "invalid default/") == 2 &&
+           std::count(entries.begin(), entries.end(), "synced") == 1;
+  })) << ::testing::PrintToString(recorder.entries());
+
+  const std::string token = kube::testing::read_text(server.token_file());
+  kube::testing::write_text(server.token_file(), "not-the-token");
+  ASSERT_TRUE(test::eventually([&] { return contains(log.text(), "Kubernetes configurations: "); }))
+      << log.text();
+  admin.remove(kConfigurations, "default", "deleted");
+  json fixed = admin.get(kConfigurations, "default", "fixed");
+  fixed["spec"] = configuration("default", "fixed")["spec"];
+  admin.replace(kConfigurations, "default", fixed);
+  for (int i = 0; i < 4; ++i)  // past the history of 3
+    admin.create(kConfigurations, "default",
+                 configuration("default", "filler-" + std::to_string(i)));
+  kube::testing::write_text(server.token_file(), token);
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/fixed"))
+      << ::testing::PrintToString(recorder.entries());
+  const auto entries = recorder.entries();
+  const auto valid = std::find(entries.begin(), entries.end(), "valid default/fixed");
+  ASSERT_NE(valid, entries.end()) << ::testing::PrintToString(entries);
+  ASSERT_NE(valid + 1, entries.end()) << ::testing::PrintToString(entries);
+  EXPECT_EQ(*(valid + 1), "upserted default/fixed") << ::testing::PrintToString(entries);
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), "removed default/deleted"), 1)
       << ::testing::PrintToString(entries);
   source.stop();
 }

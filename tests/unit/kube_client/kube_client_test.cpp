@@ -545,11 +545,17 @@ TEST_F(KubeClientStopTest, AListEndsWhenStoppedWhileTheServerHoldsIt) {
 // poster's), and none goes out after: the client is stopped for good.
 TEST_F(KubeClientStopTest, StoppingTheClientEndsEveryRequestAndRefusesLaterOnes) {
   auto listing = once_held([&] { client_.list(kConfigMaps, "default"); });
-  const auto ignore = [](const WatchEvent&) {};
+  std::atomic<bool> watched{false};
+  const auto seen = [&watched](const WatchEvent&) { watched = true; };
   auto watching = std::async(std::launch::async, [&] {
-    return error_of([&] { client_.watch(kConfigMaps, "default", "", ignore, watch_stop_); });
+    return error_of([&] { client_.watch(kConfigMaps, "default", "", seen, watch_stop_); });
   });
   const Release release{*this};
+  int made = 0;  // until the watch sees one: then it runs
+  ASSERT_TRUE(dowser::test::eventually([&] {
+    client_.create(kConfigMaps, "default", config_map("c" + std::to_string(made++), "v"));
+    return watched.load();
+  })) << "the watch never started";
   client_.stop();
   for (auto* call : {&listing, &watching}) {
     ASSERT_EQ(call->wait_for(20s), std::future_status::ready) << "a request was not stopped";
