@@ -84,6 +84,25 @@ json availability_file(const fs::path& path) {
   return {{"name", "DEBUG_ECHO_AVAILABILITY_FILE"}, {"value", path.string()}};
 }
 
+// A default/cams the API server takes and dowser refuses: a secretKeyRef
+// without a key.
+json invalid_cams() {
+  return echo_object(
+      "cams", 1, false,
+      json::array({{{"name", "LOGIN"}, {"valueFrom", {{"secretKeyRef", {{"name", "s"}}}}}}}));
+}
+
+// A default/cams its handler refuses: debugEcho wants an absolute path.
+json cams_its_handler_refuses() {
+  return echo_object(
+      "cams", 1, false,
+      json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"}, {"value", "not/absolute"}}}));
+}
+
+// What other/cams is told while default/cams holds the resource name.
+constexpr const char* kTakenByDefaultCams =
+    "Configuration other/cams: its resource name is taken by Configuration default/cams";
+
 class KubeTest : public DaemonTest {
  protected:
   void SetUp() override {
@@ -259,6 +278,25 @@ class KubeTest : public DaemonTest {
     Node& node = add_kube_node("node-a");
     EXPECT_TRUE(node.wait_allocatable("akri.sh/good", 1)) << node.log();
     return node;
+  }
+
+  // node-a started after a restart, with default/cams invalid (its Instance,
+  // its pod's claim, in the store) and other/cams told the name is taken.
+  Node& node_with_invalid_cams_holding_the_name() {
+    store_instance_of("cams");
+    client_->create(kConfigurations, "default", invalid_cams());
+    create_other_cams();
+    Node& node = node_serving_good();
+    EXPECT_TRUE(node.wait_for_log("invalid Configuration: default/cams: spec.discoveryHandler"))
+        << node.log();
+    EXPECT_TRUE(node.wait_for_log(kTakenByDefaultCams)) << node.log();
+    return node;
+  }
+
+  // default/cams edited into this one.
+  void replace_cams(json cams) {
+    cams["metadata"] = client_->get(kConfigurations, "default", "cams")["metadata"];
+    client_->replace(kConfigurations, "default", cams);
   }
 
   // Warning Events the API server holds for a Configuration, by reason.
@@ -587,10 +625,7 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessKeepsItsResourceName) {
   Node& a = node_serving_good();
   ASSERT_TRUE(a.wait_for_log("Configuration default/cams: spec.discoveryHandler")) << a.log();
   create_other_cams();
-  EXPECT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  EXPECT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
   EXPECT_EQ(configurations_with_instances(),
             (std::set<std::string>{"default/good", "default/cams"}))
       << a.log();
@@ -607,10 +642,7 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesAreDeletedLets
   create_needing_secret("cams", "s");
   Node& a = node_serving_good();
   create_other_cams();
-  ASSERT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  ASSERT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
   store_->remove("default", "cams-abc123", revision);
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
 }
@@ -622,10 +654,7 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesLeaveThisNodeL
   create_needing_secret("cams", "s");
   Node& a = node_serving_good();
   create_other_cams();
-  ASSERT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  ASSERT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
   auto moved = store_->get("default", "cams-abc123");
   ASSERT_TRUE(moved) << a.log();
   moved->instance.nodes = {"node-b"};
@@ -652,10 +681,7 @@ TEST_F(KubeSecretsForbiddenTest, InstancesListedLateGiveTheNameBackToTheConfigur
   write_file(forbid_file_, "instances.akri.sh\n");
   Node& a = add_kube_node("node-a");
   ASSERT_TRUE(a.wait_for_log("cannot list Instances yet", 60s)) << a.log();
-  ASSERT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  ASSERT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
 
   fs::remove(forbid_file_);  // the ClusterRole granted
   EXPECT_TRUE(
@@ -697,10 +723,7 @@ TEST_F(KubeSecretsListedLateTest, AtAStartTheNameStaysWithTheConfigurationWhoseI
 
   fs::remove(hold_);
   EXPECT_TRUE(a.wait_for_log("Configuration default/cams added")) << a.log();
-  EXPECT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  EXPECT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
   EXPECT_TRUE(wait_instances([](const auto& instances) {
     return std::any_of(instances.begin(), instances.end(), [](const auto& stored) {
       return stored.instance.namespace_name == "default" &&
@@ -749,23 +772,11 @@ TEST_F(KubeTest, ANameIsGivenBackOnlyToAConfigurationThatRuns) {
     return http(status_url(a), "/api/v1/instances").body.find("cams-abc123") != std::string::npos;
   })) << "dowserd never saw default/cams's Instance";
 
-  client_->create(
-      kConfigurations, "default",
-      echo_object(
-          "cams", 1, false,
-          json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"}, {"value", "not/absolute"}}})));
+  client_->create(kConfigurations, "default", cams_its_handler_refuses());
   ASSERT_TRUE(a.wait_for_log("Configuration default/cams: refused by handler debugEcho"))
       << a.log();
   EXPECT_EQ(a.log().find("gives its resource name back"), std::string::npos) << a.log();
   EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
-}
-
-// A default/cams the API server takes and dowser refuses: a secretKeyRef
-// without a key.
-json invalid_cams() {
-  return echo_object(
-      "cams", 1, false,
-      json::array({{{"name", "LOGIN"}, {"valueFrom", {{"secretKeyRef", {{"name", "s"}}}}}}}));
 }
 
 // An object edited into one dowser refuses keeps its last good version
@@ -774,20 +785,10 @@ json invalid_cams() {
 // waits, default/cams runs once fixed, and other/cams takes the name only
 // once default/cams is deleted.
 TEST_F(KubeTest, AtAStartAnInvalidObjectsInstancesKeepItsResourceName) {
-  store_instance_of("cams");
-  client_->create(kConfigurations, "default", invalid_cams());
-  create_other_cams();
-  Node& a = node_serving_good();
-  ASSERT_TRUE(a.wait_for_log("invalid Configuration: default/cams: spec.discoveryHandler"))
-      << a.log();
-  ASSERT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  Node& a = node_with_invalid_cams_holding_the_name();
+  ASSERT_FALSE(HasFailure());
 
-  json fixed = echo_object("cams", 1, false);
-  fixed["metadata"] = client_->get(kConfigurations, "default", "cams")["metadata"];
-  client_->replace(kConfigurations, "default", fixed);
+  replace_cams(echo_object("cams", 1, false));
   ASSERT_TRUE(a.wait_for_log("Configuration default/cams added")) << a.log();
   EXPECT_TRUE(store_->get("default", "cams-abc123").has_value()) << a.log();
   // Not taken meanwhile (every Configuration was read before the fix came):
@@ -803,20 +804,10 @@ TEST_F(KubeTest, AtAStartAnInvalidObjectsInstancesKeepItsResourceName) {
 // Fixed into a version its handler refuses: no longer kept for its error,
 // and not running, its Instances go and the name is free.
 TEST_F(KubeTest, AnInvalidObjectFixedIntoOneItsHandlerRefusesLetsItsInstancesAndNameGo) {
-  store_instance_of("cams");
-  client_->create(kConfigurations, "default", invalid_cams());
-  create_other_cams();
-  Node& a = node_serving_good();
-  ASSERT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  Node& a = node_with_invalid_cams_holding_the_name();
+  ASSERT_FALSE(HasFailure());
 
-  json refused = echo_object(
-      "cams", 1, false,
-      json::array({{{"name", "DEBUG_ECHO_AVAILABILITY_FILE"}, {"value", "not/absolute"}}}));
-  refused["metadata"] = client_->get(kConfigurations, "default", "cams")["metadata"];
-  client_->replace(kConfigurations, "default", refused);
+  replace_cams(cams_its_handler_refuses());
   EXPECT_TRUE(a.wait_for_log("Configuration default/cams: refused by handler debugEcho"))
       << a.log();
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
@@ -826,14 +817,8 @@ TEST_F(KubeTest, AnInvalidObjectFixedIntoOneItsHandlerRefusesLetsItsInstancesAnd
 // Deleted while invalid, never having run since the start: its Instances go
 // and the name is free.
 TEST_F(KubeTest, AnInvalidObjectDeletedLetsItsInstancesAndResourceNameGo) {
-  store_instance_of("cams");
-  client_->create(kConfigurations, "default", invalid_cams());
-  create_other_cams();
-  Node& a = node_serving_good();
-  ASSERT_TRUE(
-      a.wait_for_log("Configuration other/cams: its resource name is taken by "
-                     "Configuration default/cams"))
-      << a.log();
+  Node& a = node_with_invalid_cams_holding_the_name();
+  ASSERT_FALSE(HasFailure());
 
   client_->remove(kConfigurations, "default", "cams");
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();

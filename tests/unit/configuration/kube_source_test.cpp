@@ -11,6 +11,7 @@
 #include "recorder.hpp"
 
 #include <algorithm>
+#include <functional>
 
 namespace dowser::configuration {
 namespace {
@@ -226,38 +227,58 @@ TEST(KubeConfigurationSource, AnUnresolvedConfigurationThatGoesOrResolvesAgainIs
   source.stop();
 }
 
+// A source on a server that keeps 3 changes of history, whose watch a
+// test makes lose its place (lose_the_watch_while); admin (a client
+// certificate) makes the changes.
+struct ReListing {
+  static kube::Timeouts short_watches() {
+    kube::Timeouts timeouts;
+    timeouts.watch_duration = std::chrono::seconds(1);  // the next watch meets the token change
+    return timeouts;
+  }
+
+  // The source's token stops working; meanwhile changes objects, and enough
+  // other changes follow that the server's history no longer holds them:
+  // the source lists again once its token works again.
+  void lose_the_watch_while(const std::function<void()>& meanwhile) {
+    const std::string token = kube::testing::read_text(server.token_file());
+    kube::testing::write_text(server.token_file(), "not-the-token");
+    ASSERT_TRUE(test::eventually([&] {
+      return contains(log.text(), "Kubernetes configurations: ");
+    })) << log.text();
+    meanwhile();
+    for (int i = 0; i < 4; ++i)  // past the history of 3
+      admin.create(kConfigurations, "default",
+                   configuration("default", "filler-" + std::to_string(i)));
+    kube::testing::write_text(server.token_file(), token);
+  }
+
+  TestApiServer server{{"--history", "3"}};
+  kube::KubeClient client{server.access(), short_watches()};
+  kube::KubeClient admin{server.access("dowser-test-client-certificate")};  // no token
+  test::Recorder recorder;
+  const test::LogCapture log;
+  KubeConfigurationSource source{client, "", "node-a", recording(recorder)};
+};
+
 // One deleted while the source could not watch is found gone by the re-list
 // that follows (its version left the server's history), also when it was
 // never delivered: its refusal must not stay reported.
 TEST(KubeConfigurationSource, AnUnresolvedConfigurationDeletedWhileNotWatchingIsToldOnTheReList) {
-  TestApiServer server({"--history", "3"});
-  kube::Timeouts timeouts;
-  timeouts.watch_duration = std::chrono::seconds(1);  // the next watch meets the token change
-  kube::KubeClient client(server.access(), timeouts);
-  kube::KubeClient admin(server.access("dowser-test-client-certificate"));  // no token
-  admin.create(kConfigurations, "default",
-               configuration("default", "never",
-                             {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
-  test::Recorder recorder;
-  const test::LogCapture log;
-  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
-  source.start();
-  ASSERT_FALSE(unresolved_reason(recorder, "default/never").empty());
+  ReListing relisting;
+  relisting.admin.create(kConfigurations, "default",
+                         configuration("default", "never",
+                                       {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}}));
+  relisting.source.start();
+  ASSERT_FALSE(unresolved_reason(relisting.recorder, "default/never").empty());
 
-  const std::string token = kube::testing::read_text(server.token_file());
-  kube::testing::write_text(server.token_file(), "not-the-token");
-  ASSERT_TRUE(test::eventually([&] { return contains(log.text(), "Kubernetes configurations: "); }))
-      << log.text();
-  admin.remove(kConfigurations, "default", "never");
-  for (int i = 0; i < 4; ++i)  // past the history of 3
-    admin.create(kConfigurations, "default",
-                 configuration("default", "filler-" + std::to_string(i)));
-  kube::testing::write_text(server.token_file(), token);
-  EXPECT_TRUE(recorder.wait_for_entry("upserted default/filler-3"))
-      << ::testing::PrintToString(recorder.entries());
-  EXPECT_TRUE(recorder.wait_for_entry("removed default/never"))
-      << ::testing::PrintToString(recorder.entries());
-  source.stop();
+  relisting.lose_the_watch_while(
+      [&] { relisting.admin.remove(kConfigurations, "default", "never"); });
+  EXPECT_TRUE(relisting.recorder.wait_for_entry("upserted default/filler-3"))
+      << ::testing::PrintToString(relisting.recorder.entries());
+  EXPECT_TRUE(relisting.recorder.wait_for_entry("removed default/never"))
+      << ::testing::PrintToString(relisting.recorder.entries());
+  relisting.source.stop();
 }
 
 // The daemon keeps the Instances of one reported invalid (and its resource
@@ -301,45 +322,33 @@ TEST(KubeConfigurationSource, AnInvalidConfigurationIsRemovedOnceDeleted) {
 // re-list (the watch lost its place) that also finds another invalid one
 // deleted tells that removal first, then the fixed one's valid and upsert.
 TEST(KubeConfigurationSource, AFixedObjectIsToldValidRightBeforeItsVerdictAlsoOnAReList) {
-  TestApiServer server({"--history", "3"});
-  kube::Timeouts timeouts;
-  timeouts.watch_duration = std::chrono::seconds(1);  // the next watch meets the token change
-  kube::KubeClient client(server.access(), timeouts);
-  kube::KubeClient admin(server.access("dowser-test-client-certificate"));  // no token
+  ReListing relisting;
+  kube::KubeClient& admin = relisting.admin;
   const json broken = {{"secretKeyRef", {{"name", "s"}}}};  // a secretKeyRef needs a key
   admin.create(kConfigurations, "default", configuration("default", "deleted", broken));
   admin.create(kConfigurations, "default", configuration("default", "fixed", broken));
-  test::Recorder recorder;
-  const test::LogCapture log;
-  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
-  source.start();
-  ASSERT_TRUE(recorder.wait_for([](const std::vector<std::string>& entries) {
+  relisting.source.start();
+  ASSERT_TRUE(relisting.recorder.wait_for([](const std::vector<std::string>& entries) {
     return count_starting(entries, "invalid default/") == 2 &&
            std::count(entries.begin(), entries.end(), "synced") == 1;
-  })) << ::testing::PrintToString(recorder.entries());
+  })) << ::testing::PrintToString(relisting.recorder.entries());
 
-  const std::string token = kube::testing::read_text(server.token_file());
-  kube::testing::write_text(server.token_file(), "not-the-token");
-  ASSERT_TRUE(test::eventually([&] { return contains(log.text(), "Kubernetes configurations: "); }))
-      << log.text();
-  admin.remove(kConfigurations, "default", "deleted");
-  json fixed = admin.get(kConfigurations, "default", "fixed");
-  fixed["spec"] = configuration("default", "fixed")["spec"];
-  admin.replace(kConfigurations, "default", fixed);
-  for (int i = 0; i < 4; ++i)  // past the history of 3
-    admin.create(kConfigurations, "default",
-                 configuration("default", "filler-" + std::to_string(i)));
-  kube::testing::write_text(server.token_file(), token);
-  ASSERT_TRUE(recorder.wait_for_entry("upserted default/fixed"))
-      << ::testing::PrintToString(recorder.entries());
-  const auto entries = recorder.entries();
+  relisting.lose_the_watch_while([&] {
+    admin.remove(kConfigurations, "default", "deleted");
+    json fixed = admin.get(kConfigurations, "default", "fixed");
+    fixed["spec"] = configuration("default", "fixed")["spec"];
+    admin.replace(kConfigurations, "default", fixed);
+  });
+  ASSERT_TRUE(relisting.recorder.wait_for_entry("upserted default/fixed"))
+      << ::testing::PrintToString(relisting.recorder.entries());
+  const auto entries = relisting.recorder.entries();
   const auto valid = std::find(entries.begin(), entries.end(), "valid default/fixed");
   ASSERT_NE(valid, entries.end()) << ::testing::PrintToString(entries);
   ASSERT_NE(valid + 1, entries.end()) << ::testing::PrintToString(entries);
   EXPECT_EQ(*(valid + 1), "upserted default/fixed") << ::testing::PrintToString(entries);
   EXPECT_EQ(std::count(entries.begin(), entries.end(), "removed default/deleted"), 1)
       << ::testing::PrintToString(entries);
-  source.stop();
+  relisting.source.stop();
 }
 
 // The names of the Events on a Configuration with this reason.
