@@ -172,7 +172,8 @@ class ConfigurationSource {
     // The source (a file path, or "<namespace>/<name>" of an object) now
     // parses cleanly, or is gone: earlier `invalid` reports on it no longer hold.
     // The Kubernetes source tells it of a fixed object right before that
-    // object's upserted or unresolved, with nothing in between.
+    // object's upserted (also of an unchanged version) or unresolved, with
+    // no other event of its own in between.
     std::function<void(const std::string& source)> valid = {};
     // A Configuration that cannot run yet (a Secret or ConfigMap it needs is
     // missing, or dowserd may not read that kind), with why; its previous

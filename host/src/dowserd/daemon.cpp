@@ -189,7 +189,11 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
       .valid =
           [post, this](const std::string& source) {
             post([this, source] {
-              configuration_errors_.erase(source);
+              if (auto record = configuration_errors_.find(source);
+                  record != configuration_errors_.end()) {
+                keep_until_its_verdict(record->second.error);
+                configuration_errors_.erase(record);
+              }
               if (holding_orphans_) withdraw_orphans();
             });
           },
@@ -334,6 +338,7 @@ void Daemon::withdraw_orphans() {
   std::set<ConfigurationKey> known;
   for (const auto& [key, configuration] : configurations_) known.insert(key);
   known.insert(waiting_for_access_.begin(), waiting_for_access_.end());
+  known.insert(verdict_pending_.begin(), verdict_pending_.end());
   size_t unreadable = 0;
   const ConfigurationErrorRecord* first_unreadable = nullptr;
   for (const auto& [source, record] : configuration_errors_) {
@@ -373,13 +378,15 @@ void Daemon::withdraw_orphans() {
 // back (give_name_back) before its Instances are judged orphans; run at
 // once, not posted, and so known.
 void Daemon::take_names_back_by_claims(std::set<ConfigurationKey>& known) {
-  const auto waiting = waiting_for_name_;  // configuration_upserted edits it
+  const auto waiting = waiting_for_name_;  // run_or_refuse edits it
   for (const auto& [key, wait] : waiting) {
     if (waiting_for_name_.count(key) == 0 || !holds_here(key, Held::claims)) continue;
     const auto holder = resource_name_holder(key);
     if (holder && holds_here(*holder, Held::claims)) continue;  // it would wait again
+    // Not configuration_upserted: this runs inside withdraw_orphans, which
+    // judges whatever it leaves.
     const configuration::Configuration retried = refused_.at(key).first;
-    configuration_upserted(retried);
+    run_or_refuse(retried);
     if (configurations_.count(key) > 0) known.insert(key);
   }
 }
@@ -412,9 +419,10 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
 
 // Its Instances are kept though it does not run: it waits for read access,
 // or its object is invalid (its last good version is not known after a
-// restart). It is not gone, and its pods use them.
+// restart), or was fixed and the source has yet to say what came of it. It
+// is not gone, and its pods use them.
 bool Daemon::kept_without_running(const ConfigurationKey& key) const {
-  return waiting_for_access_.count(key) > 0 ||
+  return waiting_for_access_.count(key) > 0 || verdict_pending_.count(key) > 0 ||
          std::any_of(
              configuration_errors_.begin(), configuration_errors_.end(),
              [&key](const auto& entry) { return entry.second.error.configuration() == key; });
@@ -488,17 +496,28 @@ const store::Instance* Daemon::instance_named(const std::string& name) const {
 
 void Daemon::configuration_upserted(const configuration::Configuration& configuration) {
   run_or_refuse(configuration);
-  const ConfigurationKey key{configuration.namespace_name, configuration.name};
-  waiting_for_access_.erase(key);
-  no_longer_kept(key);
+  stop_keeping({configuration.namespace_name, configuration.name});
 }
 
-// Its Instances here were kept while it did not run (kept_without_running),
-// and its resource name with them. Once it neither runs nor is kept (it was
-// fixed or granted access, and refused all the same; or it is gone), they
-// are judged as those of any Configuration refused, or gone.
-void Daemon::no_longer_kept(const ConfigurationKey& key) {
-  if (configurations_.count(key) > 0 || kept_without_running(key) ||
+// A Kubernetes object fixed: its Configuration stays kept until the source
+// tells what came of it, which it does next (configuration.hpp); whatever
+// the core thread does in between must not judge its Instances orphans.
+void Daemon::keep_until_its_verdict(const configuration::ConfigurationError& cleared) {
+  const auto& about = cleared.configuration();
+  if (about && options_.config_source == ConfigSourceKind::kubernetes &&
+      configurations_.count(*about) == 0)
+    verdict_pending_.insert(*about);
+}
+
+// Its verdict came (it runs, is refused, or is gone) or it no longer waits
+// for access. Kept while it did not run (kept_without_running), its
+// Instances here, and its resource name with them, are judged from here on
+// as those of any Configuration refused, or gone. Only where the keeping
+// ends: a refusal alone releases nothing (two refused ones would retry each
+// other without end).
+void Daemon::stop_keeping(const ConfigurationKey& key) {
+  const bool was_kept = waiting_for_access_.erase(key) + verdict_pending_.erase(key) > 0;
+  if (!was_kept || configurations_.count(key) > 0 || kept_without_running(key) ||
       !holds_here(key, Held::instances))
     return;
   if (configurations_synced_) withdraw_orphans();
@@ -659,10 +678,10 @@ void Daemon::unresolved(const configuration::Configuration& configuration,
   const ConfigurationKey key{configuration.namespace_name, configuration.name};
   refused(configuration, reason, Tell::log_only);  // the source told them
   if (why == configuration::UnresolvedReference::Cause::awaiting_access) {
+    verdict_pending_.erase(key);  // kept on: it waits for access
     waiting_for_access_.insert(key);
   } else {
-    waiting_for_access_.erase(key);
-    no_longer_kept(key);
+    stop_keeping(key);
   }
 }
 
@@ -676,11 +695,8 @@ void Daemon::configuration_deleted(const ConfigurationKey& key) {
 void Daemon::configuration_removed(const ConfigurationKey& key, std::string_view why) {
   refused_.erase(key);
   waiting_for_name_.erase(key);
-  waiting_for_access_.erase(key);
-  if (!configurations_.erase(key)) {
-    no_longer_kept(key);  // never run here
-    return;
-  }
+  stop_keeping(key);  // one never run here: what was kept for it goes now
+  if (!configurations_.erase(key)) return;
   started_with_.erase(key);
   spdlog::info("Configuration {}/{} {}", key.first, key.second, why);
   discovery_.stop(key);

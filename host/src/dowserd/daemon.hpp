@@ -103,7 +103,8 @@ class Daemon {
 
   void configuration_upserted(const configuration::Configuration& configuration);
   void run_or_refuse(const configuration::Configuration& configuration);
-  void no_longer_kept(const ConfigurationKey& key);
+  void keep_until_its_verdict(const configuration::ConfigurationError& cleared);
+  void stop_keeping(const ConfigurationKey& key);
   void resource_name_released(const ConfigurationKey& key);
   void name_held_by_instances_released(const ConfigurationKey& owner);
   // For a name held by another Configuration, or (at a start, see
@@ -287,6 +288,9 @@ class Daemon {
   // Refused ones waiting for read access to a kind they reference: their
   // Instances are not orphans (see withdraw_orphans).
   std::set<ConfigurationKey> waiting_for_access_;
+  // Kept after their object was fixed, until the source says what came of
+  // it (keep_until_its_verdict).
+  std::set<ConfigurationKey> verdict_pending_;
   // Refused only because another namespace's Configuration (or its
   // Instances here, see resource_name_holder) holds the name; each also in
   // refused_, with the Configuration to retry.

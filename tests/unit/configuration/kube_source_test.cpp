@@ -351,6 +351,43 @@ TEST(KubeConfigurationSource, AFixedObjectIsToldValidRightBeforeItsVerdictAlsoOn
   relisting.source.stop();
 }
 
+// Fixed back to the version delivered before it turned invalid, an object
+// is still told valid and then upserted (or unresolved, as before): the
+// daemon keeps it until it hears what came of it.
+TEST(KubeConfigurationSource, AnObjectFixedBackToItsLastVersionIsToldAgain) {
+  TestApiServer server;
+  kube::KubeClient client(server.access());
+  const json broken = {{"secretKeyRef", {{"name", "s"}}}};  // a secretKeyRef needs a key
+  const json missing = {{"secretKeyRef", {{"name", "missing"}, {"key", "user"}}}};
+  client.create(kConfigurations, "default", configuration("default", "runs"));
+  client.create(kConfigurations, "default", configuration("default", "waits", missing));
+  test::Recorder recorder;
+  KubeConfigurationSource source(client, "", "node-a", recording(recorder));
+  source.start();
+  ASSERT_TRUE(recorder.wait_for_entry("upserted default/runs"))
+      << ::testing::PrintToString(recorder.entries());
+  ASSERT_FALSE(unresolved_reason(recorder, "default/waits").empty());
+
+  for (const auto& [name, good] : {std::pair{"runs", json()}, std::pair{"waits", missing}}) {
+    json object = client.get(kConfigurations, "default", name);
+    object["spec"] = configuration("default", name, broken)["spec"];
+    object = client.replace(kConfigurations, "default", object);  // watched in order
+    object["spec"] = configuration("default", name, good)["spec"];
+    client.replace(kConfigurations, "default", object);
+  }
+  const auto told_after_valid = [](const std::vector<std::string>& entries,
+                                   const std::string& configuration, const std::string& verdict) {
+    const auto valid = std::find(entries.begin(), entries.end(), "valid " + configuration);
+    return valid != entries.end() && valid + 1 != entries.end() &&
+           (valid + 1)->rfind(verdict + " " + configuration, 0) == 0;
+  };
+  EXPECT_TRUE(recorder.wait_for([&](const std::vector<std::string>& entries) {
+    return told_after_valid(entries, "default/runs", "upserted") &&
+           told_after_valid(entries, "default/waits", "unresolved");
+  })) << ::testing::PrintToString(recorder.entries());
+  source.stop();
+}
+
 // The names of the Events on a Configuration with this reason.
 std::vector<std::string> event_names(kube::KubeClient& client, const std::string& configuration,
                                      const std::string& reason) {
