@@ -1029,6 +1029,8 @@ TEST_F(KubeTest, AProblemEveryNodeSeesIsOneEvent) {
   auto& b = add_kube_node("node-b");
   EXPECT_TRUE(a.wait_for_log(problem)) << a.log();
   EXPECT_TRUE(b.wait_for_log(problem)) << b.log();
+  // Both posted before b stops: a stop cuts off a post still on its way.
+  ASSERT_TRUE(test::eventually([&] { return posts() >= 2; })) << "each node posts";
   b.stop(SIGTERM);
   b.start();
   EXPECT_TRUE(test::eventually([&] { return posts() >= 3; })) << "each node posts; b twice";
