@@ -1,10 +1,11 @@
-// What a handler file exports, read from its ELF dynamic symbol table: no
-// code of the file runs.
+// What a handler file's ELF headers say: what it exports (its dynamic symbol
+// table) and whether it is whole. No code of the file runs.
 #include "handler_registry.hpp"
 
 #include <cxxabi.h>
 #include <link.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@ namespace dowser::host {
 namespace {
 
 using Header = ElfW(Ehdr);
+using Segment = ElfW(Phdr);
 using Section = ElfW(Shdr);
 using Symbol = ElfW(Sym);
 
@@ -50,7 +52,8 @@ Header read_header(std::ifstream& in) {
   in.read(reinterpret_cast<char*>(&header), sizeof header);
   if (in.gcount() != sizeof header || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
     throw std::runtime_error("not an ELF file");
-  if (header.e_ident[EI_CLASS] != kNativeClass || header.e_shentsize != sizeof(Section))
+  if (header.e_ident[EI_CLASS] != kNativeClass ||
+      (header.e_shnum != 0 && header.e_shentsize != sizeof(Section)))
     throw std::runtime_error("an ELF file of another class than this machine's");
   return header;
 }
@@ -79,7 +82,44 @@ bool exported(const Symbol& symbol) {
          (visibility == STV_DEFAULT || visibility == STV_PROTECTED);
 }
 
+// Where the file's two header tables end.
+uint64_t header_tables_end(const Header& header) {
+  return std::max(header.e_phoff + uint64_t{header.e_phnum} * header.e_phentsize,
+                  header.e_shoff + uint64_t{header.e_shnum} * header.e_shentsize);
+}
+
+// Where the last segment's file image ends (what the loader maps).
+uint64_t segments_end(std::ifstream& in, const Header& header) {
+  uint64_t end = 0;
+  if (header.e_phentsize != sizeof(Segment)) return end;  // the loader refuses it itself
+  for (size_t i = 0; i < header.e_phnum; ++i) {
+    const auto segment = read_record<Segment>(in, header.e_phoff + i * sizeof(Segment));
+    if (segment.p_type == PT_LOAD)
+      end = std::max(end, uint64_t{segment.p_offset} + segment.p_filesz);
+  }
+  return end;
+}
+
 }  // namespace
+
+std::optional<std::string> unfinished_file_reason(const std::filesystem::path& file) {
+  std::error_code error;
+  const uint64_t size = std::filesystem::file_size(file, error);
+  std::ifstream in(file, std::ios::binary);
+  if (error || !in) return std::nullopt;
+  try {
+    const Header header = read_header(in);
+    uint64_t described = header_tables_end(header);
+    if (size >= described) described = std::max(described, segments_end(in, header));
+    if (size >= described) return std::nullopt;
+    return "the file is shorter than the " + std::to_string(described) +
+           " bytes its ELF headers describe: is it still being written? Put a handler in place "
+           "by rename (copy it next to the directory, then mv it in); it is tried again at the "
+           "next scan";
+  } catch (const std::runtime_error&) {
+    return std::nullopt;  // not an ELF file of this machine: the loader says so in its words
+  }
+}
 
 std::vector<std::string> exported_symbols(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);

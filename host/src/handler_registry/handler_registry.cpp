@@ -157,6 +157,8 @@ void check_handler_file(const std::filesystem::path& file, const LoadPolicy& pol
   std::error_code error;
   const auto real = std::filesystem::canonical(named, error);
   if (!error && real.parent_path() != named.parent_path()) check_directory_of(file, real, policy);
+  if (auto unfinished = unfinished_file_reason(file))
+    throw HandlerLoadError(file, "open", *unfinished);
 }
 
 namespace {

@@ -139,7 +139,8 @@ std::string missing_file_reason(const std::filesystem::path& file);
 
 // Refuses (HandlerLoadError, stage "permissions") a file the loader will not
 // open: not a regular file, or it or its directory owned by someone not
-// trusted or writable by group or others.
+// trusted or writable by group or others; and (stage "open") one not
+// written whole yet (unfinished_file_reason).
 void check_handler_file(const std::filesystem::path& file, const LoadPolicy& policy = {});
 
 // The dynamic symbols file exports (defined, global or weak, default or
@@ -147,6 +148,12 @@ void check_handler_file(const std::filesystem::path& file, const LoadPolicy& pol
 // Throws std::runtime_error naming the file when it cannot be read as an ELF
 // shared object of this machine's class.
 std::vector<std::string> exported_symbols(const std::filesystem::path& file);
+
+// Why file cannot be mapped yet, when it is shorter than its ELF headers say
+// (a copy still being written): the loader would map pages past its end, and
+// touching one kills the process (SIGBUS). nullopt when it is whole, or is no
+// ELF file of this machine's class (the loader refuses that in its own words).
+std::optional<std::string> unfinished_file_reason(const std::filesystem::path& file);
 
 // Why file has no entry symbol, with a hint when it exports the entry under a
 // C++ (mangled) name.

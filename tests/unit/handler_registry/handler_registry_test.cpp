@@ -10,15 +10,19 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -251,6 +255,67 @@ TEST(HandlerLoader, RefusesWhatIsNotALibrary) {
       << error.what();
   EXPECT_EQ(error.reason().find("ldd"), std::string::npos) << "no dependency to check";
   EXPECT_EQ(load_error(dir.path() / "missing.so").stage(), "permissions");
+}
+
+std::string bytes_of(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A handler copied into the directory (cp, not mv) can be scanned while
+// the copy is still being written: it is refused until it is whole, and
+// loads at the next scan once it is.
+TEST(HandlerRegistry, AFileStillBeingWrittenIsRefusedUntilItIsWhole) {
+  TempDir dir;
+  const fs::path file = dir.path() / "libcopied.so";
+  const std::string whole = bytes_of(DEBUG_ECHO_SO);
+  std::ofstream out(file, std::ios::binary);
+  out.write(whole.data(), static_cast<std::streamsize>(whole.size() / 2)).flush();
+  HandlerRegistry registry;
+  auto partial = registry.scan(dir.path());
+  ASSERT_EQ(partial.failures.size(), 1u);
+  EXPECT_EQ(partial.failures[0].stage(), "open");
+  EXPECT_NE(partial.failures[0].reason().find("is it still being written?"), std::string::npos)
+      << partial.failures[0].what();
+
+  out.write(whole.data() + whole.size() / 2,
+            static_cast<std::streamsize>(whole.size() - whole.size() / 2))
+      .flush();
+  auto complete = registry.scan(dir.path());
+  EXPECT_TRUE(complete.failures.empty()) << complete.failures[0].what();
+  ASSERT_EQ(complete.loaded.size(), 1u);
+  EXPECT_EQ(complete.loaded[0]->name(), "debugEcho");
+}
+
+// Cut where its last loaded segment begins, a file is mapped past its end:
+// the loader's first write there (relocations) killed dowserd with SIGBUS.
+// Without a section table (sstrip leaves none) only the program headers
+// tell that the file is not whole.
+TEST(HandlerLoader, AFileCutInsideALoadedSegmentIsNotOpened) {
+  std::string image = bytes_of(DEBUG_ECHO_SO);
+  ElfW(Ehdr) header{};
+  std::memcpy(&header, image.data(), sizeof header);
+  uint64_t last_segment = 0;
+  for (size_t i = 0; i < header.e_phnum; ++i) {
+    ElfW(Phdr) segment{};
+    std::memcpy(&segment, image.data() + header.e_phoff + i * sizeof segment, sizeof segment);
+    if (segment.p_type == PT_LOAD)
+      last_segment = std::max<uint64_t>(last_segment, segment.p_offset);
+  }
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  ASSERT_GE(last_segment, page);
+  header.e_shoff = 0;
+  header.e_shnum = 0;
+  header.e_shstrndx = 0;
+  std::memcpy(image.data(), &header, sizeof header);
+  image.resize(last_segment / page * page);
+
+  TempDir dir;
+  const fs::path file = dir.path() / "libcut.so";
+  { std::ofstream(file, std::ios::binary) << image; }
+  auto error = load_error(file);
+  EXPECT_EQ(error.stage(), "open");
+  EXPECT_NE(error.reason().find("is it still being written?"), std::string::npos) << error.what();
 }
 
 TEST(HandlerLoader, RefusesALibraryWithoutTheEntrySymbol) {
