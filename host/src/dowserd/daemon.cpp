@@ -335,19 +335,12 @@ void Daemon::shutdown() {
 // Configuration: only that one's Instances are kept for it. So do those
 // waiting for read access to a Secret or ConfigMap they reference.
 void Daemon::withdraw_orphans() {
-  std::set<ConfigurationKey> known;
+  std::set<ConfigurationKey> known = kept_without_running();
   for (const auto& [key, configuration] : configurations_) known.insert(key);
-  known.insert(waiting_for_access_.begin(), waiting_for_access_.end());
-  known.insert(verdict_pending_.begin(), verdict_pending_.end());
   size_t unreadable = 0;
   const ConfigurationErrorRecord* first_unreadable = nullptr;
-  for (const auto& [source, record] : configuration_errors_) {
-    if (const auto& about = record.error.configuration()) {
-      known.insert(*about);
-    } else if (++unreadable == 1) {
-      first_unreadable = &record;
-    }
-  }
+  for (const auto& [source, record] : configuration_errors_)
+    if (!record.error.configuration() && ++unreadable == 1) first_unreadable = &record;
   if (first_unreadable != nullptr) {
     if (!std::exchange(holding_orphans_, true)) {
       spdlog::warn(
@@ -406,12 +399,12 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
   for (const auto& [other, configuration] : configurations_)
     if (same_name(other)) return other;
   const bool may_still_come = !configurations_synced_ || holding_orphans_;
-  if (!may_still_come && waiting_for_access_.empty() && configuration_errors_.empty())
-    return std::nullopt;
+  const auto kept = kept_without_running();
+  if (!may_still_come && kept.empty()) return std::nullopt;
   const auto* held = instance_here([&](const store::Instance& instance) {
     const ConfigurationKey owner{instance.namespace_name, instance.configuration_name};
     return same_name(owner) &&
-           (kept_without_running(owner) || (may_still_come && refused_.count(owner) == 0));
+           (kept.count(owner) > 0 || (may_still_come && refused_.count(owner) == 0));
   });
   if (held == nullptr) return std::nullopt;
   return ConfigurationKey{held->namespace_name, held->configuration_name};
@@ -420,12 +413,14 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
 // Its Instances are kept though it does not run: it waits for read access,
 // or its object is invalid (its last good version is not known after a
 // restart), or was fixed and the source has yet to say what came of it. It
-// is not gone, and its pods use them.
-bool Daemon::kept_without_running(const ConfigurationKey& key) const {
-  return waiting_for_access_.count(key) > 0 || verdict_pending_.count(key) > 0 ||
-         std::any_of(
-             configuration_errors_.begin(), configuration_errors_.end(),
-             [&key](const auto& entry) { return entry.second.error.configuration() == key; });
+// is not gone, and its pods use them. The one list of these reasons, which
+// withdraw_orphans, resource_name_holder and stop_keeping must agree on.
+std::set<Daemon::ConfigurationKey> Daemon::kept_without_running() const {
+  std::set<ConfigurationKey> kept = waiting_for_access_;
+  kept.insert(verdict_pending_.begin(), verdict_pending_.end());
+  for (const auto& [source, record] : configuration_errors_)
+    if (const auto& about = record.error.configuration()) kept.insert(*about);
+  return kept;
 }
 
 // This node's first Instance that matches: another node's Instances say
@@ -517,7 +512,7 @@ void Daemon::keep_until_its_verdict(const configuration::ConfigurationError& cle
 // other without end).
 void Daemon::stop_keeping(const ConfigurationKey& key) {
   const bool was_kept = waiting_for_access_.erase(key) + verdict_pending_.erase(key) > 0;
-  if (!was_kept || configurations_.count(key) > 0 || kept_without_running(key) ||
+  if (!was_kept || configurations_.count(key) > 0 || kept_without_running().count(key) > 0 ||
       !holds_here(key, Held::instances))
     return;
   if (configurations_synced_) withdraw_orphans();
@@ -568,7 +563,7 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
     if (auto holder = resource_name_holder(key)) {
       if (!holds_here(key, Held::claims) || holds_here(*holder, Held::claims)) {
         const bool heard_of = configurations_.count(*holder) > 0 || refused_.count(*holder) > 0 ||
-                              kept_without_running(*holder);
+                              kept_without_running().count(*holder) > 0;
         wait_for_name(configuration, *holder,
                       heard_of ? NameWait::for_its_holder : NameWait::for_the_listing);
         return;

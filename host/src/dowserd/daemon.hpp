@@ -115,7 +115,7 @@ class Daemon {
   std::optional<ConfigurationKey> resource_name_holder(const ConfigurationKey& key) const;
   enum class Held { instances, claims };
   bool holds_here(const ConfigurationKey& key, Held what) const;
-  bool kept_without_running(const ConfigurationKey& key) const;
+  std::set<ConfigurationKey> kept_without_running() const;
   const store::Instance* instance_here(
       const std::function<bool(const store::Instance&)>& matches) const;
   void take_names_back_by_claims(std::set<ConfigurationKey>& known);
