@@ -111,17 +111,22 @@ class UnresolvedReference : public ConfigurationError {
 };
 
 // A Secret or ConfigMap that cannot be looked up at all (see
-// resolve_references), why, and whether dowserd may be granted read access to
-// the object's kind while it runs (awaiting_access: the API server refused
-// it) or can never follow the reference (unreadable_for_good: outside the
-// namespace it reads).
+// resolve_references), and why. Its cause is one of two: never (outside the
+// namespace it reads), or not until dowserd is granted read access to the
+// object's kind (the API server refused it), which may come while it runs.
 class UnreadableReference : public std::runtime_error {
  public:
-  UnreadableReference(const std::string& why, UnresolvedReference::Cause cause)
-      : std::runtime_error(why), cause_(cause) {}
+  static UnreadableReference for_good(const std::string& why) {
+    return {why, UnresolvedReference::Cause::unreadable_for_good};
+  }
+  static UnreadableReference awaiting_access(const std::string& why) {
+    return {why, UnresolvedReference::Cause::awaiting_access};
+  }
   UnresolvedReference::Cause cause() const noexcept { return cause_; }
 
  private:
+  UnreadableReference(const std::string& why, UnresolvedReference::Cause cause)
+      : std::runtime_error(why), cause_(cause) {}
   UnresolvedReference::Cause cause_;
 };
 

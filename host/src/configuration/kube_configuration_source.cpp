@@ -295,22 +295,20 @@ std::optional<std::string> KubeConfigurationSource::State::lookup(
   if (outside_scope(reference)) {
     // Akri's default namespace for a reference is "default", whatever the
     // Configuration's: dowserd keeps it, and says why it cannot follow it.
-    throw UnreadableReference(
+    throw UnreadableReference::for_good(
         "outside namespace " + namespace_name + ", the only one dowserd reads (--namespace " +
-            namespace_name + "); a reference without a namespace means \"default\", as in Akri",
-        UnresolvedReference::Cause::unreadable_for_good);
+        namespace_name + "); a reference without a namespace means \"default\", as in Akri");
   }
   const ReferencedObjects& objects = objects_of(kind);
   if (!objects.listed) {
     // Roles in the namespaces that hold the objects do not allow a list
     // across all namespaces: say what dowserd asks for.
-    throw UnreadableReference(
+    throw UnreadableReference::awaiting_access(
         "dowserd cannot read " + objects.plural + ": it lists and watches them " +
-            (namespace_name.empty()
-                 ? "in all namespaces, which needs a ClusterRole (or --namespace and a Role there)"
-                 : "in namespace " + namespace_name) +
-            ", and the API server refused: " + objects.refusal,
-        UnresolvedReference::Cause::awaiting_access);
+        (namespace_name.empty()
+             ? "in all namespaces, which needs a ClusterRole (or --namespace and a Role there)"
+             : "in namespace " + namespace_name) +
+        ", and the API server refused: " + objects.refusal);
   }
   const auto& cache = objects.objects;
   auto object = cache.find({reference.namespace_name, reference.name});

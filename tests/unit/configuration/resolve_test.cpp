@@ -110,10 +110,15 @@ TEST(ResolveReferences, AMissingRequiredReferenceNamesEverythingButTheValue) {
 // read later, and only of that one: the cause says which.
 TEST(ResolveReferences, AnUnreadableRequiredReferenceSaysWhetherAccessMayCome) {
   using Cause = UnresolvedReference::Cause;
-  for (const Cause cause : {Cause::awaiting_access, Cause::unreadable_for_good}) {
-    const auto unreadable = [cause](ReferenceKind kind,
-                                    const KeyReference&) -> std::optional<std::string> {
-      if (kind == ReferenceKind::secret) throw UnreadableReference("secrets are forbidden", cause);
+  using Unreadable = UnreadableReference (*)(const std::string&);
+  const std::pair<Cause, Unreadable> causes[] = {
+      {Cause::awaiting_access, &UnreadableReference::awaiting_access},
+      {Cause::unreadable_for_good, &UnreadableReference::for_good}};
+  for (const auto& [cause, unreadable_because] : causes) {
+    const auto unreadable = [unreadable_because = unreadable_because](
+                                ReferenceKind kind,
+                                const KeyReference&) -> std::optional<std::string> {
+      if (kind == ReferenceKind::secret) throw unreadable_because("secrets are forbidden");
       return std::nullopt;
     };
     try {
