@@ -581,6 +581,19 @@ class KubeSecretsForbiddenTest : public KubeTest {
         << a.log();
   }
 
+  // default/cams waits for read access to its Secret and holds the resource
+  // name with its Instance here (cams-abc123): other/cams waits for it.
+  Node& node_with_cams_waiting_for_access_holding_the_name() {
+    store_instance_of("cams");
+    create_needing_secret("cams", "s");
+    Node& node = node_serving_good();
+    EXPECT_TRUE(node.wait_for_log("Configuration default/cams: spec.discoveryHandler"))
+        << node.log();
+    create_other_cams();
+    EXPECT_TRUE(node.wait_for_log(kTakenByDefaultCams)) << node.log();
+    return node;
+  }
+
   fs::path forbid_file_;
 };
 
@@ -620,12 +633,8 @@ TEST_F(KubeSecretsForbiddenTest, OnlyTheConfigurationsWaitingForAccessKeepTheirI
 // it would take it, and the one waiting would lose its Instances when the
 // access comes), and takes it once the first is deleted.
 TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessKeepsItsResourceName) {
-  store_instance_of("cams");
-  create_needing_secret("cams", "s");
-  Node& a = node_serving_good();
-  ASSERT_TRUE(a.wait_for_log("Configuration default/cams: spec.discoveryHandler")) << a.log();
-  create_other_cams();
-  EXPECT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
+  Node& a = node_with_cams_waiting_for_access_holding_the_name();
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ(configurations_with_instances(),
             (std::set<std::string>{"default/good", "default/cams"}))
       << a.log();
@@ -638,28 +647,24 @@ TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessKeepsItsResourceName) {
 // Its name is held by its Instances: once they are deleted from outside
 // (an operator cleaning up), the one waiting for the name takes it.
 TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesAreDeletedLetsTheNameGo) {
-  const uint64_t revision = store_instance_of("cams");
-  create_needing_secret("cams", "s");
-  Node& a = node_serving_good();
-  create_other_cams();
-  ASSERT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
-  store_->remove("default", "cams-abc123", revision);
+  Node& a = node_with_cams_waiting_for_access_holding_the_name();
+  ASSERT_FALSE(HasFailure());
+  const auto held = store_->get("default", "cams-abc123");
+  ASSERT_TRUE(held) << a.log();
+  store_->remove("default", "cams-abc123", held->revision);
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
 }
 
 // Edited to leave this node out (another node took the device over), its
 // Instance no longer holds the name here either.
 TEST_F(KubeSecretsForbiddenTest, OneWaitingForAccessWhoseInstancesLeaveThisNodeLetsTheNameGo) {
-  const uint64_t revision = store_instance_of("cams");
-  create_needing_secret("cams", "s");
-  Node& a = node_serving_good();
-  create_other_cams();
-  ASSERT_TRUE(a.wait_for_log(kTakenByDefaultCams)) << a.log();
+  Node& a = node_with_cams_waiting_for_access_holding_the_name();
+  ASSERT_FALSE(HasFailure());
   auto moved = store_->get("default", "cams-abc123");
   ASSERT_TRUE(moved) << a.log();
   moved->instance.nodes = {"node-b"};
   moved->instance.device_usage = {{"cams-abc123-0", "node-b"}};
-  store_->update(moved->instance, revision);
+  store_->update(moved->instance, moved->revision);
   EXPECT_TRUE(a.wait_for_log("Configuration other/cams added")) << a.log();
   EXPECT_TRUE(store_->get("default", "cams-abc123").has_value()) << "node-b's, kept";
 }
