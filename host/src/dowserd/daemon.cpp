@@ -189,11 +189,7 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
       .valid =
           [post, this](const std::string& source) {
             post([this, source] {
-              if (auto record = configuration_errors_.find(source);
-                  record != configuration_errors_.end()) {
-                keep_until_its_verdict(record->second.error);
-                configuration_errors_.erase(record);
-              }
+              configuration_error_cleared(source);
               if (holding_orphans_) withdraw_orphans();
             });
           },
@@ -494,25 +490,35 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
   stop_keeping({configuration.namespace_name, configuration.name});
 }
 
-// A Kubernetes object fixed: its Configuration stays kept until the source
-// tells what came of it, which it does next (configuration.hpp); whatever
-// the core thread does in between must not judge its Instances orphans.
-void Daemon::keep_until_its_verdict(const configuration::ConfigurationError& cleared) {
-  const auto& about = cleared.configuration();
-  if (about && options_.config_source == ConfigSourceKind::kubernetes &&
-      configurations_.count(*about) == 0)
-    verdict_pending_.insert(*about);
+// A source's error on source cleared (its file or object is valid, or
+// gone). A Kubernetes object fixed stays kept until the source tells what
+// came of it, which it does next (configuration.hpp): whatever the core
+// thread does in between must not judge its Instances orphans. What any
+// other error named (a file's duplicate definition) was kept by it alone.
+void Daemon::configuration_error_cleared(const std::string& source) {
+  const auto record = configuration_errors_.find(source);
+  if (record == configuration_errors_.end()) return;
+  const auto named = record->second.error.configuration();
+  configuration_errors_.erase(record);
+  if (!named || configurations_.count(*named) > 0) return;
+  if (options_.config_source == ConfigSourceKind::kubernetes)
+    verdict_pending_.insert(*named);
+  else
+    keeping_ended(*named);
 }
 
 // Its verdict came (it runs, is refused, or is gone) or it no longer waits
-// for access. Kept while it did not run (kept_without_running), its
-// Instances here, and its resource name with them, are judged from here on
-// as those of any Configuration refused, or gone. Only where the keeping
-// ends: a refusal alone releases nothing (two refused ones would retry each
-// other without end).
+// for access.
 void Daemon::stop_keeping(const ConfigurationKey& key) {
-  const bool was_kept = waiting_for_access_.erase(key) + verdict_pending_.erase(key) > 0;
-  if (!was_kept || configurations_.count(key) > 0 || kept_without_running().count(key) > 0 ||
+  if (waiting_for_access_.erase(key) + verdict_pending_.erase(key) > 0) keeping_ended(key);
+}
+
+// Kept while it did not run (kept_without_running), its Instances here, and
+// its resource name with them, are judged from here on as those of any
+// Configuration refused, or gone. Only where a keeping ends: a refusal alone
+// releases nothing (two refused ones would retry each other without end).
+void Daemon::keeping_ended(const ConfigurationKey& key) {
+  if (configurations_.count(key) > 0 || kept_without_running().count(key) > 0 ||
       !holds_here(key, Held::instances))
     return;
   if (configurations_synced_) withdraw_orphans();

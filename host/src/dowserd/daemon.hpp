@@ -103,8 +103,9 @@ class Daemon {
 
   void configuration_upserted(const configuration::Configuration& configuration);
   void run_or_refuse(const configuration::Configuration& configuration);
-  void keep_until_its_verdict(const configuration::ConfigurationError& cleared);
+  void configuration_error_cleared(const std::string& source);
   void stop_keeping(const ConfigurationKey& key);
+  void keeping_ended(const ConfigurationKey& key);
   void resource_name_released(const ConfigurationKey& key);
   void name_held_by_instances_released(const ConfigurationKey& owner);
   // For a name held by another Configuration, or (at a start, see
@@ -289,7 +290,7 @@ class Daemon {
   // Instances are not orphans (see withdraw_orphans).
   std::set<ConfigurationKey> waiting_for_access_;
   // Kept after their object was fixed, until the source says what came of
-  // it (keep_until_its_verdict).
+  // it (configuration_error_cleared).
   std::set<ConfigurationKey> verdict_pending_;
   // Refused only because another namespace's Configuration (or its
   // Instances here, see resource_name_holder) holds the name; each also in

@@ -728,6 +728,37 @@ TEST_F(DaemonTest, AFileFixedIntoADuplicateLetsTheInstancesOfAGoneConfigurationG
   EXPECT_EQ(instances(1).size(), 1u) << "only the Instance of cams is left";
 }
 
+// A file that duplicates a refused Configuration names it: while the
+// duplicate stands, its Instances are kept (the file is not used, so what it
+// holds is not known to be gone). Once the duplicate goes the file source
+// says only that the file is valid, with no verdict after it: the Instances
+// stayed until some other Configuration changed.
+TEST_F(DaemonTest, ARefusedConfigurationLosesItsInstancesOnceItsDuplicateGoes) {
+  echo_configuration("old", {"old0"}, 1);
+  echo_configuration("cams", {"cam0"}, 1);
+  auto& node = add_node("node-a");
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/old", 1)) << node.log();
+  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+  node.stop(SIGKILL);
+
+  const std::string refused =
+      "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams}\n"
+      "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: '{{{'}\n";
+  fs::remove(config_dir_ / "old.yaml");
+  write_file(config_dir_ / "cams.yaml", refused);
+  write_file(config_dir_ / "copy.yaml", refused);
+  node.start();
+  ASSERT_TRUE(node.wait_for_log("is already defined in")) << node.log();
+  ASSERT_TRUE(node.wait_for_log("its Configuration default/old is gone; withdrawing"))
+      << node.log();
+  ASSERT_EQ(instances(1).size(), 1u) << "cams's Instance is kept: " << node.log();
+
+  fs::remove(config_dir_ / "copy.yaml");
+  EXPECT_TRUE(node.wait_for_log("its Configuration default/cams is not served (refused by handler"))
+      << node.log();
+  EXPECT_EQ(instances(0).size(), 0u) << node.log();
+}
+
 TEST_F(DaemonTest, ASecondNamespaceCannotTakeTheSameResourceName) {
   echo_configuration("cams", {"cam0"}, 1);
   auto& node = add_node("node-a");
