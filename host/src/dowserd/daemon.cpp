@@ -601,7 +601,10 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
       configurations_source_->report_problem(configuration, "NotValidated", e.what());
   }
   if (displaced) give_name_back(*displaced, key);
-  bool known = configurations_.count(key) > 0;
+  const auto running = configurations_.find(key);
+  const bool known = running != configurations_.end();
+  // Told again as it runs (an object fixed back to it): nothing to apply.
+  const bool unchanged = known && running->second == configuration;
   configurations_[key] = configuration;
   // A change its running session takes without a restart (capacity,
   // brokerProperties, policy) is the accepted version from here on.
@@ -612,8 +615,9 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
   }
   refused_.erase(key);
   waiting_for_name_.erase(key);
-  spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second,
-               known ? "changed" : "added", configuration.handler_name, configuration.capacity);
+  const char* what = !known ? "added" : unchanged ? "unchanged" : "changed";
+  spdlog::info("Configuration {}/{} {} (handler {}, capacity {})", key.first, key.second, what,
+               configuration.handler_name, configuration.capacity);
 
   auto& backend = configuration_backends_[key];
   if (!backend) {
@@ -625,7 +629,7 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
   backend->set_policy(policy_of(configuration));
   plugins_.changed(resource);
   discovery_.run(configuration);
-  if (known) reapply(key);  // capacity or brokerProperties may have changed
+  if (known && !unchanged) reapply(key);  // capacity or brokerProperties may have changed
 }
 
 // Its handler took this version: what was reported on it (not validated,

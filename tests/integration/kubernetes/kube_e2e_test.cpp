@@ -806,6 +806,21 @@ TEST_F(KubeTest, AtAStartAnInvalidObjectsInstancesKeepItsResourceName) {
   EXPECT_TRUE(instances_gone("default", "cams")) << a.log();
 }
 
+// Edited into an invalid object, then back to the version that kept
+// running: that version is told again (the verdict after the fix), which
+// is no change: the log said "changed" and its Instances were re-applied.
+TEST_F(KubeTest, AnObjectFixedBackToTheVersionThatRunsIsUnchanged) {
+  client_->create(kConfigurations, "default", echo_object("cams", 1, false));
+  Node& a = add_kube_node("node-a");
+  ASSERT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
+  replace_cams(invalid_cams());
+  ASSERT_TRUE(a.wait_for_log("invalid Configuration: default/cams")) << a.log();
+  replace_cams(echo_object("cams", 1, false));
+  EXPECT_TRUE(a.wait_for_log("Configuration default/cams unchanged")) << a.log();
+  EXPECT_EQ(a.log().find("Configuration default/cams changed"), std::string::npos) << a.log();
+  EXPECT_TRUE(a.wait_allocatable("akri.sh/cams", 1)) << a.log();
+}
+
 // Fixed into a version its handler refuses: no longer kept for its error,
 // and not running, its Instances go and the name is free.
 TEST_F(KubeTest, AnInvalidObjectFixedIntoOneItsHandlerRefusesLetsItsInstancesAndNameGo) {
