@@ -290,6 +290,18 @@ class DaemonTest : public ::testing::Test {
                    "}\nspec:\n  discoveryHandler: {name: " + handler + "}\n");
   }
 
+  // A node that served Configurations "old" and "cams" (one Instance each)
+  // and was killed: started again, it finds both Instances stored.
+  Node& node_killed_after_serving_old_and_cams() {
+    echo_configuration("old", {"old0"}, 1);
+    echo_configuration("cams", {"cam0"}, 1);
+    auto& node = add_node("node-a");
+    EXPECT_TRUE(node.wait_allocatable("akri.sh/old", 1)) << node.log();
+    EXPECT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
+    node.stop(SIGKILL);
+    return node;
+  }
+
   void echo_configuration(const std::string& name, const std::vector<std::string>& descriptions,
                           int capacity, bool shared = false, const std::string& extra_spec = "") {
     std::string list;

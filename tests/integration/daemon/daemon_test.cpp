@@ -703,12 +703,8 @@ TEST_F(DaemonTest, ARestartWhileAFileIsInvalidKeepsItsClaims) {
 // Instances of a Configuration really gone are withdrawn (no file became
 // valid, which was the only moment dowserd looked again).
 TEST_F(DaemonTest, AFileFixedIntoADuplicateLetsTheInstancesOfAGoneConfigurationGo) {
-  echo_configuration("old", {"old0"}, 1);
-  echo_configuration("cams", {"cam0"}, 1);
-  auto& node = add_node("node-a");
-  ASSERT_TRUE(node.wait_allocatable("akri.sh/old", 1)) << node.log();
-  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  node.stop(SIGKILL);
+  auto& node = node_killed_after_serving_old_and_cams();
+  ASSERT_FALSE(HasFailure());
 
   std::ifstream original(config_dir_ / "cams.yaml");
   const std::string cams(std::istreambuf_iterator<char>(original), {});
@@ -734,12 +730,8 @@ TEST_F(DaemonTest, AFileFixedIntoADuplicateLetsTheInstancesOfAGoneConfigurationG
 // says only that the file is valid, with no verdict after it: the Instances
 // stayed until some other Configuration changed.
 TEST_F(DaemonTest, ARefusedConfigurationLosesItsInstancesOnceItsDuplicateGoes) {
-  echo_configuration("old", {"old0"}, 1);
-  echo_configuration("cams", {"cam0"}, 1);
-  auto& node = add_node("node-a");
-  ASSERT_TRUE(node.wait_allocatable("akri.sh/old", 1)) << node.log();
-  ASSERT_TRUE(node.wait_allocatable("akri.sh/cams", 1)) << node.log();
-  node.stop(SIGKILL);
+  auto& node = node_killed_after_serving_old_and_cams();
+  ASSERT_FALSE(HasFailure());
 
   const std::string refused =
       "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams}\n"
