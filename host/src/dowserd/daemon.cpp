@@ -180,7 +180,10 @@ std::unique_ptr<configuration::ConfigurationSource> Daemon::make_configuration_s
                           whole_source ? "configuration directory" : "invalid Configuration",
                           error.what());
             post([this, error] {
-              configuration_error(error);
+              // A file that duplicated one Configuration and now cannot be
+              // read (or duplicates another) no longer keeps the first.
+              if (const auto no_longer_named = configuration_error(error))
+                keeping_ended(*no_longer_named);
               // A file read again that names what it holds (a duplicate) is
               // no longer one that cannot be read.
               if (holding_orphans_ && error.configuration()) withdraw_orphans();
@@ -327,9 +330,9 @@ void Daemon::shutdown() {
 // withdrawn, but not while a source of Configurations cannot be read: the
 // Configuration of an invalid file (or of a lost directory) is unknown, not
 // gone, and withdrawing would free the slots of its running pods. Done once
-// the last such error clears. An invalid cluster object names its
-// Configuration: only that one's Instances are kept for it. So do those
-// waiting for read access to a Secret or ConfigMap they reference.
+// the last such error clears. An error that names its Configuration (an
+// invalid cluster object, a file's duplicate definition) keeps only that
+// one's Instances, as do the other reasons of kept_without_running.
 void Daemon::withdraw_orphans() {
   std::set<ConfigurationKey> known = kept_without_running();
   for (const auto& [key, configuration] : configurations_) known.insert(key);
@@ -381,11 +384,11 @@ void Daemon::take_names_back_by_claims(std::set<ConfigurationKey>& known) {
 }
 
 // Resource names carry no namespace: one name may serve one Configuration on
-// a node. One waiting for read access holds it too while this node keeps its
-// Instances: their pods use it. So, until every Configuration is read (or
-// while a source cannot be read), do this node's Instances of one not heard
-// of yet: it held the name before this start, and would lose its Instances
-// if a same-named one read first took it.
+// a node. One kept without running (kept_without_running) holds it too while
+// this node keeps its Instances: their pods use it. So, until every
+// Configuration is read (or while a source cannot be read), do this node's
+// Instances of one not heard of yet: it held the name before this start,
+// and would lose its Instances if a same-named one read first took it.
 std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
     const ConfigurationKey& key) const {
   if (configurations_.count(key) > 0) return std::nullopt;  // it runs: the name is its own
@@ -407,10 +410,11 @@ std::optional<Daemon::ConfigurationKey> Daemon::resource_name_holder(
 }
 
 // Its Instances are kept though it does not run: it waits for read access,
-// or its object is invalid (its last good version is not known after a
-// restart), or was fixed and the source has yet to say what came of it. It
-// is not gone, and its pods use them. The one list of these reasons, which
-// withdraw_orphans, resource_name_holder and stop_keeping must agree on.
+// or an error names it (its object is invalid, and its last good version is
+// not known after a restart; or a file duplicates it, and which definition
+// serves is not settled), or its object was fixed and the source has yet to
+// say what came of it. It is not gone, and its pods use them. The one list
+// of these reasons, which every judge of orphans and names must agree on.
 std::set<Daemon::ConfigurationKey> Daemon::kept_without_running() const {
   std::set<ConfigurationKey> kept = waiting_for_access_;
   kept.insert(verdict_pending_.begin(), verdict_pending_.end());
@@ -459,7 +463,7 @@ void Daemon::give_name_back(const ConfigurationKey& holder, const ConfigurationK
 }
 
 // Refused, and started again (retry_waiting_for_name) once the holder goes,
-// stops waiting for read access without running, or loses its last
+// stops being kept without running (keeping_ended), or loses its last
 // Instance here; or, waiting for the listing, once every Configuration is
 // read. That wait lasts a moment: logged, not told as an Event, which would
 // stand until the Configuration runs.
@@ -493,8 +497,9 @@ void Daemon::configuration_upserted(const configuration::Configuration& configur
 // A source's error on source cleared (its file or object is valid, or
 // gone). A Kubernetes object fixed stays kept until the source tells what
 // came of it, which it does next (configuration.hpp): whatever the core
-// thread does in between must not judge its Instances orphans. What any
-// other error named (a file's duplicate definition) was kept by it alone.
+// thread does in between must not judge its Instances orphans. The file
+// source tells no verdict: what its error named (a duplicate definition) is
+// judged now, unless something else still keeps it.
 void Daemon::configuration_error_cleared(const std::string& source) {
   const auto record = configuration_errors_.find(source);
   if (record == configuration_errors_.end()) return;
@@ -603,7 +608,8 @@ void Daemon::run_or_refuse(const configuration::Configuration& configuration) {
   if (displaced) give_name_back(*displaced, key);
   const auto running = configurations_.find(key);
   const bool known = running != configurations_.end();
-  // Told again as it runs (an object fixed back to it): nothing to apply.
+  // Told again as it runs (an object fixed back to it, or resolved again
+  // once a missing Secret it reads is back): nothing to apply.
   const bool unchanged = known && running->second == configuration;
   configurations_[key] = configuration;
   // A change its running session takes without a restart (capacity,

@@ -216,7 +216,8 @@ class Daemon {
                Tell tell = Tell::users);
   void unresolved(const configuration::Configuration& configuration, const std::string& reason,
                   configuration::UnresolvedReference::Cause why);
-  void configuration_error(const configuration::ConfigurationError& error);
+  std::optional<ConfigurationKey> configuration_error(
+      const configuration::ConfigurationError& error);
   void withdraw_orphans();
   std::vector<status_api::ConfigurationErrorStatus> configuration_error_statuses() const;
   void await_kubelet(const ConfigurationKey& configuration,

@@ -191,13 +191,18 @@ void Daemon::refused(const configuration::Configuration& configuration, const st
   waiting_for_name_.erase(key);  // refused for something else now
 }
 
-// The latest error of each source; `since` holds while the error stays the same.
-void Daemon::configuration_error(const configuration::ConfigurationError& error) {
+// The latest error of each source; `since` holds while the error stays the
+// same. Returns the Configuration the error it replaced named, when the new
+// one does not name it: that error no longer keeps it.
+std::optional<ConfigurationKey> Daemon::configuration_error(
+    const configuration::ConfigurationError& error) {
   auto now = std::chrono::system_clock::now();
   auto [it, added] =
       configuration_errors_.try_emplace(error.source(), ConfigurationErrorRecord{error, now});
-  if (!added && std::string_view(it->second.error.what()) != error.what())
-    it->second = {error, now};
+  if (added || std::string_view(it->second.error.what()) == error.what()) return std::nullopt;
+  auto named_before = it->second.error.configuration();
+  it->second = {error, now};
+  return named_before == error.configuration() ? std::nullopt : named_before;
 }
 
 std::vector<status_api::ConfigurationErrorStatus> Daemon::configuration_error_statuses() const {

@@ -302,6 +302,24 @@ class DaemonTest : public ::testing::Test {
     return node;
   }
 
+  // Then restarted with cams refused by its handler and duplicated in
+  // copy.yaml: old's Instance is withdrawn, cams's kept for the duplicate.
+  Node& node_with_refused_cams_and_its_duplicate() {
+    auto& node = node_killed_after_serving_old_and_cams();
+    const std::string refused =
+        "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams}\n"
+        "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: '{{{'}\n";
+    fs::remove(config_dir_ / "old.yaml");
+    write_file(config_dir_ / "cams.yaml", refused);
+    write_file(config_dir_ / "copy.yaml", refused);
+    node.start();
+    EXPECT_TRUE(node.wait_for_log("is already defined in")) << node.log();
+    EXPECT_TRUE(node.wait_for_log("its Configuration default/old is gone; withdrawing"))
+        << node.log();
+    EXPECT_EQ(instances(1).size(), 1u) << "cams's Instance is kept: " << node.log();
+    return node;
+  }
+
   void echo_configuration(const std::string& name, const std::vector<std::string>& descriptions,
                           int capacity, bool shared = false, const std::string& extra_spec = "") {
     std::string list;

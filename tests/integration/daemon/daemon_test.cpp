@@ -730,21 +730,24 @@ TEST_F(DaemonTest, AFileFixedIntoADuplicateLetsTheInstancesOfAGoneConfigurationG
 // says only that the file is valid, with no verdict after it: the Instances
 // stayed until some other Configuration changed.
 TEST_F(DaemonTest, ARefusedConfigurationLosesItsInstancesOnceItsDuplicateGoes) {
-  auto& node = node_killed_after_serving_old_and_cams();
+  auto& node = node_with_refused_cams_and_its_duplicate();
   ASSERT_FALSE(HasFailure());
-
-  const std::string refused =
-      "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: {name: cams}\n"
-      "spec:\n  discoveryHandler: {name: debugEcho, discoveryDetails: '{{{'}\n";
-  fs::remove(config_dir_ / "old.yaml");
-  write_file(config_dir_ / "cams.yaml", refused);
-  write_file(config_dir_ / "copy.yaml", refused);
-  node.start();
-  ASSERT_TRUE(node.wait_for_log("is already defined in")) << node.log();
-  ASSERT_TRUE(node.wait_for_log("its Configuration default/old is gone; withdrawing"))
+  fs::remove(config_dir_ / "copy.yaml");
+  EXPECT_TRUE(node.wait_for_log("its Configuration default/cams is not served (refused by handler"))
       << node.log();
-  ASSERT_EQ(instances(1).size(), 1u) << "cams's Instance is kept: " << node.log();
+  EXPECT_EQ(instances(0).size(), 0u) << node.log();
+}
 
+// The duplicate broken before it goes: its unreadable file keeps every
+// Instance while it stands, and once it goes cams's Instance goes too. The
+// record of the file's error named cams no more, and nothing looked again.
+TEST_F(DaemonTest, ARefusedConfigurationLosesItsInstancesOnceItsBrokenDuplicateGoes) {
+  auto& node = node_with_refused_cams_and_its_duplicate();
+  ASSERT_FALSE(HasFailure());
+  write_file(config_dir_ / "copy.yaml", "apiVersion: akri.sh/v0\nkind: Configuration\nmetadata: [");
+  ASSERT_TRUE(node.wait_for_log("keeping the Instances of Configurations not found while 1 source"))
+      << node.log();
+  EXPECT_EQ(instances().size(), 1u) << node.log();
   fs::remove(config_dir_ / "copy.yaml");
   EXPECT_TRUE(node.wait_for_log("its Configuration default/cams is not served (refused by handler"))
       << node.log();
