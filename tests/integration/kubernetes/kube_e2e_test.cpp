@@ -277,6 +277,13 @@ class KubeTest : public DaemonTest {
         echo_object("good", 1, false, json::array({availability_file(root_ / "online")})));
     Node& node = add_kube_node("node-a");
     EXPECT_TRUE(node.wait_allocatable("akri.sh/good", 1)) << node.log();
+    // A local device reaches the kubelet before its Instance is written:
+    // tests that read the store once count good's Instance in it.
+    EXPECT_TRUE(wait_instances([](const auto& instances) {
+      return std::any_of(instances.begin(), instances.end(), [](const auto& stored) {
+        return stored.instance.configuration_name == "good";
+      });
+    })) << node.log();
     return node;
   }
 
