@@ -302,8 +302,9 @@ class DaemonTest : public ::testing::Test {
     return node;
   }
 
-  // Then restarted with cams refused by its handler and duplicated in
-  // copy.yaml: old's Instance is withdrawn, cams's kept for the duplicate.
+  // That node started again with old.yaml gone, and cams refused by its
+  // handler and duplicated in copy.yaml: old's Instance is withdrawn, cams's
+  // kept for the duplicate.
   Node& node_with_refused_cams_and_its_duplicate() {
     auto& node = node_killed_after_serving_old_and_cams();
     const std::string refused =

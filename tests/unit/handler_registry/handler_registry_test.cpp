@@ -288,7 +288,8 @@ TEST(HandlerRegistry, AFileStillBeingWrittenIsRefusedUntilItIsWhole) {
 }
 
 // Cut where its last loaded segment begins, a file is mapped past its end:
-// the loader's first write there (relocations) killed dowserd with SIGBUS.
+// the loader's first write there (zeroing the rest of a page for .bss, or a
+// relocation) killed dowserd with SIGBUS.
 // Without a section table (sstrip leaves none) only the program headers
 // tell that the file is not whole.
 TEST(HandlerLoader, AFileCutInsideALoadedSegmentIsNotOpened) {
